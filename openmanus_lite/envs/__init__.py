@@ -1,0 +1,45 @@
+"""In-process environments for the six domains (see base.py for the contract)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+from .base import (
+    DIFFICULTIES,
+    Env,
+    InvalidAction,
+    generate_tasks,
+    list_domains,
+    make_env,
+    register_domain,
+    run_expert,
+    synthesize_trajectories,
+)
+
+_DOMAIN_MODULES = ("os_shell", "sql_db", "web", "kg", "household", "shop")
+_loaded = False
+
+
+def _load_all() -> None:
+    """Import every domain module once, so each registers itself."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for name in _DOMAIN_MODULES:
+        if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            importlib.import_module(f"{__name__}.{name}")
+
+
+__all__ = [
+    "DIFFICULTIES",
+    "Env",
+    "InvalidAction",
+    "generate_tasks",
+    "list_domains",
+    "make_env",
+    "register_domain",
+    "run_expert",
+    "synthesize_trajectories",
+]

@@ -1,0 +1,248 @@
+"""The environment core: a gym-like, text-in/text-out `Env`, and the domain registry.
+
+A domain module subclasses `Env` and implements four hooks:
+
+    _setup(task)            build the world for the task (deterministic from task.spec)
+    _execute(action)        run one parsed non-answer action -> observation text;
+                            raise InvalidAction(msg) for an action that is well-formed
+                            but not valid here (the message is shown to the agent)
+    _score(answer_text)     the checker: outcome score in [0, 1] once the episode ends
+                            (answer_text is None when the episode ended without answer(...))
+    expert_action()         the expert's next assistant turn (Think/Act text) from the
+                            current state; the expert solves every generated task
+    random_action(rng)      a random but plausible assistant turn (the random baseline)
+
+and registers itself with `register_domain(domain, env_cls, generate)`, where
+`generate(rng, difficulty, index) -> Task`. Everything else (parsing, turn limit,
+info, reward, never raising on bad input) lives here once.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..react import ACTION_FORMS, Action, ParseError, format_turn, parse_step
+from ..schema import StepResult, Task, Trajectory, Turn
+
+DIFFICULTIES = ("easy", "medium", "hard")
+
+
+class InvalidAction(Exception):
+    """A well-formed action that is not valid in the current state (shown to the agent)."""
+
+
+class Env:
+    """Base class; see the module docstring for the hooks a domain implements."""
+
+    domain: str = ""
+    max_turns: int = 10
+    intro: str = ""
+    """The domain's instructions, shown at the top of the first user message."""
+
+    def __init__(self, max_turns: int | None = None, shaping: bool = False):
+        if max_turns is not None:
+            self.max_turns = max_turns
+        self.shaping = shaping
+        self.task: Task | None = None
+        self.turn = 0
+        self.done = False
+        self.invalid_actions = 0
+        self.last_info: dict[str, Any] = {}
+
+    # ---------------------------------------------------------------- public API
+    def reset(self, task: Task) -> str:
+        """Start an episode; returns the first user message (instructions + task)."""
+        if task.domain != self.domain:
+            raise ValueError(f"task {task.id!r} is for domain {task.domain!r}, not {self.domain!r}")
+        self.task = task
+        self.turn = 0
+        self.done = False
+        self.invalid_actions = 0
+        self.last_info = {}
+        self._setup(task)
+        return self.first_message()
+
+    def first_message(self) -> str:
+        return (
+            f"{self.intro.strip()}\n\nReply in this format:\nThink: <your reasoning>\n"
+            f"{ACTION_FORMS[self.domain]}\n\nYou have {self.max_turns} turns.\n\n"
+            f"Task: {self.task.instruction}{self._initial_observation()}"
+        )
+
+    def step(self, assistant_text: str) -> StepResult:
+        """One assistant turn -> observation. Never raises on anything the agent writes."""
+        if self.task is None:
+            raise RuntimeError("call reset(task) before step()")
+        if self.done:
+            return StepResult("The episode is over.", 0.0, True, dict(self.last_info, parsed=False, valid=False))
+        self.turn += 1
+        info: dict[str, Any] = {"turn": self.turn, "parsed": False, "valid": False}
+        answer_text = None
+        try:
+            parsed = parse_step(assistant_text, self.domain)
+            if isinstance(parsed, ParseError):
+                observation = f"Invalid format. {parsed.message}"
+            else:
+                info["parsed"] = True
+                _, action = parsed
+                info["action"] = action.text
+                if action.kind == "answer":
+                    info["valid"] = True
+                    answer_text = action.arg
+                    self.done = True
+                    observation = "Answer submitted."
+                else:
+                    observation = self._execute(action)
+                    info["valid"] = True
+        except InvalidAction as e:
+            observation = str(e)
+        except Exception as e:  # a bug in a domain must not crash the agent's episode
+            observation = f"Error: {type(e).__name__}: {e}"
+            info["internal_error"] = traceback.format_exc(limit=3)
+        if not info["valid"]:
+            self.invalid_actions += 1
+        info["invalid_actions"] = self.invalid_actions
+        if self._goal_reached():
+            self.done = True
+        if self.turn >= self.max_turns and not self.done:
+            self.done = True
+            observation += "\nTurn limit reached."
+        reward = 0.0
+        if self.done:
+            score = float(self._safe_score(answer_text))
+            info["score"] = score
+            info["success"] = score >= 1.0
+            reward = score
+        elif self.shaping:
+            reward = self._shaping_reward(info)
+        self.last_info = info
+        return StepResult(observation, reward, self.done, info)
+
+    def clone(self) -> "Env":
+        """An independent copy (for tree search)."""
+        return copy.deepcopy(self)
+
+    # ---------------------------------------------------------------- hooks
+    def _setup(self, task: Task) -> None:
+        raise NotImplementedError
+
+    def _initial_observation(self) -> str:
+        """Text appended after the task (e.g. the first page or room description)."""
+        return ""
+
+    def _execute(self, action: Action) -> str:
+        raise NotImplementedError
+
+    def _goal_reached(self) -> bool:
+        """True when the episode should end without an explicit answer (e.g. Buy Now)."""
+        return False
+
+    def _score(self, answer_text: str | None) -> float:
+        raise NotImplementedError
+
+    def _shaping_reward(self, info: dict[str, Any]) -> float:
+        return -0.01 if not info["valid"] else 0.0
+
+    def expert_action(self) -> str:
+        raise NotImplementedError
+
+    def random_action(self, rng: random.Random) -> str:
+        raise NotImplementedError
+
+    def _safe_score(self, answer_text: str | None) -> float:
+        try:
+            return min(1.0, max(0.0, float(self._score(answer_text))))
+        except Exception:
+            return 0.0
+
+
+def expert_turn(thought: str, action: str) -> str:
+    """Helper for experts: a unified Think/Act turn."""
+    return format_turn(thought, action)
+
+
+# ---------------------------------------------------------------- registry
+
+
+@dataclass
+class DomainSpec:
+    env_cls: type[Env]
+    generate: Callable[[random.Random, str, int], Task]
+
+
+_REGISTRY: dict[str, DomainSpec] = {}
+
+
+def register_domain(domain: str, env_cls: type[Env], generate: Callable[[random.Random, str, int], Task]) -> None:
+    _REGISTRY[domain] = DomainSpec(env_cls, generate)
+
+
+def _spec(domain: str) -> DomainSpec:
+    from . import _load_all
+
+    _load_all()
+    if domain not in _REGISTRY:
+        raise KeyError(f"unknown environment domain {domain!r}; available: {sorted(_REGISTRY)}")
+    return _REGISTRY[domain]
+
+
+def list_domains() -> list[str]:
+    from . import _load_all
+
+    _load_all()
+    return [d for d in ("os", "db", "web", "kg", "household", "ecommerce") if d in _REGISTRY]
+
+
+def make_env(domain: str, **kwargs: Any) -> Env:
+    """A fresh environment for `domain` (kwargs: max_turns, shaping)."""
+    return _spec(domain).env_cls(**kwargs)
+
+
+def generate_tasks(domain: str, n: int, seed: int = 0, difficulty: str = "easy") -> list[Task]:
+    """`n` tasks, deterministic per (domain, seed, difficulty)."""
+    if difficulty not in DIFFICULTIES:
+        raise ValueError(f"difficulty must be one of {DIFFICULTIES}, got {difficulty!r}")
+    spec = _spec(domain)
+    rng = random.Random(f"{domain}:{difficulty}:{seed}")
+    return [spec.generate(rng, difficulty, i) for i in range(n)]
+
+
+def run_expert(env: Env, task: Task) -> tuple[list[dict[str, str]], StepResult]:
+    """Play the expert on `task`; returns (messages, last step)."""
+    messages = [{"role": "user", "content": env.reset(task)}]
+    step = None
+    while not env.done:
+        text = env.expert_action()
+        messages.append({"role": "assistant", "content": text})
+        step = env.step(text)
+        if not step.done:
+            messages.append({"role": "user", "content": step.observation})
+    return messages, step
+
+
+def synthesize_trajectories(domain: str, n: int, seed: int = 0, difficulty: str = "easy") -> list[Trajectory]:
+    """Run the expert on `n` generated tasks: SFT-ready trajectories with the outcome in meta."""
+    out = []
+    for task in generate_tasks(domain, n, seed=seed, difficulty=difficulty):
+        env = make_env(domain)
+        messages, last = run_expert(env, task)
+        turns = [Turn(m["role"], m["content"], train=m["role"] == "assistant") for m in messages]
+        out.append(
+            Trajectory(
+                id=f"synth/{domain}/{task.id}",
+                source="synth",
+                domain=domain,
+                messages=turns,
+                meta={
+                    "task_id": task.id,
+                    "difficulty": difficulty,
+                    "success": bool(last.info.get("success")),
+                    "score": float(last.info.get("score", 0.0)),
+                },
+            )
+        )
+    return out
