@@ -128,6 +128,10 @@ _THOUGHT_PREFIX = re.compile(r"^\s*(Think|Thought|THOUGHT)\s*:\s*", re.IGNORECAS
 _FINAL_ANSWER = re.compile(r"^[ \t]*Final Answer[ \t]*:[ \t]*(.*)", re.MULTILINE | re.DOTALL)
 _TOOL_INPUT = re.compile(r"^(?P<name>[\w.\-]+)\s+with\s+Action Input:\s*(?P<args>.*)$", re.DOTALL)
 _MIND2WEB = re.compile(r"^([A-Z]+)\s*\nValue:\s*(.*)$", re.DOTALL)
+# Mind2Web operations that carry no Value line ("Answer: B.\nAction: CLICK").
+_MIND2WEB_BARE = re.compile(r"^(CLICK|HOVER|ENTER|PRESS|SELECT|SET|TYPE)\s*$")
+# ToolBench ReAct as Agent-FLAN ships it: "Action: name\nAction Input: {json}".
+_TOOL_INPUT_LINES = re.compile(r"^(?P<name>[\w.\-]+)[ \t]*\n[ \t]*Action Input:\s*(?P<args>.*)$", re.DOTALL)
 _FENCE = re.compile(r"```[ \t]*(\w*)[ \t]*\n?(.*?)\n?[ \t]*```", re.DOTALL)
 
 
@@ -165,7 +169,10 @@ def parse_turn(text: str) -> ParsedTurn | ParseError:
     if m2w:  # Mind2Web: "Answer: B.\nAction: TYPE\nValue: Chicago Bears" (the choice letter precedes)
         op = m2w.group(1).lower()
         return ParsedTurn(thought, call(op, m2w.group(2).strip()), "mind2web")
-    ti = _TOOL_INPUT.match(body)
+    m2w = _MIND2WEB_BARE.match(body)
+    if m2w:  # Mind2Web without a value: the chosen element is the "Answer: X." kept in the thought
+        return ParsedTurn(thought, call(m2w.group(1).lower(), ""), "mind2web")
+    ti = _TOOL_INPUT.match(body) or _TOOL_INPUT_LINES.match(body)
     if ti:  # ToolBench / Agent-FLAN: "Action: name with Action Input: {json}"
         return ParsedTurn(thought, tool(ti.group("name"), ti.group("args").strip()), "tool_input")
     if not body:

@@ -5,6 +5,11 @@ from pathlib import Path
 
 import pytest
 
+try:  # unsloth must be imported before trl/transformers to patch them (and TRL's CPU kernels)
+    import unsloth  # noqa: F401
+except ImportError:
+    pass
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,228 @@
+"""The conversion core every source shares: roles, train flags, observations, ReAct turns.
+
+`convert_turns` takes a source's list of turns (whatever its key names) and returns the
+unified `Turn`s:
+
+* roles: `human`/`user` (and observation roles such as `function`, `tool`, `environment`)
+  become `user`, `gpt`/`assistant` become `assistant`, `system` stays `system`;
+* train flags: where the source has per-turn `loss` flags, an assistant turn trains
+  exactly when its flag is true. Where it has none (re-keyed copies, AgentBank,
+  OpenManus-RL), the flags are inferred, the same way the sources with flags set them:
+  an acknowledgement turn that holds no action ("Ok.", "OK. I'll follow your
+  instructions ...") does not train, and every assistant turn before the last
+  "new task" marker in a user turn ("Now, I will start a new problem", "A new question:",
+  "Now new trial starts") is a few-shot demonstration and does not train; all other
+  assistant turns train. Tests check that this rule reproduces the real `loss` flags;
+* assistant turns: parsed with `react.parse_turn` and rewritten as `Think: ...\\nAct: ...`
+  with the action in its canonical form (`react.parse_action` + `format_action`), so
+  the action text itself (SQL, bash, click target, KG call, tool JSON) is unchanged.
+  A turn with no action (acknowledgements, free chat) keeps its text; where it trains,
+  its index is listed in `meta["free_text_turns"]` for the checks to judge;
+* observations (user turns): `\\r\\n` and stray `\\r` become `\\n`, ANSI escape sequences
+  are removed, and for the OS domain also the shell prompts (`root@abc:/# `) that the
+  terminal echoed; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ...react import Action, ParsedTurn, answer, format_action, format_turn, parse_action, parse_turn
+from ...schema import Turn
+from .base import RawRow, RowRejected, field_error
+
+ROLE_MAP: dict[str, str] = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "bot": "assistant",
+    "model": "assistant",
+    "system": "system",
+    # observation roles some datasets use; in the unified format the environment speaks as the user
+    "function": "user",
+    "tool": "user",
+    "environment": "user",
+    "observation": "user",
+}
+
+# A user turn that starts a new task: assistant turns before the last one are demonstrations.
+NEW_TASK = re.compile(
+    r"\s*(Now, I will start a new problem|A new question\s*:|Now new trial starts|Here is (?:a|the) new task)",
+    re.IGNORECASE,
+)
+# An assistant turn that only acknowledges the instructions.
+ACKNOWLEDGEMENT = re.compile(
+    r"\s*(ok(ay)?\b|sure\b|understood\b|got it\b|i understand\b|i've understood\b|i have understood\b|"
+    r"i('ll| will) follow\b|i am ready\b|i'm ready\b|ready\b)",
+    re.IGNORECASE,
+)
+_MAX_ACK_CHARS = 200
+
+# ANSI: CSI sequences (colours, erase line), OSC sequences (window title, ended by BEL or ST),
+# and the remaining two-character escapes.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+# A shell prompt echoed by the terminal: user@host:path# or $ at the start of a line.
+_PROMPT = re.compile(r"^[\w.-]+@[\w.-]+:[^\n#$]*[#$][ \t]?", re.MULTILINE)
+
+
+def clean_observation(text: str, domain: str) -> str:
+    """Remove terminal noise from an observation without changing what it says."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if domain == "os" and "@" in text:
+        cleaned = _PROMPT.sub("", text)
+        if cleaned != text:
+            text = cleaned.rstrip()
+    return text
+
+
+def is_acknowledgement(text: str) -> bool:
+    """A short turn that only acknowledges instructions ("Ok.", "OK. I'll follow ...")."""
+    return len(text) <= _MAX_ACK_CHARS and ACKNOWLEDGEMENT.match(text) is not None
+
+
+def canonical_action(action: str, domain: str) -> tuple[str, str | None]:
+    """The action in its canonical unified form, and the name of a rewrite when one was needed.
+
+    Only the framing changes (`bash` + fenced block, `name[arg]`, `name(args)`), never the
+    command, query or arguments. One documented rewrite: AgentBench OS ends operation
+    tasks with `Act: finish`, which the unified grammar spells `answer(done)`.
+    """
+    parsed = parse_action(action)
+    if isinstance(parsed, Action):
+        if domain == "os" and parsed.kind == "command" and parsed.arg.strip().lower() == "finish":
+            return answer("done"), "os_finish"
+        return format_action(parsed), None
+    return action.strip(), None
+
+
+def convert_turns(
+    row: RawRow,
+    turns: Any,
+    *,
+    turns_field: str,
+    role_key: str,
+    content_key: str,
+    loss_key: str | None,
+    domain: str,
+    final_text_as_answer: bool = False,
+) -> tuple[list[Turn], dict[str, Any]]:
+    """Unified turns and the meta facts about them (see the module docstring).
+
+    `final_text_as_answer`: a final assistant turn with no action is the reply to the
+    user, written as `answer(<text>)` (tool-use sources whose last turn is plain text).
+    """
+    if turns is None:
+        raise field_error(row, turns_field, "missing; expected a list of turns", "schema.missing_field")
+    if not isinstance(turns, list):
+        raise field_error(row, turns_field, f"expected a list of turns, got {type(turns).__name__}", "schema.bad_type")
+    if not turns:
+        raise field_error(row, turns_field, "is empty", "schema.empty")
+
+    roles: list[str] = []
+    texts: list[str] = []
+    losses: list[Any] = []
+    for i, t in enumerate(turns):
+        if not isinstance(t, dict):
+            raise field_error(row, f"{turns_field}[{i}]", f"expected an object, got {type(t).__name__}", "schema.bad_type")
+        raw_role = t.get(role_key)
+        role = ROLE_MAP.get(raw_role) if isinstance(raw_role, str) else None
+        if role is None:
+            if raw_role is None:
+                raise field_error(row, f"{turns_field}[{i}].{role_key}", "missing", "schema.missing_field")
+            raise field_error(row, f"{turns_field}[{i}].{role_key}",
+                              f"unknown role {raw_role!r}; expected one of {sorted(ROLE_MAP)}", "schema.unknown_role")
+        text = t.get(content_key)
+        if not isinstance(text, str):
+            if text is None:
+                raise field_error(row, f"{turns_field}[{i}].{content_key}", "missing", "schema.missing_field")
+            raise field_error(row, f"{turns_field}[{i}].{content_key}",
+                              f"expected a string, got {type(text).__name__}", "schema.bad_type")
+        roles.append(role)
+        texts.append(text)
+        losses.append(t.get(loss_key) if loss_key else None)
+
+    has_flags = any(loss is not None for role, loss in zip(roles, losses) if role == "assistant")
+    demo_end = -1
+    if not has_flags:
+        for i, (role, text) in enumerate(zip(roles, texts)):
+            if role == "user" and NEW_TASK.match(text):
+                demo_end = i
+
+    out: list[Turn] = []
+    free_text: list[int] = []
+    rewrites: dict[str, int] = {}
+    demos = 0
+    last = len(roles) - 1
+    for i, (role, text, loss) in enumerate(zip(roles, texts, losses)):
+        if role != "assistant":
+            out.append(Turn(role, clean_observation(text, domain) if role == "user" else text, False))
+            continue
+        parsed = parse_turn(text)
+        if isinstance(parsed, ParsedTurn):
+            action, rewrite = canonical_action(parsed.action, domain)
+            if rewrite:
+                rewrites[rewrite] = rewrites.get(rewrite, 0) + 1
+            content = format_turn(parsed.thought, action)
+        elif final_text_as_answer and i == last and text.strip():
+            content = format_turn("", answer(text.strip()))
+            rewrites["final_text_as_answer"] = rewrites.get("final_text_as_answer", 0) + 1
+            parsed = None
+        else:
+            content = text
+        if has_flags:
+            train = bool(loss) if loss is not None else not (content is text and is_acknowledgement(text))
+        elif i < demo_end:
+            train = False
+            demos += 1
+        else:
+            train = not (content is text and is_acknowledgement(text))
+        if train and content is text:
+            free_text.append(i)
+        out.append(Turn("assistant", content, train))
+
+    meta: dict[str, Any] = {"train_flags": "source" if has_flags else "inferred"}
+    if demos:
+        meta["demo_turns"] = demos
+    if free_text:
+        meta["free_text_turns"] = free_text
+    if rewrites:
+        meta["rewrites"] = rewrites
+    return out, meta
+
+
+def require_str(row: RawRow, data: dict, key: str) -> str:
+    """`data[key]` as a non-empty string, or a RowRejected naming the field."""
+    value = data.get(key)
+    if value is None:
+        raise field_error(row, key, "missing", "schema.missing_field")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise field_error(row, key, f"expected a non-empty string, got {value!r:.60}", "schema.bad_type")
+    return value
+
+
+def pick_turns(row: RawRow, data: dict, *candidates: str) -> tuple[str, Any]:
+    """The first turns field present (`conversations`, `conversation`, `messages`)."""
+    for key in candidates:
+        if key in data:
+            return key, data[key]
+    raise RowRejected(
+        "schema.missing_field",
+        f"{row.where(candidates[0])}: missing; expected one of {list(candidates)} (keys present: {sorted(data)[:8]})",
+        candidates[0],
+    )
+
+
+def turn_keys(turns: Any) -> tuple[str, str, str | None]:
+    """(role key, content key, loss key) of a turn list: ShareGPT `from`/`value` or chat `role`/`content`."""
+    if isinstance(turns, list) and turns and isinstance(turns[0], dict):
+        first = turns[0]
+        if "from" in first or "value" in first:
+            return "from", "value", "loss"
+    return "role", "content", "loss"

@@ -1,0 +1,237 @@
+"""Run a policy on a benchmark suite and keep everything: numbers per cell, and every episode.
+
+`run_benchmark` plays one episode per task through `rollout.run_episodes` (lock-step
+batches, so a model policy generates for the whole batch in one call) and returns a
+`BenchmarkResult`: per-task records with full trajectories, and a summary table per
+domain x difficulty with Wilson intervals. Results round-trip through JSON (everything)
+and CSV (the per-task numbers, enough to rebuild the table and compare runs).
+
+Token counting is optional: a policy that generates text may expose a cumulative
+`generated_tokens` counter, and optionally `last_generated_tokens` (one count per reply
+of its latest `act_batch`). When only the counter exists, a batch's tokens are shared
+among its replies in proportion to their length.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..policies import RandomPolicy, as_policy
+from ..rollout import run_episodes
+from ..schema import Task
+from .metrics import ALL, GroupSummary, TaskRecord, find_row, summarize
+from .suites import Suite, load_suite
+
+CSV_FIELDS = ["policy", "suite", "task_id", "domain", "difficulty", "success", "score", "turns", "invalid_actions",
+              "wall_s", "generated_tokens", "model_calls", "extra"]
+
+
+@dataclass
+class BenchmarkResult:
+    """One policy on one suite. `label` names it in comparisons (defaults to the policy name)."""
+
+    policy: str
+    suite: str
+    records: list[TaskRecord]
+    wall_s: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+    label: str | None = None
+
+    def __post_init__(self):
+        self.label = self.label or self.policy
+
+    @property
+    def summary(self) -> list[GroupSummary]:
+        return summarize(self.records)
+
+    def row(self, domain: str = ALL, difficulty: str = ALL) -> GroupSummary:
+        return find_row(self.summary, domain, difficulty)
+
+    def success_rate(self, domain: str = ALL, difficulty: str = ALL) -> float:
+        return self.row(domain, difficulty).success_rate
+
+    @property
+    def generated_tokens(self) -> int | None:
+        counts = [r.generated_tokens for r in self.records]
+        return None if not counts or any(c is None for c in counts) else sum(counts)
+
+    def table(self):
+        """The summary as a pandas DataFrame (one row per domain x difficulty and pooled rows)."""
+        import pandas as pd
+
+        df = pd.DataFrame([s.to_dict() for s in self.summary])
+        df.insert(0, "policy", self.label)
+        return df
+
+    def records_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([{k: v for k, v in r.to_dict().items() if k != "trajectory"} for r in self.records])
+
+    def by_task(self) -> dict[str, TaskRecord]:
+        return {r.task_id: r for r in self.records}
+
+    # ------------------------------------------------------------ persistence
+    def to_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "label": self.label, "suite": self.suite, "wall_s": self.wall_s,
+                "meta": self.meta, "summary": [s.to_dict() for s in self.summary],
+                "records": [r.to_dict() for r in self.records]}
+
+    def save(self, path: str | Path) -> Path:
+        """`.json`: everything, trajectories included; `.csv`: the per-task numbers."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".json":
+            path.write_text(json.dumps(self.to_dict(), ensure_ascii=False, indent=1), encoding="utf-8")
+        elif path.suffix == ".csv":
+            with path.open("w", newline="", encoding="utf-8") as f:
+                w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+                w.writeheader()
+                for r in self.records:
+                    d = r.to_dict()
+                    d.pop("trajectory")
+                    d["extra"] = json.dumps(d["extra"], ensure_ascii=False)
+                    for opt in ("generated_tokens", "model_calls"):
+                        d[opt] = "" if d[opt] is None else d[opt]
+                    w.writerow({"policy": self.label, "suite": self.suite, **d})
+        else:
+            raise ValueError(f"cannot save a benchmark result as {path.suffix!r}: use a .json or .csv path")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "BenchmarkResult":
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no benchmark result at {path}")
+        if path.suffix == ".json":
+            d = json.loads(path.read_text(encoding="utf-8"))
+            for key in ("policy", "suite", "records"):
+                if key not in d:
+                    raise ValueError(f"{path} is not a benchmark result: missing {key!r}")
+            return cls(policy=d["policy"], suite=d["suite"], records=[TaskRecord.from_dict(r) for r in d["records"]],
+                       wall_s=float(d.get("wall_s", 0.0)), meta=dict(d.get("meta") or {}), label=d.get("label"))
+        if path.suffix == ".csv":
+            with path.open(newline="", encoding="utf-8") as f:
+                rows = list(csv.DictReader(f))
+            if not rows:
+                raise ValueError(f"{path} holds no task records")
+            missing = [c for c in ("policy", "suite", "task_id", "success") if c not in rows[0]]
+            if missing:
+                raise ValueError(f"{path} is not a benchmark CSV: missing columns {missing}")
+            records = []
+            for i, row in enumerate(rows, 2):
+                try:
+                    row = dict(row, extra=json.loads(row.get("extra") or "{}"))
+                    records.append(TaskRecord.from_dict(row))
+                except ValueError as e:
+                    raise ValueError(f"{path}:{i}: {e}") from e
+            return cls(policy=rows[0]["policy"], suite=rows[0]["suite"], records=records,
+                       wall_s=sum(r.wall_s for r in records))
+        raise ValueError(f"cannot load a benchmark result from {path.suffix!r}: use a .json or .csv path")
+
+
+load_result = BenchmarkResult.load
+
+
+class TokenMeter:
+    """Wraps a policy and attributes its generated tokens and calls to the task of each reply."""
+
+    def __init__(self, policy: Any):
+        self.policy = policy
+        self.name = getattr(policy, "name", "policy")
+        self.counts_tokens = hasattr(policy, "generated_tokens")
+        self.tokens: dict[str, int] = {}
+        self.calls: dict[str, int] = {}
+
+    def act_batch(self, histories, envs):
+        before = int(getattr(self.policy, "generated_tokens", 0) or 0)
+        replies = self.policy.act_batch(histories, envs)
+        if not isinstance(replies, list) or len(replies) != len(histories):
+            got = len(replies) if isinstance(replies, list) else type(replies).__name__
+            raise ValueError(f"policy {self.name!r} returned {got} replies for {len(histories)} conversations; "
+                             f"act_batch must return one string per conversation")
+        per = self._per_reply(replies, before)
+        for env, n in zip(envs, per):
+            tid = env.task.id
+            self.calls[tid] = self.calls.get(tid, 0) + 1
+            if n is not None:
+                self.tokens[tid] = self.tokens.get(tid, 0) + n
+        return replies
+
+    def _per_reply(self, replies: list[str], before: int) -> list[int | None]:
+        if not self.counts_tokens:
+            return [None] * len(replies)
+        delta = int(getattr(self.policy, "generated_tokens", 0) or 0) - before
+        last = getattr(self.policy, "last_generated_tokens", None)
+        if isinstance(last, (list, tuple)) and len(last) == len(replies) and sum(last) == delta:
+            return [int(n) for n in last]
+        return share(delta, [len(r or "") for r in replies])
+
+
+def share(total: int, weights: list[int]) -> list[int]:
+    """Split an integer total in proportion to weights (largest remainder; sums exactly to total)."""
+    if not weights:
+        return []
+    wsum = sum(weights)
+    if wsum <= 0:
+        weights, wsum = [1] * len(weights), len(weights)
+    raw = [total * w / wsum for w in weights]
+    out = [int(x) for x in raw]
+    order = sorted(range(len(raw)), key=lambda i: raw[i] - out[i], reverse=True)
+    for i in order[: total - sum(out)]:
+        out[i] += 1
+    return out
+
+
+def resolve_policy(policy: Any, seed: int = 0) -> Any:
+    """'expert', 'random' (seeded), a policy object, or a `(messages) -> str` callable."""
+    if isinstance(policy, str) and policy == "random":
+        return RandomPolicy(seed=seed)
+    return as_policy(policy)
+
+
+def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domains=None, difficulties=None,
+                  limit: int | None = None, max_turns: int | None = None, batch_size: int = 32,
+                  progress: bool = True, seed: int = 0, label: str | None = None,
+                  meta: dict[str, Any] | None = None) -> BenchmarkResult:
+    """Play one episode per task of `suite` and summarise.
+
+    `suite` is a `Suite`, a frozen suite name ('dev', 'test', 'agentbench_db') or a task
+    list; `domains`/`difficulties`/`limit` take a subset. A model policy (anything with
+    `act_batch`) gets up to `batch_size` conversations per call.
+    """
+    if isinstance(suite, str):
+        suite = load_suite(suite, domains=domains, difficulties=difficulties, limit=limit)
+    elif isinstance(suite, Suite):
+        if domains or difficulties or limit is not None:
+            suite = suite.subset(domains, difficulties, limit)
+    else:
+        suite = Suite("tasks", list(suite)).subset(domains, difficulties, limit)
+    if not suite.tasks:
+        raise ValueError(f"suite {suite.name!r} has no tasks for domains={domains}, difficulties={difficulties}")
+    ids = [t.id for t in suite.tasks]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"suite {suite.name!r} has duplicate task ids; per-task records need unique ids")
+    pol = resolve_policy(policy, seed)
+    meter = TokenMeter(pol)
+    t0 = time.perf_counter()
+    trajs = run_episodes(meter, suite.tasks, max_turns=max_turns, batch_size=batch_size, progress=progress,
+                         source=f"benchmark:{suite.name}")
+    wall = time.perf_counter() - t0
+    records = []
+    for task, traj in zip(suite.tasks, trajs):
+        m = traj.meta
+        records.append(TaskRecord(
+            task_id=task.id, domain=task.domain, difficulty=task.difficulty, success=bool(m["success"]),
+            score=float(m["score"]), turns=int(m["turns"]), invalid_actions=int(m["invalid_actions"]),
+            wall_s=float(m.get("wall_s", 0.0)),
+            generated_tokens=meter.tokens.get(task.id, 0) if meter.counts_tokens else None,
+            model_calls=meter.calls.get(task.id, 0), trajectory=traj.to_dict(),
+        ))
+    info = {"max_turns": max_turns, "batch_size": batch_size, "n_tasks": len(records), **(meta or {})}
+    return BenchmarkResult(policy=meter.name, suite=suite.name, records=records, wall_s=wall, meta=info, label=label)

@@ -1,0 +1,116 @@
+"""Several policies or checkpoints side by side, and which tasks flipped between two runs.
+
+A difference of a few points between two checkpoints on 60 tasks is often noise; the
+table shows each rate with its Wilson interval, and `flipped_tasks` lists the tasks that
+changed outcome, which is where to look before believing an aggregate.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from .benchmark import BenchmarkResult
+from .metrics import ALL
+
+LEVELS = ("domain", "cell", "overall")
+
+
+def _as_list(results: Iterable[BenchmarkResult] | Mapping[str, BenchmarkResult]) -> list[BenchmarkResult]:
+    if isinstance(results, Mapping):
+        out = []
+        for label, r in results.items():
+            r.label = label
+            out.append(r)
+        return out
+    out = list(results)
+    labels = [r.label for r in out]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"results share labels {labels}: pass a dict {{label: result}} or set result.label")
+    return out
+
+
+def _select(rows, level: str):
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    if level == "overall":
+        pooled = [r for r in rows if r.domain == ALL]
+        return pooled or rows[-1:]
+    if level == "domain":
+        domains = list(dict.fromkeys(r.domain for r in rows if r.domain != ALL))
+        out = []
+        for d in domains:
+            mine = [r for r in rows if r.domain == d]
+            pooled = [r for r in mine if r.difficulty == ALL]
+            out += pooled or mine[:1]
+        return out
+    return [r for r in rows if r.domain != ALL and r.difficulty != ALL]
+
+
+def comparison_frame(results, level: str = "domain"):
+    """Long-form numbers: one row per (policy, domain, difficulty) at the chosen level."""
+    import pandas as pd
+
+    rows = []
+    for res in _as_list(results):
+        for s in _select(res.summary, level):
+            rows.append({"policy": res.label, **s.to_dict()})
+    return pd.DataFrame(rows)
+
+
+def comparison_table(results, level: str = "domain", digits: int = 1):
+    """Wide table for reading: rows = domain (x difficulty), columns = policies,
+    cells = 'rate% [low, high]'."""
+    df = comparison_frame(results, level)
+    if df.empty:
+        return df
+    pct = 10 ** digits
+
+    def cell(r):
+        f = lambda x: f"{round(100 * x * pct) / pct:g}"  # noqa: E731
+        return f"{f(r.success_rate)}% [{f(r.ci_low)}, {f(r.ci_high)}] n={r.n}"
+
+    df = df.assign(cell=df.apply(cell, axis=1))
+    index = ["domain"] if level == "domain" else ["domain", "difficulty"]
+    wide = df.pivot_table(index=index, columns="policy", values="cell", aggfunc="first", sort=False)
+    order = list(dict.fromkeys(df["policy"]))
+    return wide[order]
+
+
+def flipped_tasks(a: BenchmarkResult, b: BenchmarkResult):
+    """Tasks both runs attempted whose success differs: `gained` (b solves, a did not) or `lost`.
+
+    Tasks present in only one run are listed with change `only_in_<label>`, so nothing is
+    dropped silently when two runs used different subsets.
+    """
+    import pandas as pd
+
+    ra, rb = a.by_task(), b.by_task()
+    la, lb = a.label, b.label
+    if la == lb:
+        la, lb = f"{la} (a)", f"{lb} (b)"
+    rows = []
+    for tid, x in ra.items():
+        y = rb.get(tid)
+        if y is None:
+            rows.append({"task_id": tid, "domain": x.domain, "difficulty": x.difficulty, la: x.success, lb: None,
+                         "change": f"only_in_{la}"})
+        elif x.success != y.success:
+            rows.append({"task_id": tid, "domain": x.domain, "difficulty": x.difficulty, la: x.success,
+                         lb: y.success, "change": "gained" if y.success else "lost"})
+    for tid, y in rb.items():
+        if tid not in ra:
+            rows.append({"task_id": tid, "domain": y.domain, "difficulty": y.difficulty, la: None, lb: y.success,
+                         "change": f"only_in_{lb}"})
+    return pd.DataFrame(rows, columns=["task_id", "domain", "difficulty", la, lb, "change"])
+
+
+def flip_counts(a: BenchmarkResult, b: BenchmarkResult) -> dict[str, int]:
+    """How many common tasks b gained and lost relative to a, and how many both solve/fail."""
+    ra, rb = a.by_task(), b.by_task()
+    common = [t for t in ra if t in rb]
+    out = {"common": len(common), "gained": 0, "lost": 0, "both_solved": 0, "both_failed": 0}
+    for t in common:
+        x, y = ra[t].success, rb[t].success
+        key = "gained" if (y and not x) else "lost" if (x and not y) else "both_solved" if x else "both_failed"
+        out[key] += 1
+    return out

@@ -1,0 +1,79 @@
+"""Plots of benchmark results: grouped bars with Wilson error bars, and scaling curves.
+
+matplotlib is imported inside the functions so that importing the eval package stays cheap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .compare import comparison_frame
+
+
+def plot_comparison(results, level: str = "domain", ax=None, title: str | None = None, path: str | Path | None = None):
+    """Grouped bar chart: success rate per domain (or cell), one bar per policy, 95% CI bars."""
+    import matplotlib.pyplot as plt
+
+    df = comparison_frame(results, level)
+    if df.empty:
+        raise ValueError("nothing to plot: the results have no records")
+    df = df.assign(group=df["domain"] if level != "cell" else df["domain"] + "/" + df["difficulty"])
+    groups = list(dict.fromkeys(df["group"]))
+    policies = list(dict.fromkeys(df["policy"]))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(5, 1.1 * len(groups) * max(1, len(policies)) ** 0.5 + 2), 3.6))
+    width = 0.8 / len(policies)
+    for j, pol in enumerate(policies):
+        sub = df[df["policy"] == pol].set_index("group")
+        xs, ys, lo, hi = [], [], [], []
+        for i, g in enumerate(groups):
+            if g not in sub.index:
+                continue
+            r = sub.loc[g]
+            xs.append(i - 0.4 + width * (j + 0.5))
+            ys.append(r["success_rate"])
+            lo.append(r["success_rate"] - r["ci_low"])
+            hi.append(r["ci_high"] - r["success_rate"])
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=pol)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=30 if level == "cell" else 0, ha="right" if level == "cell" else "center")
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("success rate (95% CI)")
+    ax.set_title(title or "benchmark success by " + ("domain" if level != "cell" else "domain/difficulty"))
+    ax.legend(fontsize=8)
+    ax.figure.tight_layout()
+    if path:
+        ax.figure.savefig(path, dpi=120)
+    return ax.figure
+
+
+def plot_scaling(frame, ax=None, title: str | None = None, path: str | Path | None = None, baseline: float | None = None):
+    """Success rate vs compute budget, one line per strategy with a 95% CI band.
+
+    `frame` has columns strategy, budget (multiple of one greedy episode), success_rate,
+    ci_low, ci_high (as `scaling_frame` in the benchmark script returns). `baseline` draws
+    the single-episode (greedy) success rate as a dashed line.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.8))
+    for strat in dict.fromkeys(frame["strategy"]):
+        sub = frame[frame["strategy"] == strat].sort_values("budget")
+        line = ax.plot(sub["budget"], sub["success_rate"], marker="o", label=strat)[0]
+        ax.fill_between(sub["budget"], sub["ci_low"], sub["ci_high"], color=line.get_color(), alpha=0.12)
+    if baseline is not None:
+        ax.axhline(baseline, color="gray", linestyle="--", label="single episode")
+    ax.set_xscale("log", base=2)
+    budgets = sorted(set(frame["budget"]))
+    ax.set_xticks(budgets)
+    ax.set_xticklabels([f"{b:g}x" for b in budgets])
+    ax.set_xlabel("compute budget (x tokens of one greedy episode)")
+    ax.set_ylabel("success rate (95% CI)")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(title or "test-time scaling")
+    ax.legend(fontsize=8)
+    ax.figure.tight_layout()
+    if path:
+        ax.figure.savefig(path, dpi=120)
+    return ax.figure

@@ -1,0 +1,280 @@
+"""Frozen benchmark suites: task files generated once, guarded by checksums, never regenerated.
+
+Layout under `data/benchmark/`:
+
+    MANIFEST.json                 every file's sha256, task count, domain, difficulty, seed
+    dev/<domain>_<difficulty>.jsonl
+    test/<domain>_<difficulty>.jsonl
+    agentbench_db/dev.jsonl       AgentBench dbbench dev tasks, imported by the DB environment
+
+Each line is a `Task.to_dict()`. A benchmark number is only comparable across checkpoints
+if the tasks are the same, so loading reads these files and checks their hashes; it never
+calls a task generator (generators may change; the frozen tasks must not). `freeze_suites`
+writes them once, refuses to overwrite, and keeps only tasks the expert solves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from ..paths import DATA_DIR, REAL_SAMPLES_DIR
+from ..schema import Task
+
+SUITE_DIR = DATA_DIR / "benchmark"
+MANIFEST_NAME = "MANIFEST.json"
+SPLIT_SEEDS = {"dev": 91001, "test": 92002}
+"""Generator seeds of the frozen splits; distinct from seeds used for training data (0, 1, ...)."""
+TASKS_PER_CELL = 20
+"""Tasks per (split, domain, difficulty): 3 difficulties x 20 = 60 per domain and split."""
+AGENTBENCH_DB_SUITE = "agentbench_db"
+
+
+class SuiteError(ValueError):
+    """A frozen suite is missing, unknown, or does not match its manifest."""
+
+
+@dataclass
+class Suite:
+    """A named, ordered list of tasks (ordered by file, then line)."""
+
+    name: str
+    tasks: list[Task]
+    files: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def __iter__(self):
+        return iter(self.tasks)
+
+    @property
+    def domains(self) -> list[str]:
+        return list(dict.fromkeys(t.domain for t in self.tasks))
+
+    @property
+    def difficulties(self) -> list[str]:
+        return list(dict.fromkeys(t.difficulty for t in self.tasks))
+
+    def groups(self) -> dict[tuple[str, str], list[Task]]:
+        """Tasks per (domain, difficulty), in suite order."""
+        out: dict[tuple[str, str], list[Task]] = {}
+        for t in self.tasks:
+            out.setdefault((t.domain, t.difficulty), []).append(t)
+        return out
+
+    def subset(self, domains: Iterable[str] | None = None, difficulties: Iterable[str] | None = None,
+               limit: int | None = None) -> "Suite":
+        """The tasks of the given domains/difficulties, at most `limit` (the first ones) per cell."""
+        domains = _check_subset("domain", domains, self.domains, self.name)
+        difficulties = _check_subset("difficulty", difficulties, self.difficulties, self.name)
+        kept, per_cell = [], {}
+        for t in self.tasks:
+            if (domains and t.domain not in domains) or (difficulties and t.difficulty not in difficulties):
+                continue
+            key = (t.domain, t.difficulty)
+            if limit is not None and per_cell.get(key, 0) >= limit:
+                continue
+            per_cell[key] = per_cell.get(key, 0) + 1
+            kept.append(t)
+        return Suite(self.name, kept, list(self.files))
+
+
+def _check_subset(what: str, wanted: Iterable[str] | None, have: list[str], suite: str) -> list[str] | None:
+    if wanted is None:
+        return None
+    wanted = [w for w in wanted if w]
+    unknown = [w for w in wanted if w not in have]
+    if unknown:
+        raise SuiteError(f"suite {suite!r} has no {what} {unknown}; it has {have}")
+    return wanted or None
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def read_manifest(root: Path | None = None) -> dict:
+    root = Path(root or SUITE_DIR)
+    path = root / MANIFEST_NAME
+    if not path.is_file():
+        raise SuiteError(f"no frozen benchmark suites at {root} ({MANIFEST_NAME} is missing). They ship with the "
+                         f"repository; restore them with `git checkout -- {root}`, or freeze new ones with "
+                         f"`python -m openmanus_lite eval freeze --out {root}`.")
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise SuiteError(f"{path} is not valid JSON ({e}); restore it with `git checkout -- {path}`") from e
+    if not isinstance(manifest, dict) or "files" not in manifest or "suites" not in manifest:
+        raise SuiteError(f"{path} lacks the 'files' and 'suites' keys; restore it with `git checkout -- {path}`")
+    return manifest
+
+
+def list_suites(root: Path | None = None) -> list[str]:
+    return list(read_manifest(root)["suites"])
+
+
+def load_suite(name: str = "dev", *, domains: Iterable[str] | None = None, difficulties: Iterable[str] | None = None,
+               limit: int | None = None, root: Path | None = None) -> Suite:
+    """Load a frozen suite (checking every file's sha256), optionally a subset of it.
+
+    `limit` keeps the first `limit` tasks of each (domain, difficulty) cell, for quick runs.
+    """
+    root = Path(root or SUITE_DIR)
+    manifest = read_manifest(root)
+    if name not in manifest["suites"]:
+        raise SuiteError(f"unknown suite {name!r}; frozen suites: {sorted(manifest['suites'])}")
+    files = manifest["suites"][name]
+    if domains is not None:
+        domains = [d for d in domains if d]
+        have = sorted({manifest["files"][f]["domain"] for f in files})
+        unknown = [d for d in domains if d not in have]
+        if unknown:
+            raise SuiteError(f"suite {name!r} has no domain {unknown}; it has {have}")
+        files = [f for f in files if manifest["files"][f]["domain"] in domains]
+    tasks: list[Task] = []
+    for rel in files:
+        tasks += _read_checked(root, rel, manifest["files"][rel])
+    suite = Suite(name, tasks, list(files))
+    return suite.subset(difficulties=difficulties, limit=limit) if (difficulties or limit is not None) else suite
+
+
+def _read_checked(root: Path, rel: str, entry: dict) -> list[Task]:
+    path = root / rel
+    if not path.is_file():
+        raise SuiteError(f"frozen suite file {path} is missing; restore it with `git checkout -- {path}`")
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != entry["sha256"]:
+        raise SuiteError(f"frozen suite file {path} was modified: sha256 {digest[:12]}... does not match the "
+                         f"manifest ({entry['sha256'][:12]}...). Benchmark numbers are only comparable on "
+                         f"unchanged tasks: restore it with `git checkout -- {path}`; to make a new suite on "
+                         f"purpose, freeze it under a new directory with `python -m openmanus_lite eval freeze`.")
+    tasks = []
+    for i, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            tasks.append(Task.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, ValueError) as e:
+            raise SuiteError(f"{path}:{i}: not a task record ({e})") from e
+    if len(tasks) != entry["tasks"]:
+        raise SuiteError(f"{path} holds {len(tasks)} tasks, the manifest says {entry['tasks']}")
+    return tasks
+
+
+def verify_suites(root: Path | None = None) -> list[str]:
+    """Every problem with the frozen files (empty list when all checksums and counts hold)."""
+    root = Path(root or SUITE_DIR)
+    manifest = read_manifest(root)
+    problems = []
+    for rel, entry in manifest["files"].items():
+        try:
+            _read_checked(root, rel, entry)
+        except SuiteError as e:
+            problems.append(str(e))
+    return problems
+
+
+# ---------------------------------------------------------------- freezing (done once)
+
+
+def _content_key(task: Task) -> str:
+    return json.dumps([task.instruction, task.spec, task.answer], sort_keys=True, ensure_ascii=False)
+
+
+def _expert_solves(task: Task) -> bool:
+    from ..envs import make_env, run_expert
+
+    _, last = run_expert(make_env(task.domain), task)
+    return bool(last is not None and last.info.get("success"))
+
+
+def _write_jsonl(path: Path, tasks: list[Task]) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(t.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
+                   for t in tasks)
+    path.write_text(text, encoding="utf-8")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = None, per_cell: int = TASKS_PER_CELL,
+                  seeds: dict[str, int] | None = None, agentbench_path: Path | None = None,
+                  force: bool = False) -> dict:
+    """Generate and write the frozen suites once; returns the manifest.
+
+    Test tasks that duplicate a dev task (same instruction, spec and answer) are skipped,
+    and every task must be solved by the expert (a task the expert cannot solve measures
+    the generator, not the agent); shortfalls are filled from further generated tasks.
+    """
+    from ..envs import DIFFICULTIES, generate_tasks, list_domains
+
+    out = Path(out or SUITE_DIR)
+    if (out / MANIFEST_NAME).exists() and not force:
+        raise SuiteError(f"{out / MANIFEST_NAME} exists: frozen suites are not regenerated. Pass force=True "
+                         f"(--force) only when you mean to replace them, and say so in the changelog.")
+    seeds = dict(seeds or SPLIT_SEEDS)
+    domains = list(domains or list_domains())
+    manifest: dict = {"version": 1, "per_cell": per_cell, "seeds": seeds, "files": {}, "suites": {}, "skipped": {}}
+    seen: set[str] = set()
+    for split, seed in seeds.items():
+        manifest["suites"][split] = []
+        for domain in domains:
+            for difficulty in DIFFICULTIES:
+                kept, skipped, pool_size = [], {"duplicate": 0, "expert_fails": 0}, per_cell
+                while len(kept) < per_cell:
+                    pool = generate_tasks(domain, pool_size, seed=seed, difficulty=difficulty)
+                    kept, skipped = [], {"duplicate": 0, "expert_fails": 0}
+                    local_seen: set[str] = set()
+                    for task in pool:
+                        key = _content_key(task)
+                        if key in seen or key in local_seen:
+                            skipped["duplicate"] += 1
+                            continue
+                        local_seen.add(key)
+                        if not _expert_solves(task):
+                            skipped["expert_fails"] += 1
+                            continue
+                        kept.append(task)
+                        if len(kept) == per_cell:
+                            break
+                    if len(kept) < per_cell:
+                        if pool_size >= per_cell * 8:
+                            raise SuiteError(f"could not find {per_cell} distinct expert-solved {domain}/{difficulty} "
+                                             f"tasks for {split} in {pool_size} generated (skipped: {skipped})")
+                        pool_size *= 2
+                seen |= {_content_key(t) for t in kept}
+                frozen = []
+                for i, task in enumerate(kept):
+                    d = task.to_dict()
+                    d["meta"] = dict(d["meta"], generated_id=task.id, split=split, seed=seed)
+                    d["id"] = f"{split}/{domain}/{difficulty}/{i:03d}"
+                    frozen.append(Task.from_dict(d))
+                rel = f"{split}/{domain}_{difficulty}.jsonl"
+                digest = _write_jsonl(out / rel, frozen)
+                manifest["files"][rel] = {"sha256": digest, "tasks": len(frozen), "domain": domain,
+                                          "difficulty": difficulty, "split": split, "seed": seed,
+                                          "source": "generate_tasks"}
+                manifest["suites"][split].append(rel)
+                if any(skipped.values()):
+                    manifest["skipped"][rel] = skipped
+    src = Path(agentbench_path) if agentbench_path else REAL_SAMPLES_DIR / "agentbench_db" / "dev.jsonl"
+    if src.is_file():
+        from ..envs.sql_db import load_agentbench_db
+
+        imported = load_agentbench_db(src)
+        ids = [t.id for t in imported]
+        if len(set(ids)) != len(ids):
+            raise SuiteError(f"{src}: the importer produced duplicate task ids; cannot freeze them as a suite")
+        rel = f"{AGENTBENCH_DB_SUITE}/dev.jsonl"
+        digest = _write_jsonl(out / rel, imported)
+        diffs = sorted({t.difficulty for t in imported})
+        manifest["files"][rel] = {"sha256": digest, "tasks": len(imported), "domain": "db",
+                                  "difficulty": diffs[0] if len(diffs) == 1 else "mixed", "split": "dev",
+                                  "seed": None, "source": f"load_agentbench_db({src.name})"}
+        manifest["suites"][AGENTBENCH_DB_SUITE] = [rel]
+    (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return manifest

@@ -1,0 +1,205 @@
+"""Batched generation of ONE assistant turn for many conversations at once.
+
+Evaluation, search and GRPO rollouts all need the same thing: for each conversation, the
+next assistant turn, stopped at `<|im_end|>`, generated for many episodes per forward pass.
+Prompts are rendered with the tokenizer's chat template (`add_generation_prompt=True`),
+grouped by length to cut padding, left-padded, and generated greedily or by sampling.
+
+The model is switched to inference mode for the call (Unsloth's `for_inference` on an
+Unsloth model, `eval()` otherwise) and switched back to training afterwards if it was
+training: on this stack, generating in train mode with gradient checkpointing on gives
+garbage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+Messages = list[dict[str, str]]
+
+
+@dataclass
+class GenerationResult:
+    """One entry per input conversation, in input order.
+
+    `prompt_ids` / `completion_ids` / `logprobs` are filled when requested. Completion ids
+    end with the eos id (`<|im_end|>`) when generation stopped there, and are cut at the
+    token limit otherwise. `logprobs[i][j]` is the log-probability of completion token j
+    under the model's distribution at the sampling temperature (logits / temperature, before
+    top-p truncation) — the quantity TRL's GRPO trainer computes for its own ratios.
+    """
+
+    texts: list[str]
+    prompt_ids: list[list[int]] | None = None
+    completion_ids: list[list[int]] | None = None
+    logprobs: list[list[float]] | None = None
+    stopped: list[bool] = field(default_factory=list)
+    """True where the turn ended with eos, False where it hit `max_new_tokens`."""
+
+    @property
+    def num_generated_tokens(self) -> int:
+        if self.completion_ids is not None:
+            return sum(len(c) for c in self.completion_ids)
+        return 0
+
+
+def is_unsloth_model(model: Any) -> bool:
+    """True for a model loaded through Unsloth (load_model marks it; Unsloth keeps its tokenizer on it)."""
+    if getattr(model, "openmanus_backend", None) == "unsloth":
+        return True
+    inner = model
+    for _ in range(4):
+        if inner is None:
+            break
+        if getattr(inner, "_saved_temp_tokenizer", None) is not None:
+            return True
+        inner = getattr(inner, "base_model", None) or getattr(inner, "model", None)
+    return False
+
+
+@contextlib.contextmanager
+def inference_mode(model: Any) -> Iterator[Any]:
+    """Put the model in eval / inference mode for the block; restore train mode after if it was on."""
+    was_training = bool(getattr(model, "training", False))
+    unsloth = is_unsloth_model(model)
+    if unsloth:
+        from unsloth import FastLanguageModel
+
+        FastLanguageModel.for_inference(model)
+    else:
+        model.eval()
+    try:
+        yield model
+    finally:
+        if was_training:
+            if unsloth:
+                from unsloth import FastLanguageModel
+
+                FastLanguageModel.for_training(model)
+            else:
+                model.train()
+
+
+def render_prompts(tokenizer: Any, conversations: list[Messages]) -> list[list[int]]:
+    """Token ids of each conversation rendered with the chat template plus the assistant header."""
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ValueError(
+            "the tokenizer has no chat_template; load it with openmanus_lite.models.load_tokenizer "
+            "from a kit checkpoint, or set tokenizer.chat_template (e.g. models.qwen25_chat_template())"
+        )
+    out = []
+    for conv in conversations:
+        msgs = [{"role": m["role"], "content": m["content"]} for m in conv]
+        text = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return out
+
+
+def _stop_ids(tokenizer: Any, model: Any) -> list[int]:
+    ids = set()
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    if isinstance(im_end, int) and im_end != getattr(tokenizer, "unk_token_id", None):
+        ids.add(im_end)
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    if not ids:
+        raise ValueError("the tokenizer has neither <|im_end|> nor an eos token: cannot tell where a turn ends")
+    return sorted(ids)
+
+
+def generate_turns(
+    model: Any,
+    tokenizer: Any,
+    conversations: list[Messages],
+    *,
+    max_new_tokens: int = 128,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    batch_size: int = 16,
+    max_prompt_tokens: int | None = None,
+    return_ids: bool = False,
+    return_logprobs: bool = False,
+) -> GenerationResult:
+    """Generate the next assistant turn for every conversation.
+
+    temperature 0 means greedy. `seed` makes sampling reproducible (it seeds torch once per
+    call). `batch_size` conversations share one `generate` call; conversations are grouped by
+    prompt length so little padding is wasted. `max_prompt_tokens` keeps only the last tokens
+    of an over-long prompt (left truncation keeps the most recent observation).
+    """
+    import torch
+
+    if not conversations:
+        return GenerationResult([], [] if return_ids else None, [] if return_ids else None,
+                                [] if return_logprobs else None, [])
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    prompts = render_prompts(tokenizer, conversations)
+    if max_prompt_tokens:
+        prompts = [p[-max_prompt_tokens:] for p in prompts]
+    stop = _stop_ids(tokenizer, model)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop[0]
+    sample = temperature is not None and temperature > 0
+    if seed is not None:
+        torch.manual_seed(seed)
+    device = next(model.parameters()).device
+
+    n = len(prompts)
+    completions: list[list[int]] = [[] for _ in range(n)]
+    logps: list[list[float]] = [[] for _ in range(n)]
+    stopped = [False] * n
+    order = sorted(range(n), key=lambda i: len(prompts[i]))
+    with inference_mode(model), torch.inference_mode():
+        for start in range(0, n, batch_size):
+            idx = order[start:start + batch_size]
+            width = max(len(prompts[i]) for i in idx)
+            input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+            attention = torch.zeros((len(idx), width), dtype=torch.long)
+            for row, i in enumerate(idx):
+                p = prompts[i]
+                input_ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
+                attention[row, width - len(p):] = 1
+            gen_kwargs: dict[str, Any] = dict(
+                input_ids=input_ids.to(device),
+                attention_mask=attention.to(device),
+                max_new_tokens=max_new_tokens,
+                eos_token_id=stop,
+                pad_token_id=pad_id,
+                do_sample=sample,
+                return_dict_in_generate=True,
+                output_logits=return_logprobs,
+                use_cache=True,
+            )
+            if sample:
+                gen_kwargs.update(temperature=float(temperature), top_p=float(top_p), top_k=0)
+            else:
+                gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+            out = model.generate(**gen_kwargs)
+            new = out.sequences[:, width:].tolist()
+            if return_logprobs:
+                logits = torch.stack(out.logits, dim=1).float()  # (batch, steps, vocab), raw
+                if sample:
+                    logits = logits / float(temperature)
+                token_lp = torch.log_softmax(logits, dim=-1)
+                seq = out.sequences[:, width:width + token_lp.shape[1]].to(token_lp.device)
+                chosen = token_lp.gather(-1, seq.unsqueeze(-1)).squeeze(-1).tolist()
+            for row, i in enumerate(idx):
+                ids = new[row]
+                cut = next((k for k, t in enumerate(ids) if t in stop), None)
+                if cut is not None:
+                    ids = ids[: cut + 1]
+                    stopped[i] = True
+                completions[i] = ids
+                if return_logprobs:
+                    logps[i] = chosen[row][: len(ids)]
+    texts = [tokenizer.decode(c, skip_special_tokens=True).strip() for c in completions]
+    return GenerationResult(
+        texts=texts,
+        prompt_ids=prompts if return_ids else None,
+        completion_ids=completions if return_ids or return_logprobs else None,
+        logprobs=logps if return_logprobs else None,
+        stopped=stopped,
+    )

