@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grpo": ("openmanus_lite.train.grpo_cli", "GRPO: single-turn or multi-turn in the environments"),
     "dpo": ("openmanus_lite.train.dpo_cli", "DPO and reward models from environment rollouts"),
     "eval": ("openmanus_lite.eval.cli", "evaluate policies on the frozen benchmark suites"),
-    "export": ("openmanus_lite.export_cli", "export data and tasks for verl"),
+    "export": ("openmanus_lite.verl_export", "export data and tasks for verl"),
     "prepare-model": ("openmanus_lite.models", "convert the embedded default model to a local checkpoint"),
     "demo": ("openmanus_lite.demo", "the whole pipeline on the embedded default"),
 }

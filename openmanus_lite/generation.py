@@ -24,7 +24,7 @@ Messages = list[dict[str, str]]
 class GenerationResult:
     """One entry per input conversation, in input order.
 
-    `prompt_ids` / `completion_ids` / `logprobs` are filled when requested. Completion ids
+    `completion_ids` is always filled; `prompt_ids` and `logprobs` when requested. Completion ids
     end with the eos id (`<|im_end|>`) when generation stopped there, and are cut at the
     token limit otherwise. `logprobs[i][j]` is the log-probability of completion token j
     under the model's distribution at the sampling temperature (logits / temperature, before
@@ -133,8 +133,7 @@ def generate_turns(
     import torch
 
     if not conversations:
-        return GenerationResult([], [] if return_ids else None, [] if return_ids else None,
-                                [] if return_logprobs else None, [])
+        return GenerationResult([], [] if return_ids else None, [], [] if return_logprobs else None, [])
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     prompts = render_prompts(tokenizer, conversations)
@@ -199,7 +198,7 @@ def generate_turns(
     return GenerationResult(
         texts=texts,
         prompt_ids=prompts if return_ids else None,
-        completion_ids=completions if return_ids or return_logprobs else None,
+        completion_ids=completions,
         logprobs=logps if return_logprobs else None,
         stopped=stopped,
     )

@@ -239,6 +239,11 @@ def load_tokenizer(path: str | os.PathLike):
     return tok
 
 
+def world_size() -> int:
+    """Number of training processes when launched by accelerate / torchrun (1 otherwise)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def unsloth_available() -> bool:
     try:
         import unsloth  # noqa: F401
@@ -272,6 +277,12 @@ def load_model(
         lora = LoraSpec(**lora)
     if backend == "auto":
         backend = "unsloth" if unsloth_available() else "hf"
+    if backend == "unsloth" and world_size() > 1:
+        print(
+            f"openmanus_lite: {world_size()} processes (accelerate / torchrun): Unsloth trains in one process "
+            "only, so the plain transformers + PEFT backend is used instead."
+        )
+        backend = "hf"
     if backend not in ("unsloth", "hf"):
         raise ValueError(f"backend must be 'auto', 'unsloth' or 'hf', got {backend!r}")
     if dtype is None and not torch.cuda.is_available():

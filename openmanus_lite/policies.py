@@ -67,3 +67,85 @@ def as_policy(obj) -> Policy:
     if callable(obj):
         return CallablePolicy(obj)
     raise TypeError(f"cannot use {obj!r} as a policy: pass a Policy, 'expert', 'random' or a callable")
+
+
+class ModelPolicy:
+    """A language model as a policy: one assistant turn per conversation, batched.
+
+    Wraps `(model, tokenizer)` or a checkpoint path / hub name (loaded with
+    `models.load_model`). Generation goes through `generation.generate_turns`: chat template,
+    left padding, stop at `<|im_end|>`, at most `max_new_tokens` per turn, greedy when
+    `temperature` is 0. Counters for compute budgets: `generated_tokens` (completion tokens,
+    eos included), `model_calls` (calls into the generator, i.e. act_batch / sample_batch
+    calls) and `turns_generated` (assistant turns produced).
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer=None,
+        *,
+        name: str | None = None,
+        max_new_tokens: int = 96,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        batch_size: int = 16,
+        max_prompt_tokens: int | None = None,
+        load_kwargs: dict | None = None,
+    ):
+        if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+            from .models import load_model
+
+            path = str(model)
+            model, loaded_tok = load_model(path, **(load_kwargs or {}))
+            tokenizer = tokenizer or loaded_tok
+            name = name or path.rstrip("/").split("/")[-1]
+        if tokenizer is None:
+            raise TypeError("ModelPolicy(model, tokenizer): pass the tokenizer with a model object, or a path")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name or "model"
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+        self.batch_size = batch_size
+        self.max_prompt_tokens = max_prompt_tokens
+        self.generated_tokens = 0
+        self.model_calls = 0
+        self.turns_generated = 0
+
+    def _generate(self, conversations: list[Messages], temperature: float):
+        from .generation import generate_turns
+
+        result = generate_turns(
+            self.model,
+            self.tokenizer,
+            conversations,
+            max_new_tokens=self.max_new_tokens,
+            temperature=temperature,
+            top_p=self.top_p,
+            # a fresh seed per call: repeated sampling of one history gives new candidates
+            seed=self.seed + self.model_calls if temperature > 0 else None,
+            batch_size=self.batch_size,
+            max_prompt_tokens=self.max_prompt_tokens,
+        )
+        self.model_calls += 1
+        self.turns_generated += len(conversations)
+        self.generated_tokens += result.num_generated_tokens
+        return result
+
+    def act_batch(self, histories: list[Messages], envs: list[Env] | None = None) -> list[str]:
+        """The next assistant turn for each history (envs are not read: the model sees only text)."""
+        return self._generate(histories, self.temperature).texts
+
+    def sample_batch(self, histories: list[Messages], n: int, temperature: float = 0.8) -> list[list[str]]:
+        """`n` sampled candidate turns per history (for best-of-N and tree search), in one batched call."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        if temperature <= 0:
+            raise ValueError("sample_batch needs temperature > 0 (temperature 0 would give n identical turns)")
+        flat = [h for h in histories for _ in range(n)]
+        texts = self._generate(flat, temperature).texts
+        return [texts[i * n:(i + 1) * n] for i in range(len(histories))]

@@ -1,0 +1,15 @@
+"""Benchmark evaluation: frozen suites, per-domain metrics with confidence intervals,
+comparison of policies and checkpoints, and plots. Test-time search is in `openmanus_lite.search`."""
+
+from .benchmark import BenchmarkResult, TokenMeter, load_result, run_benchmark
+from .compare import comparison_frame, comparison_table, flip_counts, flipped_tasks
+from .metrics import ALL, GroupSummary, TaskRecord, summarize, wilson_interval
+from .plots import plot_comparison, plot_scaling
+from .suites import Suite, SuiteError, freeze_suites, list_suites, load_suite, verify_suites
+
+__all__ = [
+    "ALL", "BenchmarkResult", "GroupSummary", "Suite", "SuiteError", "TaskRecord", "TokenMeter",
+    "comparison_frame", "comparison_table", "flip_counts", "flipped_tasks", "freeze_suites", "list_suites",
+    "load_result", "load_suite", "plot_comparison", "plot_scaling", "run_benchmark", "summarize",
+    "verify_suites", "wilson_interval",
+]

@@ -161,11 +161,13 @@ def read_rows(
     *,
     splits: list[str] | tuple[str, ...] | None = None,
     config: str | None = None,
+    data_files: str | list[str] | None = None,
 ) -> Iterator[RawRow]:
     """Every row of a source: a local file or folder, else a hub id (`datasets.load_dataset`).
 
     `splits` keeps only files/splits with those names; `config` is the hub config
-    (AgentBank has one per task). For a local folder, a subfolder named like a config
+    (AgentBank has one per task); `data_files` picks files of a hub repository whose files
+    have different schemas (TaskCraft's `pure_qa.jsonl`). For a local folder, a subfolder named like a config
     also counts as that config's split name.
     """
     path = Path(spec)
@@ -178,14 +180,14 @@ def read_rows(
                 continue
             yield from _READERS[file.suffix](file, source, split)
         return
-    yield from _read_hub(str(spec), source, splits=splits, config=config)
+    yield from _read_hub(str(spec), source, splits=splits, config=config, data_files=data_files)
 
 
 def _looks_like_hub_id(spec: str) -> bool:
     return bool(re.fullmatch(r"[\w.\-]+/[\w.\-]+", spec))
 
 
-def _read_hub(spec: str, source: str, *, splits, config) -> Iterator[RawRow]:
+def _read_hub(spec: str, source: str, *, splits, config, data_files=None) -> Iterator[RawRow]:
     if not _looks_like_hub_id(spec):
         raise InputError(spec, "no such file or folder, and not a hub id of the form 'owner/name'")
     try:
@@ -193,8 +195,9 @@ def _read_hub(spec: str, source: str, *, splits, config) -> Iterator[RawRow]:
     except ImportError as e:  # pragma: no cover - datasets is a dependency of the train extra
         raise InputError(spec, "reading a hub dataset needs the 'datasets' package (pip install datasets)") from e
     try:
-        loaded = datasets.load_dataset(spec, name=config) if not splits else {
-            s: datasets.load_dataset(spec, name=config, split=s) for s in splits
+        kwargs = {"name": config, "data_files": data_files} if data_files else {"name": config}
+        loaded = datasets.load_dataset(spec, **kwargs) if not splits else {
+            s: datasets.load_dataset(spec, split=s, **kwargs) for s in splits
         }
     except Exception as e:  # noqa: BLE001 - re-raised with the id and what to do
         raise InputError(

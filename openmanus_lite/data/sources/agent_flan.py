@@ -1,0 +1,96 @@
+"""Agent-FLAN (internlm/Agent-FLAN): 34,442 rows of AgentInstruct and ToolBench, re-formatted.
+
+Schema: `{"id": str, "conversation": [{"role": "system"|"user"|"assistant",
+"content": str, "loss": bool}]}`, one JSONL file per part:
+`agent_instruct_react`, `agent_instruct_tflan`, `toolbench_instruct_j1s1_3k`,
+`toolbench_react_10p`, `toolbench_tflan_60p_r10r5u7`, `toolbench_tflan_cot_30p`,
+`toolbench_negative`.
+
+Domain mapping:
+
+| file / split          | label                                                         |
+|-----------------------|---------------------------------------------------------------|
+| toolbench_*           | tool                                                          |
+| agent_instruct_*      | the AgentInstruct task: from the id prefix (`os_`, `db_`, `kg_`, `alfworld_`, `webshop_`, `mind2web_`), else from the task prompt (table `PROMPT_HINTS`) |
+| anything else         | from the prompt, else `other`                                 |
+
+The `*_tflan*` parts are Agent-FLAN's chat-style rewrite: many assistant turns are plain
+conversation with no action. Those turns keep their text and are listed in
+`meta["free_text_turns"]`; the checks reject them unless the merge allows free text.
+A final plain-text reply in a tool conversation (the `toolbench_negative` "no tool
+needed" answers) becomes `answer(<text>)`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ...schema import Trajectory
+from . import agentinstruct
+from .base import RawRow, read_rows
+from .normalize import convert_turns, pick_turns, require_str, turn_keys
+
+NAME = "agent_flan"
+HUB_ID = "internlm/Agent-FLAN"
+
+PARTS = (
+    "agent_instruct_react",
+    "agent_instruct_tflan",
+    "toolbench_instruct_j1s1_3k",
+    "toolbench_react_10p",
+    "toolbench_tflan_60p_r10r5u7",
+    "toolbench_tflan_cot_30p",
+    "toolbench_negative",
+)
+
+# Phrases of each AgentBench task prompt, for rows whose id does not name the task.
+PROMPT_HINTS: tuple[tuple[str, str], ...] = (
+    ("linux(ubuntu) operating system", "os"),
+    ("operate a mysql database", "db"),
+    ("knowledge base", "kg"),
+    ("household", "household"),
+    ("you are web shopping", "ecommerce"),
+    ("based on the html webpage", "web"),
+)
+
+
+def domain_for(split: str | None, rid: str, prompt: str) -> str:
+    if split and split.startswith("toolbench"):
+        return "tool"
+    label = agentinstruct.domain_for(None, rid)
+    if label != "other":
+        return label
+    low = prompt[:4000].lower()
+    for phrase, domain in PROMPT_HINTS:
+        if phrase in low:
+            return domain
+    return "other"
+
+
+def load(spec: str = HUB_ID, *, splits: list[str] | None = None, config: str | None = None) -> Iterator[RawRow]:
+    return read_rows(spec, NAME, splits=splits or None, config=config)
+
+
+def _prompt(turns: object, content_key: str) -> str:
+    if isinstance(turns, list):
+        for t in turns[:2]:
+            if isinstance(t, dict) and isinstance(t.get(content_key), str):
+                return t[content_key]
+    return ""
+
+
+def convert(row: RawRow) -> Trajectory:
+    data = row.data
+    rid = require_str(row, data, "id")
+    field, turns = pick_turns(row, data, "conversation", "conversations", "messages")
+    role_key, content_key, loss_key = turn_keys(turns)
+    domain = domain_for(row.split, rid, _prompt(turns, content_key))
+    messages, meta = convert_turns(
+        row, turns, turns_field=field, role_key=role_key, content_key=content_key, loss_key=loss_key,
+        domain=domain, final_text_as_answer=domain == "tool",
+    )
+    meta.update(source_id=rid, split=row.split, file=row.file, line=row.line)
+    if row.split == "toolbench_negative":
+        meta["negative"] = {"kind": "agent_flan_negative"}
+    return Trajectory(id=f"{NAME}/{row.split or 'data'}/{rid}", source=NAME, domain=domain,
+                      messages=messages, meta=meta)

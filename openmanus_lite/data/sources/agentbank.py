@@ -1,0 +1,98 @@
+"""AgentBank (Solaris99/AgentBank): trajectories over 16 tasks, one hub config per task.
+
+Schema: `{"id": str, "conversations": [{"from": "human"|"gpt"|"system", "value": str}]}`
+(some configs add fields such as `game_file` or `meta_information`, kept out of the
+trajectory). There are no loss flags; they are inferred (see `normalize`). Locally, a
+folder with one file (or subfolder) per config is read the same way.
+
+Domain mapping (hub config):
+
+| config                                   | label     |
+|------------------------------------------|-----------|
+| alfworld, alfred                         | household |
+| webshop                                  | ecommerce |
+| mind2web, webarena                       | web       |
+| intercode_bash                           | os        |
+| intercode_sql, spider, bird              | db        |
+| gsm8k, math, mathqa, svamp, theoremqa    | math      |
+| hotpotqa, triviaqa, strategyqa, ecqa, iqa, openbookqa | qa |
+| apps, humaneval, mbpp, mbpp_before       | code      |
+
+Other configs (e.g. `rearrange`) are labelled `other`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from ...schema import Trajectory
+from .base import RawRow, read_rows
+from .normalize import convert_turns, pick_turns, require_str, turn_keys
+
+NAME = "agentbank"
+HUB_ID = "Solaris99/AgentBank"
+
+CONFIG_DOMAINS: dict[str, str] = {
+    "alfworld": "household",
+    "alfred": "household",
+    "webshop": "ecommerce",
+    "mind2web": "web",
+    "webarena": "web",
+    "intercode_bash": "os",
+    "intercode_sql": "db",
+    "spider": "db",
+    "bird": "db",
+    "gsm8k": "math",
+    "math": "math",
+    "mathqa": "math",
+    "svamp": "math",
+    "theoremqa": "math",
+    "hotpotqa": "qa",
+    "triviaqa": "qa",
+    "strategyqa": "qa",
+    "ecqa": "qa",
+    "iqa": "qa",
+    "openbookqa": "qa",
+    "apps": "code",
+    "humaneval": "code",
+    "mbpp": "code",
+    "mbpp_before": "code",
+}
+
+QA_LABELS = ("qa", "math", "code")
+
+
+def domain_for(config: str | None) -> str:
+    return CONFIG_DOMAINS.get(config or "", "other")
+
+
+def load(spec: str = HUB_ID, *, splits: list[str] | None = None, config: str | None = None) -> Iterator[RawRow]:
+    """A local file/folder (file or subfolder names are configs), or one hub config (`config`)."""
+    if config is None and splits and not _is_local(spec):
+        # On the hub every task is a config with a single `train` split: read each one asked for.
+        def each() -> Iterator[RawRow]:
+            for cfg in splits:
+                yield from read_rows(spec, NAME, splits=["train"], config=cfg)
+        return each()
+    return read_rows(spec, NAME, splits=splits, config=config)
+
+
+def _is_local(spec: str) -> bool:
+    from pathlib import Path
+
+    return Path(spec).exists()
+
+
+def convert(row: RawRow) -> Trajectory:
+    data = row.data
+    rid = require_str(row, data, "id")
+    field, turns = pick_turns(row, data, "conversations", "messages")
+    role_key, content_key, loss_key = turn_keys(turns)
+    domain = domain_for(row.split)
+    messages, meta = convert_turns(
+        row, turns, turns_field=field, role_key=role_key, content_key=content_key, loss_key=loss_key,
+        domain=domain, final_text_as_answer=domain in QA_LABELS,
+    )
+    meta.update(source_id=rid, split=row.split, file=row.file, line=row.line)
+    return Trajectory(id=f"{NAME}/{row.split or 'data'}/{rid}", source=NAME, domain=domain,
+                      messages=messages, meta=meta)

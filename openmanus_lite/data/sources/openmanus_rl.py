@@ -1,0 +1,65 @@
+"""OpenManus-RL (CharlieDreemur/OpenManus-RL): AgentInstruct + AgentTraj-L, already merged.
+
+Schema: `{"id": str, "conversations": [{"role": "system"|"user"|"assistant",
+"content": str}]}` with no loss flags (they are inferred, see `normalize`). The domain
+is only inferable from the id, by these patterns, first match wins:
+
+| id pattern                                                    | label     |
+|---------------------------------------------------------------|-----------|
+| ALFWorld task ids: `pick_and_place_simple-…`, `look_at_obj_in_light-…`, `pick_clean_then_place_in_recep-…`, `pick_heat_then_place_in_recep-…`, `pick_cool_then_place_in_recep-…`, `pick_two_obj_and_place-…` | household |
+| AgentInstruct ids: `os_N`, `db_N`, `kg_N`, `mind2web_N`, `alfworld_N`, `webshop_N` | as in `agentinstruct` |
+| AgentTraj-L item_id prefixes (`sciworld_`, `movie_`, `sqlgym_`, …) | as in `agenttraj_l` |
+
+Anything else is `other`; the file name (e.g. `webshop.jsonl`) is used as a last hint.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from ...schema import Trajectory
+from . import agentinstruct, agenttraj_l
+from .base import RawRow, read_rows
+from .normalize import convert_turns, pick_turns, require_str, turn_keys
+
+NAME = "openmanus_rl"
+HUB_ID = "CharlieDreemur/OpenManus-RL"
+
+ALFWORLD_TASK = re.compile(
+    r"^(pick_and_place_simple|look_at_obj_in_light|pick_clean_then_place_in_recep|pick_heat_then_place_in_recep|"
+    r"pick_cool_then_place_in_recep|pick_two_obj_and_place)-"
+)
+AGENTINSTRUCT_ID = re.compile(r"^(os|db|kg|mind2web|alfworld|webshop)_\d+$")
+
+
+def domain_for(rid: str, split: str | None = None) -> str:
+    if ALFWORLD_TASK.match(rid):
+        return "household"
+    m = AGENTINSTRUCT_ID.match(rid)
+    if m:
+        return agentinstruct.SPLIT_DOMAINS[m.group(1)]
+    label = agenttraj_l.domain_for(rid)
+    if label == "other" and split:
+        label = agentinstruct.SPLIT_DOMAINS.get(split) or agenttraj_l.domain_for(split + "_")
+    return label
+
+
+def load(spec: str = HUB_ID, *, splits: list[str] | None = None, config: str | None = None) -> Iterator[RawRow]:
+    return read_rows(spec, NAME, splits=splits, config=config)
+
+
+def convert(row: RawRow) -> Trajectory:
+    data = row.data
+    rid = require_str(row, data, "id" if "id" in data or "item_id" not in data else "item_id")
+    field, turns = pick_turns(row, data, "conversations", "messages")
+    role_key, content_key, loss_key = turn_keys(turns)
+    domain = domain_for(rid, row.split)
+    messages, meta = convert_turns(
+        row, turns, turns_field=field, role_key=role_key, content_key=content_key, loss_key=loss_key,
+        domain=domain, final_text_as_answer=domain == "tool",
+    )
+    meta.update(source_id=rid, split=row.split, file=row.file, line=row.line)
+    if rid.startswith(agenttraj_l.ANSWER_OPTIONAL_PREFIXES):
+        meta["answer_optional"] = True
+    return Trajectory(id=f"{NAME}/{rid}", source=NAME, domain=domain, messages=messages, meta=meta)

@@ -1,0 +1,197 @@
+"""`python -m openmanus_lite eval ...`: evaluate policies on frozen suites, compare runs, freeze suites.
+
+    eval --model expert --model random --model PATH --suite dev --domains db,kg --limit 10
+    eval --model random --suite dev --strategy mcts --budget-calls 40   (test-time search)
+    eval compare runs/eval/a.json runs/eval/b.json --plot cmp.png
+    eval verify                       (check the frozen suites' checksums)
+    eval freeze --out DIR [--force]   (write new frozen suites; never needed for evaluation)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+
+def _csv(s: str | None) -> list[str] | None:
+    return [x.strip() for x in s.split(",") if x.strip()] if s else None
+
+
+def make_policy(spec: str, *, max_new_tokens: int = 96, temperature: float = 0.0, batch_size: int = 16,
+                seed: int = 0):
+    """'expert', 'random', or a model checkpoint path / hub name (loaded lazily)."""
+    if spec in ("expert", "random"):
+        from .benchmark import resolve_policy
+
+        return resolve_policy(spec, seed)
+    from openmanus_lite.models import load_model
+    from openmanus_lite.policies import ModelPolicy
+
+    model, tokenizer = load_model(spec)
+    return ModelPolicy(model, tokenizer, name=Path(spec).name or spec, max_new_tokens=max_new_tokens,
+                       temperature=temperature, batch_size=batch_size, seed=seed)
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_") or "policy"
+
+
+def _run(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m openmanus_lite eval", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", action="append", required=True,
+                   help="expert | random | checkpoint path or hub name; repeat to compare several")
+    p.add_argument("--suite", default="dev", help="frozen suite: dev, test or agentbench_db (default dev)")
+    p.add_argument("--domains", help="comma-separated subset, e.g. db,kg")
+    p.add_argument("--difficulties", help="comma-separated subset of easy,medium,hard")
+    p.add_argument("--limit", type=int, help="at most this many tasks per domain x difficulty")
+    p.add_argument("--max-turns", type=int, help="override the environments' turn limit")
+    p.add_argument("--batch-size", type=int, default=16, help="episodes per batched policy call")
+    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--strategy", choices=["best_of_n", "beam", "mcts", "dfsdt"], help="run test-time search")
+    p.add_argument("--budget-calls", type=int, help="search budget in generated turns per task")
+    p.add_argument("--budget-tokens", type=int, help="search budget in generated tokens per task")
+    p.add_argument("--oracle", action="store_true", help="select by the true score: oracle pass@k, an upper bound")
+    p.add_argument("--out", default="runs/eval", help="folder for JSON/CSV results and the plot")
+    p.add_argument("--no-progress", action="store_true")
+    a = p.parse_args(argv)
+    from .benchmark import run_benchmark
+    from .compare import comparison_table, flip_counts
+    from .plots import plot_comparison
+    from .suites import SuiteError, load_suite
+
+    try:
+        suite = load_suite(a.suite, domains=_csv(a.domains), difficulties=_csv(a.difficulties), limit=a.limit)
+    except SuiteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.strategy and not (a.budget_calls or a.budget_tokens):
+        print("error: --strategy needs --budget-calls or --budget-tokens", file=sys.stderr)
+        return 2
+    out = Path(a.out)
+    results = []
+    for spec in a.model:
+        policy = make_policy(spec, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
+                             batch_size=a.batch_size, seed=a.seed)
+        if a.strategy:
+            from openmanus_lite.search import Budget, search_suite
+
+            res = search_suite(a.strategy, suite.tasks, policy, Budget(tokens=a.budget_tokens, calls=a.budget_calls),
+                               max_turns=a.max_turns, progress=not a.no_progress, oracle=a.oracle, seed=a.seed,
+                               suite_name=suite.name, label=f"{a.strategy}:{spec}")
+        else:
+            res = run_benchmark(policy, suite, max_turns=a.max_turns, batch_size=a.batch_size,
+                                progress=not a.no_progress, label=spec, meta={"model": spec})
+        stem = out / f"{_slug(res.label)}_{suite.name}"
+        res.save(stem.with_suffix(".json"))
+        res.save(stem.with_suffix(".csv"))
+        results.append(res)
+        print(f"\n== {res.label} on {suite.name} ({len(res.records)} tasks, {res.wall_s:.1f}s) -> {stem}.json")
+        cols = ["domain", "difficulty", "n", "success_rate", "ci_low", "ci_high", "mean_score", "mean_turns",
+                "invalid_action_rate", "tokens_per_episode"]
+        print(res.table()[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if len(results) > 1:
+        print("\n== comparison (success rate, 95% Wilson CI)")
+        print(comparison_table(results).to_string())
+        for other in results[1:]:
+            print(f"flips {results[0].label} -> {other.label}: {flip_counts(results[0], other)}")
+        import matplotlib
+
+        matplotlib.use("Agg")
+        fig_path = out / f"comparison_{suite.name}.png"
+        plot_comparison(results, path=fig_path)
+        print(f"plot: {fig_path}")
+    return 0
+
+
+def _compare(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m openmanus_lite eval compare")
+    p.add_argument("results", nargs="+", help="result files (.json or .csv) written by `eval`")
+    p.add_argument("--level", default="domain", choices=["domain", "cell", "overall"])
+    p.add_argument("--plot", help="write a grouped bar chart here (.png)")
+    a = p.parse_args(argv)
+    from .benchmark import load_result
+    from .compare import comparison_table, flipped_tasks
+
+    results = []
+    for path in a.results:
+        try:
+            results.append(load_result(path))
+        except (OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    seen: dict[str, int] = {}
+    for r in results:  # same labels from different files: make them distinct
+        seen[r.label] = seen.get(r.label, 0) + 1
+        if seen[r.label] > 1:
+            r.label = f"{r.label} ({seen[r.label]})"
+    print(comparison_table(results, level=a.level).to_string())
+    for other in results[1:]:
+        flips = flipped_tasks(results[0], other)
+        print(f"\n{len(flips)} tasks changed between {results[0].label} and {other.label}")
+        if len(flips):
+            print(flips.to_string(index=False))
+    if a.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from .plots import plot_comparison
+
+        plot_comparison(results, level=a.level, path=a.plot)
+        print(f"plot: {a.plot}")
+    return 0
+
+
+def _verify(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m openmanus_lite eval verify")
+    p.add_argument("--root", help="suite folder (default data/benchmark)")
+    a = p.parse_args(argv)
+    from .suites import SuiteError, list_suites, load_suite, verify_suites
+
+    try:
+        problems = verify_suites(a.root)
+    except SuiteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    if not problems:
+        for name in list_suites(a.root):
+            s = load_suite(name, root=a.root)
+            print(f"{name}: {len(s)} tasks, domains {s.domains}, difficulties {s.difficulties}: checksums ok")
+    return 1 if problems else 0
+
+
+def _freeze(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m openmanus_lite eval freeze")
+    p.add_argument("--out", help="folder (default data/benchmark)")
+    p.add_argument("--per-cell", type=int, default=None, help="tasks per split x domain x difficulty")
+    p.add_argument("--domains", help="comma-separated subset (default: every registered domain)")
+    p.add_argument("--agentbench", help="AgentBench dbbench JSONL to import (default: the shared real samples)")
+    p.add_argument("--force", action="store_true", help="replace existing frozen suites")
+    a = p.parse_args(argv)
+    from .suites import TASKS_PER_CELL, SuiteError, freeze_suites
+
+    try:
+        m = freeze_suites(a.out, domains=_csv(a.domains), per_cell=a.per_cell or TASKS_PER_CELL,
+                          agentbench_path=a.agentbench, force=a.force)
+    except SuiteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for name, files in m["suites"].items():
+        print(f"{name}: {sum(m['files'][f]['tasks'] for f in files)} tasks in {len(files)} files")
+    if m["skipped"]:
+        print(f"skipped while freezing: {m['skipped']}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sub = {"compare": _compare, "verify": _verify, "freeze": _freeze}
+    if argv and argv[0] in sub:
+        return sub[argv[0]](argv[1:])
+    return _run(argv)

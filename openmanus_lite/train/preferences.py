@@ -1,0 +1,626 @@
+"""Preference data from environment rollouts: no human labels, the environment is the judge.
+
+Two episodes of the same task make a preference when the environment scored them
+differently. Because the environments are deterministic, two episodes that take the
+same actions see the same observations, so they share a conversation prefix up to the
+first turn whose *action* differs (thoughts may be worded differently). That shared
+prefix is the prompt; what follows is chosen (the better episode) or rejected:
+
+- a **step pair**: chosen and rejected are the single diverging assistant turn (what DPO
+  trains on: the turn at which the better episode made the better decision);
+- a **trajectory pair**: chosen and rejected are the whole rest of each episode (what the
+  outcome reward model trains on).
+
+Episodes come from three sources: the expert, the expert with one injected mistake (a
+random action or a corrupted copy of the expert's own action at a random turn, after which
+the expert carries on), and any policy's rollouts (`run_episodes`). `label_step_values`
+replays an episode and asks, after each turn, whether the expert continuing from that
+state (on a clone of the environment) still solves the task: the per-step labels of the
+process reward model, and an optional stricter judge for step pairs.
+
+Rows follow TRL's conversational preference format: `{"prompt": [messages],
+"chosen": [messages], "rejected": [messages]}`, which `DPOTrainer` and `RewardTrainer`
+accept unchanged. Every episode pair that yields no preference is counted with its reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any, Callable, Iterable
+
+from ..envs import make_env
+from ..envs.base import Env
+from ..react import Action, ParseError, format_action, format_turn, parse_step
+from ..schema import Task, Trajectory, Turn
+
+Messages = list[dict[str, str]]
+
+MISTAKE_KINDS = ("random", "corrupt")
+"""Injected mistakes: the environment's random action, or a corrupted expert action."""
+
+JUDGES = ("outcome", "step_value")
+"""How a step pair is decided: the episodes' final outcomes, or the expert-continuation value
+right after the diverging turn (needs `label_step_values` first)."""
+
+TIE_BREAKS = ("none", "efficiency")
+"""Between two equally successful episodes: no preference, or the one with fewer invalid
+actions, then fewer turns."""
+
+
+# --------------------------------------------------------------------------- comparing episodes
+
+
+def action_key(text: str, domain: str) -> str:
+    """The action a turn takes, normalised (thought wording ignored); unparseable turns keep their text."""
+    parsed = parse_step(text, domain)
+    if isinstance(parsed, ParseError):
+        return "invalid:" + " ".join(str(text).split())
+    return parsed[1].text
+
+
+def first_divergence(a: Trajectory, b: Trajectory) -> tuple[int | None, str]:
+    """(message index of the first assistant turn whose action differs, reason).
+
+    Everything before it agrees: the same observations and the same actions. The index
+    is None with a reason when there is no such turn: `same_actions` (one episode is the
+    other, or a prefix of it), `observation_mismatch` (the same actions met different
+    observations: different tasks, turn limits or a non-deterministic environment) or
+    `role_mismatch` (malformed episodes).
+    """
+    ma, mb = a.messages, b.messages
+    for i in range(min(len(ma), len(mb))):
+        ta, tb = ma[i], mb[i]
+        if ta.role != tb.role:
+            return None, "role_mismatch"
+        if ta.role == "assistant":
+            if action_key(ta.content, a.domain) != action_key(tb.content, b.domain):
+                return i, "diverged"
+        elif ta.content != tb.content:
+            return None, "observation_mismatch"
+    return None, "same_actions"
+
+
+def episode_score(traj: Trajectory) -> float:
+    """The environment's final score of an episode (meta['score'], or 1/0 from meta['success'])."""
+    meta = traj.meta
+    if "score" in meta:
+        return float(meta["score"])
+    if "success" in meta:
+        return 1.0 if meta["success"] else 0.0
+    raise ValueError(f"trajectory {traj.id!r} has no outcome: meta needs 'score' or 'success' "
+                     "(episodes from run_episodes or collect_episodes have both)")
+
+
+def compare_episodes(a: Trajectory, b: Trajectory, tie_break: str = "efficiency", min_margin: float = 0.0
+                     ) -> tuple[int, str]:
+    """(+1 if a is better, -1 if b is, 0 if neither; the reason that decided).
+
+    The outcome decides first (scores differing by more than `min_margin`). With
+    `tie_break="efficiency"`, two equally *successful* episodes are ordered by fewer
+    invalid actions, then fewer turns; two equal failures are never ordered.
+    """
+    if tie_break not in TIE_BREAKS:
+        raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
+    sa, sb = episode_score(a), episode_score(b)
+    if abs(sa - sb) > min_margin:
+        return (1 if sa > sb else -1), "outcome"
+    if tie_break == "efficiency" and sa == sb and a.meta.get("success") and b.meta.get("success"):
+        ka = (int(a.meta.get("invalid_actions", 0)), _assistant_turns(a))
+        kb = (int(b.meta.get("invalid_actions", 0)), _assistant_turns(b))
+        if ka != kb:
+            return (1 if ka < kb else -1), "efficiency"
+    return 0, "tie"
+
+
+def _assistant_turns(traj: Trajectory) -> int:
+    return sum(1 for t in traj.messages if t.role == "assistant")
+
+
+def _assistant_ordinal(traj: Trajectory, message_index: int) -> int:
+    """Which assistant turn (0-based) message `message_index` is."""
+    return sum(1 for t in traj.messages[:message_index] if t.role == "assistant")
+
+
+# --------------------------------------------------------------------------- pairs
+
+
+@dataclass
+class PreferencePair:
+    """One preference in TRL's conversational format, with where it came from."""
+
+    prompt: Messages
+    chosen: Messages
+    rejected: Messages
+    task_id: str
+    domain: str
+    level: str
+    """'step' (one diverging turn each) or 'trajectory' (the rest of each episode)."""
+    reason: str
+    """What decided it: 'outcome', 'efficiency' or 'step_value'."""
+    chosen_value: float
+    rejected_value: float
+    turn: int
+    """The assistant turn (0-based) at which the two episodes diverge."""
+    chosen_source: str = ""
+    rejected_source: str = ""
+
+    def to_row(self) -> dict[str, Any]:
+        """A dataset row: the three TRL columns plus provenance columns (trainers ignore them)."""
+        return {
+            "prompt": self.prompt,
+            "chosen": self.chosen,
+            "rejected": self.rejected,
+            "task_id": self.task_id,
+            "domain": self.domain,
+            "level": self.level,
+            "reason": self.reason,
+            "margin": float(self.chosen_value - self.rejected_value),
+            "turn": self.turn,
+            "chosen_source": self.chosen_source,
+            "rejected_source": self.rejected_source,
+        }
+
+    def key(self) -> str:
+        """Content hash, for de-duplication (many rollouts share their first mistake)."""
+        blob = json.dumps([self.prompt, self.chosen, self.rejected], sort_keys=True, ensure_ascii=False)
+        return hashlib.sha1(blob.encode()).hexdigest()
+
+
+@dataclass
+class PairSet:
+    """Pairs built from a pool of episodes, and a count of every episode pair that gave none, by reason."""
+
+    pairs: list[PreferencePair] = field(default_factory=list)
+    skipped: Counter = field(default_factory=Counter)
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [p.to_row() for p in self.pairs]
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "pairs": len(self.pairs),
+            "by_reason": dict(Counter(p.reason for p in self.pairs)),
+            "by_domain": dict(Counter(p.domain for p in self.pairs)),
+            "skipped": dict(self.skipped),
+        }
+
+
+def _task_id(traj: Trajectory) -> str:
+    tid = traj.meta.get("task_id")
+    if not tid:
+        raise ValueError(f"trajectory {traj.id!r} has no meta['task_id']: pairs are only made within one task "
+                         "(episodes from run_episodes or collect_episodes carry it)")
+    return str(tid)
+
+
+def make_pairs(
+    episodes: Iterable[Trajectory],
+    *,
+    level: str = "step",
+    judge: str = "outcome",
+    tie_break: str = "efficiency",
+    min_margin: float = 0.0,
+    max_pairs_per_task: int | None = None,
+    seed: int = 0,
+) -> PairSet:
+    """Preference pairs from every two episodes of the same task.
+
+    level: 'step' or 'trajectory' (see the module doc). judge: 'outcome' compares the
+    episodes' final scores (`compare_episodes`); 'step_value' compares the
+    expert-continuation values right after the diverging turn (meta['step_values'] from
+    `label_step_values`), so a pair credits the diverging turn itself, not a later
+    mistake; with tie_break='efficiency' equal values are ordered by the expert's remaining
+    turns (a wasted turn loses to a turn that made progress). Duplicates are dropped; at most `max_pairs_per_task` pairs per task
+    (sampled with `seed`).
+    """
+    if level not in ("step", "trajectory"):
+        raise ValueError(f"level must be 'step' or 'trajectory', got {level!r}")
+    if judge not in JUDGES:
+        raise ValueError(f"judge must be one of {JUDGES}, got {judge!r}")
+    groups: dict[str, list[Trajectory]] = defaultdict(list)
+    for ep in episodes:
+        groups[_task_id(ep)].append(ep)
+    rng = random.Random(seed)
+    out = PairSet()
+    seen: set[str] = set()
+    for task_id, group in groups.items():
+        task_pairs = []
+        for a, b in combinations(group, 2):
+            d, why = first_divergence(a, b)
+            if d is None:
+                out.skipped[why] += 1
+                continue
+            turn = _assistant_ordinal(a, d)
+            if judge == "outcome":
+                sign, reason = compare_episodes(a, b, tie_break, min_margin)
+                va, vb = episode_score(a), episode_score(b)
+            else:
+                (va, ra), (vb, rb) = _step_value(a, turn), _step_value(b, turn)
+                sign, reason = (1 if va > vb else -1), "step_value"
+                if abs(va - vb) <= min_margin:
+                    sign, reason = 0, "tie"
+                    if tie_break == "efficiency" and va == vb and va > 0 and ra != rb:
+                        sign, reason = (1 if ra < rb else -1), "step_efficiency"
+            if sign == 0:
+                out.skipped[reason] += 1
+                continue
+            win, lose, vw, vl = (a, b, va, vb) if sign > 0 else (b, a, vb, va)
+            prompt = win.to_messages()[:d]
+            if level == "step":
+                chosen, rejected = [win.to_messages()[d]], [lose.to_messages()[d]]
+            else:
+                chosen, rejected = win.to_messages()[d:], lose.to_messages()[d:]
+            pair = PreferencePair(prompt, chosen, rejected, task_id, win.domain, level, reason, vw, vl, turn,
+                                  win.source, lose.source)
+            k = pair.key()
+            if k in seen:
+                out.skipped["duplicate"] += 1
+                continue
+            seen.add(k)
+            task_pairs.append(pair)
+        if max_pairs_per_task is not None and len(task_pairs) > max_pairs_per_task:
+            out.skipped["over_task_cap"] += len(task_pairs) - max_pairs_per_task
+            task_pairs = rng.sample(task_pairs, max_pairs_per_task)
+        out.pairs.extend(task_pairs)
+    return out
+
+
+def _step_value(traj: Trajectory, turn: int) -> tuple[float, int]:
+    """(expert-continuation score, expert turns remaining) after assistant turn `turn`."""
+    if "step_values" not in traj.meta:
+        raise ValueError(f"trajectory {traj.id!r} has no meta['step_values']: run label_step_values first, "
+                         "or use judge='outcome'")
+    return float(traj.meta["step_values"][turn]), int(traj.meta["step_remaining"][turn])
+
+
+# --------------------------------------------------------------------------- episodes
+
+
+def _new_env(task: Task, max_turns: int | None) -> tuple[Env, str]:
+    env = make_env(task.domain, **({"max_turns": max_turns} if max_turns else {}))
+    return env, env.reset(task)
+
+
+def _safe_expert(env: Env) -> str | None:
+    """The expert's next turn, or None when the expert itself fails in this state (counted by callers)."""
+    try:
+        return env.expert_action()
+    except Exception:
+        return None
+
+
+def _episode(task: Task, env: Env, messages: Messages, source: str, index: int, extra: dict | None = None
+             ) -> Trajectory:
+    info = env.last_info
+    meta = {
+        "task_id": task.id,
+        "difficulty": task.difficulty,
+        "success": bool(info.get("success", False)),
+        "score": float(info.get("score", 0.0)),
+        "turns": env.turn,
+        "invalid_actions": env.invalid_actions,
+        "max_turns": env.max_turns,
+    }
+    meta.update(extra or {})
+    return Trajectory(
+        id=f"{source}/{task.id}/{index}",
+        source=source,
+        domain=task.domain,
+        messages=[Turn(m["role"], m["content"], m["role"] == "assistant") for m in messages],
+        meta=meta,
+    )
+
+
+def _play(env: Env, messages: Messages, text: str) -> None:
+    messages.append({"role": "assistant", "content": text})
+    step = env.step(text)
+    if not step.done:
+        messages.append({"role": "user", "content": step.observation})
+
+
+def _finish_with_expert(env: Env, messages: Messages) -> bool:
+    """The expert plays until the episode ends; False if the expert broke down (episode ended by 'give up')."""
+    while not env.done:
+        text = _safe_expert(env)
+        if text is None:
+            _play(env, messages, format_turn("I am stuck.", "answer()"))
+            return False
+        _play(env, messages, text)
+    return True
+
+
+def expert_episode(task: Task, max_turns: int | None = None) -> Trajectory:
+    """The expert's episode on `task`, recorded like a rollout."""
+    env, first = _new_env(task, max_turns)
+    messages = [{"role": "user", "content": first}]
+    _finish_with_expert(env, messages)
+    return _episode(task, env, messages, "expert", 0)
+
+
+_NUMBER = re.compile(r"\d+")
+_WORD = re.compile(r"[A-Za-z_]{3,}")
+
+
+def corrupt_turn(text: str, domain: str, rng: random.Random) -> str:
+    """A plausible but different version of an assistant turn: the kind of slip a model makes.
+
+    Tries, in random order: change a number in the action (wrong id, count or index), drop
+    a letter from a name, cut the action short, answer prematurely, drop the `Act:` label
+    (a format error). Returns the first variant whose action differs from the original.
+    """
+    parsed = parse_step(text, domain)
+    original = action_key(text, domain)
+    if isinstance(parsed, ParseError):
+        return format_turn("I will answer now.", "answer(unknown)")
+    turn, action = parsed
+    thought = turn.thought or "Next step."
+    variants: list[Callable[[], str]] = [
+        lambda: _with_arg(thought, action, _bump_number(action.arg, rng)),
+        lambda: _with_arg(thought, action, _drop_letter(action.arg, rng)),
+        lambda: _with_arg(thought, action, action.arg[: max(1, len(action.arg) // 2)]),
+        lambda: format_turn(thought, format_action(Action("answer", _bump_number(action.arg, rng) or "unknown"))),
+        lambda: f"{thought}\n{format_action(action)}",
+    ]
+    rng.shuffle(variants)
+    for make in variants:
+        candidate = make()
+        if candidate and action_key(candidate, domain) != original:
+            return candidate
+    return format_turn(thought, "answer(unknown)")
+
+
+def _with_arg(thought: str, action: Action, arg: str | None) -> str:
+    if not arg:
+        return ""
+    return format_turn(thought, format_action(Action(action.kind, arg, action.name)))
+
+
+def _bump_number(s: str, rng: random.Random) -> str | None:
+    nums = list(_NUMBER.finditer(s))
+    if not nums:
+        return None
+    m = rng.choice(nums)
+    value = int(m.group())
+    new = value + rng.choice((1, 2)) if value < 2 or rng.random() < 0.5 else value - 1
+    return s[: m.start()] + str(new) + s[m.end():]
+
+
+def _drop_letter(s: str, rng: random.Random) -> str | None:
+    words = list(_WORD.finditer(s))
+    if not words:
+        return None
+    m = rng.choice(words)
+    k = rng.randrange(m.start(), m.end())
+    return s[:k] + s[k + 1:]
+
+
+def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, ...] = MISTAKE_KINDS,
+                     max_turns: int | None = None, expert_turns: int | None = None) -> list[Trajectory]:
+    """`n` expert episodes with one injected mistake each, at a random turn; the expert carries on after it.
+
+    meta['mistake'] = {'turn': i, 'kind': 'random'|'corrupt'}. Whether the mistake was
+    recoverable is the environment's call: some of these episodes still succeed.
+    """
+    for kind in kinds:
+        if kind not in MISTAKE_KINDS:
+            raise ValueError(f"unknown mistake kind {kind!r}; expected some of {MISTAKE_KINDS}")
+    if expert_turns is None:
+        expert_turns = int(expert_episode(task, max_turns).meta["turns"])
+    out = []
+    for i in range(n):
+        kind = kinds[i % len(kinds)]
+        at = rng.randrange(max(1, expert_turns))
+        env, first = _new_env(task, max_turns)
+        messages = [{"role": "user", "content": first}]
+        broke = False
+        for _ in range(at):
+            text = _safe_expert(env)
+            if text is None or env.done:
+                broke = text is None
+                break
+            _play(env, messages, text)
+        if not env.done and not broke:
+            if kind == "random":
+                mistake = env.random_action(rng)
+            else:
+                mistake = corrupt_turn(_safe_expert(env) or "", task.domain, rng)
+            _play(env, messages, mistake)
+        _finish_with_expert(env, messages)
+        out.append(_episode(task, env, messages, f"mistake:{kind}", i, {"mistake": {"turn": at, "kind": kind}}))
+    return out
+
+
+# --------------------------------------------------------------------------- step values (PRM labels)
+
+
+class ReplayMismatch(RuntimeError):
+    """Replaying an episode's actions did not reproduce its recorded observations."""
+
+
+def expert_value(env: Env) -> tuple[float, int]:
+    """(score the expert reaches continuing from this state, turns it needs), on a clone.
+
+    The state itself is untouched. An expert that breaks down scores 0.
+    """
+    if env.done:
+        return float(env.last_info.get("score", 0.0)), 0
+    sim = env.clone()
+    start = sim.turn
+    while not sim.done:
+        text = _safe_expert(sim)
+        if text is None:
+            return 0.0, sim.turn - start
+        sim.step(text)
+    return float(sim.last_info.get("score", 0.0)), sim.turn - start
+
+
+def label_step_values(task: Task, traj: Trajectory, max_turns: int | None = None) -> list[float]:
+    """Replay `traj` in a fresh environment; after each assistant turn, the expert-continuation value.
+
+    Stores in meta, one entry per assistant turn: 'step_values' (the score the expert
+    reaches from the state after that turn; after the final turn, the episode's own
+    score) and 'step_remaining' (the turns the expert needed from there), plus
+    'start_remaining' (the expert's turns from the initial state). A turn made progress
+    when it shrank the expert's remaining turns. Returns the values. Raises
+    ReplayMismatch when the recorded observations are not reproduced (wrong task or turn limit).
+    """
+    if task.id != traj.meta.get("task_id", task.id):
+        raise ValueError(f"trajectory {traj.id!r} is for task {traj.meta.get('task_id')!r}, not {task.id!r}")
+    max_turns = max_turns or traj.meta.get("max_turns")
+    env, first = _new_env(task, max_turns)
+    msgs = traj.messages
+    if not msgs or msgs[0].role != "user" or msgs[0].content != first:
+        raise ReplayMismatch(f"trajectory {traj.id!r}: its first message is not what the environment shows for task "
+                             f"{task.id!r} (different task, max_turns or environment version?)")
+    values: list[float] = []
+    remaining: list[int] = []
+    start_remaining = expert_value(env)[1]
+    for i, turn in enumerate(msgs):
+        if turn.role != "assistant":
+            continue
+        if env.done:
+            raise ReplayMismatch(f"trajectory {traj.id!r}: the episode ended before message {i}")
+        step = env.step(turn.content)
+        following = msgs[i + 1] if i + 1 < len(msgs) else None
+        if not step.done and (following is None or following.content != step.observation):
+            raise ReplayMismatch(f"trajectory {traj.id!r}: replaying message {i} gave a different observation")
+        value, left = expert_value(env)
+        values.append(value)
+        remaining.append(left)
+    traj.meta.update(step_values=values, step_remaining=remaining, start_remaining=start_remaining)
+    return values
+
+
+PRM_LABELS = ("progress", "solvable")
+"""Process labels: 'solvable' = the expert still solves the task from the state after the turn;
+'progress' = solvable and the turn shrank the expert's remaining turns (wasted and fatal turns get 0)."""
+
+
+def step_labels(traj: Trajectory, label: str = "progress", threshold: float = 1.0) -> list[int]:
+    """0/1 per assistant turn from the step values that `label_step_values` stored."""
+    if label not in PRM_LABELS:
+        raise ValueError(f"label must be one of {PRM_LABELS}, got {label!r}")
+    meta = traj.meta
+    if "step_values" not in meta:
+        raise ValueError(f"trajectory {traj.id!r} has no meta['step_values']; run label_step_values first")
+    solvable = [int(v >= threshold) for v in meta["step_values"]]
+    if label == "solvable":
+        return solvable
+    before = [meta["start_remaining"]] + list(meta["step_remaining"][:-1])
+    return [int(s and after < prev) for s, prev, after in zip(solvable, before, meta["step_remaining"])]
+
+
+def prm_rows(episodes: Iterable[Trajectory], label: str = "progress", threshold: float = 1.0
+             ) -> list[dict[str, Any]]:
+    """Rows for the process reward model: messages and one 0/1 label per assistant turn (see `step_labels`)."""
+    rows = []
+    for ep in episodes:
+        rows.append({
+            "messages": ep.to_messages(),
+            "step_labels": step_labels(ep, label, threshold),
+            "task_id": _task_id(ep),
+            "domain": ep.domain,
+        })
+    return rows
+
+
+# --------------------------------------------------------------------------- collecting a pool
+
+
+def collect_episodes(
+    tasks: list[Task],
+    *,
+    policy: Any = None,
+    samples_per_task: int = 2,
+    mistakes_per_task: int = 2,
+    mistake_kinds: tuple[str, ...] = MISTAKE_KINDS,
+    include_expert: bool = True,
+    label_steps: bool = True,
+    max_turns: int | None = None,
+    seed: int = 0,
+    batch_size: int = 32,
+    progress: bool = False,
+) -> tuple[list[Trajectory], Counter]:
+    """A pool of episodes per task from the three sources, optionally labelled with step values.
+
+    Model rollouts need a sampling policy for variety (a greedy policy repeats itself,
+    and identical episodes give no pairs). Returns (episodes, counts) where counts holds
+    the episodes per source and any that could not be replayed for labelling.
+    """
+    from ..rollout import run_episodes
+
+    rng = random.Random(seed)
+    counts: Counter = Counter()
+    episodes: list[Trajectory] = []
+    by_id = {t.id: t for t in tasks}
+    for task in tasks:
+        expert = expert_episode(task, max_turns)
+        if include_expert:
+            episodes.append(expert)
+        if mistakes_per_task:
+            episodes += mistake_episodes(task, mistakes_per_task, rng, mistake_kinds, max_turns,
+                                         expert_turns=int(expert.meta["turns"]))
+    if policy is not None and samples_per_task:
+        repeated = [t for t in tasks for _ in range(samples_per_task)]
+        rollouts = run_episodes(policy, repeated, max_turns=max_turns, batch_size=batch_size, progress=progress)
+        for k, ep in enumerate(rollouts):
+            ep.id = f"{ep.id}/{k % samples_per_task}"
+            # the turn limit the episode ran under (an environment may take it from the task), for replay
+            env, _ = _new_env(by_id[ep.meta["task_id"]], max_turns)
+            ep.meta["max_turns"] = env.max_turns
+        episodes += rollouts
+    kept = []
+    for ep in episodes:
+        counts[ep.source.split(":")[0] if ep.source.startswith("mistake") else ep.source] += 1
+        if label_steps:
+            try:
+                label_step_values(by_id[ep.meta["task_id"]], ep)
+            except ReplayMismatch:
+                counts["replay_mismatch_dropped"] += 1
+                continue
+        kept.append(ep)
+    return kept, counts
+
+
+# --------------------------------------------------------------------------- fitting a length budget
+
+
+def fit_prompt(prompt: Messages, completions: list[Messages], count_tokens: Callable[[Messages], int],
+               max_tokens: int) -> Messages | None:
+    """Shorten a multi-turn prompt so prompt + the longest completion fits `max_tokens`.
+
+    Keeps the first user message (the task) and drops the oldest assistant/observation
+    turns after it, two at a time, so the prompt still ends on the latest observation.
+    Returns None when even the task message plus the completion does not fit (callers
+    count those). Why not let the trainer truncate: TRL's `keep_start` cuts the
+    completion, and `keep_end` cuts the task statement.
+    """
+    head = 1 if prompt and prompt[0]["role"] == "system" else 0
+    head += 1  # the task message
+    current = list(prompt)
+    while True:
+        longest = max(count_tokens(current + c) for c in completions)
+        if longest <= max_tokens:
+            return current
+        if len(current) - head < 2:
+            return None
+        current = current[:head] + current[head + 2:]
+
+
+def split_by_task(rows: list[dict[str, Any]], eval_fraction: float, seed: int = 0
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Train / held-out split by task id, so no task's pairs are on both sides."""
+    ids = sorted({r["task_id"] for r in rows})
+    random.Random(seed).shuffle(ids)
+    n_eval = int(round(len(ids) * eval_fraction))
+    held = set(ids[:n_eval])
+    return [r for r in rows if r["task_id"] not in held], [r for r in rows if r["task_id"] in held]

@@ -1,0 +1,156 @@
+"""Batched one-turn generation and ModelPolicy on the tiny from-scratch model."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from openmanus_lite.generation import generate_turns, inference_mode, render_prompts  # noqa: E402
+from openmanus_lite.models import build_tiny_model, load_model, load_tokenizer  # noqa: E402
+from openmanus_lite.policies import ModelPolicy  # noqa: E402
+
+CONVS = [
+    [{"role": "user", "content": "Count the rows."}],
+    [{"role": "user", "content": "Go to the fridge and open it, then look inside for a mug 2."}],
+    [
+        {"role": "user", "content": "List files."},
+        {"role": "assistant", "content": "Think: look.\nAct: bash\n```bash\nls\n```"},
+        {"role": "user", "content": "a.txt b.txt"},
+    ],
+    [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Say 4."}],
+]
+REPLY = "Think: I have the answer.\nAct: answer(42)"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The tiny model, overfitted for a few seconds so that it answers REPLY and stops at <|im_end|>."""
+    path = build_tiny_model(tmp_path_factory.mktemp("tiny"), seed=0)
+    tok = load_tokenizer(path)
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    torch.manual_seed(0)
+    rows = []
+    for conv in CONVS:
+        prompt = render_prompts(tok, [conv])[0]
+        target = tok(REPLY + "<|im_end|>", add_special_tokens=False)["input_ids"]
+        rows.append((prompt, target))
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(60):
+        for prompt, target in rows:
+            ids = torch.tensor([prompt + target])
+            labels = torch.tensor([[-100] * len(prompt) + target])
+            loss = model(input_ids=ids, labels=labels).loss
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+    model.eval()
+    return model, tok, path
+
+
+def test_greedy_batched_left_padded_equals_unbatched(tiny):
+    model, tok, _ = tiny
+    batched = generate_turns(model, tok, CONVS, max_new_tokens=24, batch_size=4, return_ids=True)
+    single = [generate_turns(model, tok, [c], max_new_tokens=24, return_ids=True) for c in CONVS]
+    assert batched.texts == [s.texts[0] for s in single]
+    assert batched.completion_ids == [s.completion_ids[0] for s in single]
+    assert batched.prompt_ids == render_prompts(tok, CONVS)
+
+
+def test_stops_at_im_end_and_ids_end_with_eos(tiny):
+    model, tok, _ = tiny
+    res = generate_turns(model, tok, CONVS, max_new_tokens=40, return_ids=True)
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    assert res.texts == [REPLY] * len(CONVS)
+    assert all(res.stopped)
+    for ids in res.completion_ids:
+        assert ids[-1] == eos and eos not in ids[:-1]
+    short = generate_turns(model, tok, CONVS[:1], max_new_tokens=3, return_ids=True)
+    assert short.stopped == [False] and len(short.completion_ids[0]) == 3
+    # the prompt ends with the assistant header the chat template adds
+    assert tok.decode(res.prompt_ids[0]).endswith("<|im_start|>assistant\n")
+
+
+def test_logprobs_match_a_teacher_forced_forward_pass(tiny):
+    model, tok, _ = tiny
+    for temperature in (0.0, 0.7):
+        res = generate_turns(model, tok, CONVS[:2], max_new_tokens=12, temperature=temperature, seed=1,
+                             return_ids=True, return_logprobs=True)
+        for p, c, lp in zip(res.prompt_ids, res.completion_ids, res.logprobs):
+            assert len(lp) == len(c)
+            with torch.no_grad():
+                logits = model(input_ids=torch.tensor([p + c])).logits[0, len(p) - 1:-1]
+            logits = logits / (temperature if temperature > 0 else 1.0)
+            ref = torch.log_softmax(logits, -1).gather(-1, torch.tensor(c).unsqueeze(-1)).squeeze(-1)
+            assert torch.allclose(torch.tensor(lp), ref, atol=1e-4)
+            assert max(lp) <= 0.0
+
+
+def test_sampling_is_seeded(tiny):
+    model, tok, _ = tiny
+    a = generate_turns(model, tok, CONVS, max_new_tokens=10, temperature=5.0, seed=3)
+    b = generate_turns(model, tok, CONVS, max_new_tokens=10, temperature=5.0, seed=3)
+    c = generate_turns(model, tok, CONVS, max_new_tokens=10, temperature=5.0, seed=4)
+    assert a.texts == b.texts
+    assert a.texts != c.texts
+
+
+def test_train_mode_is_restored(tiny):
+    model, tok, _ = tiny
+    model.train()
+    try:
+        with inference_mode(model):
+            assert not model.training
+        assert model.training
+        generate_turns(model, tok, CONVS[:1], max_new_tokens=4)
+        assert model.training
+    finally:
+        model.eval()
+
+
+def test_model_policy_counts_and_samples(tiny):
+    model, tok, _ = tiny
+    policy = ModelPolicy(model, tok, name="tiny", max_new_tokens=40)
+    replies = policy.act_batch(CONVS, [None] * len(CONVS))
+    assert replies == [REPLY] * len(CONVS)
+    assert policy.model_calls == 1 and policy.turns_generated == 4
+    n_reply = len(tok(REPLY + "<|im_end|>", add_special_tokens=False)["input_ids"])
+    assert policy.generated_tokens == 4 * n_reply
+    cands = policy.sample_batch(CONVS[:2], n=3, temperature=5.0)
+    assert [len(c) for c in cands] == [3, 3]
+    assert len(set(cands[0])) > 1  # hot sampling gives different candidates
+    assert policy.model_calls == 2 and policy.turns_generated == 10
+    with pytest.raises(ValueError):
+        policy.sample_batch(CONVS[:1], n=2, temperature=0.0)
+
+
+def test_model_policy_from_path_through_unsloth_restores_training(tiny):
+    _, _, path = tiny
+    model, tok = load_model(path, backend="unsloth", lora={"r": 4, "alpha": 8})
+    model.train()
+    policy = ModelPolicy(model, tok, max_new_tokens=6)
+    out = policy.act_batch(CONVS[:2], [None, None])
+    assert len(out) == 2 and all(isinstance(t, str) for t in out)
+    assert model.training
+    by_path = ModelPolicy(str(path), max_new_tokens=6, load_kwargs={"backend": "hf"})
+    assert by_path.name == path.name
+    assert len(by_path.act_batch(CONVS[:1], [None])) == 1
+
+
+def test_model_policy_runs_episodes(tiny):
+    from openmanus_lite.envs import generate_tasks, list_domains
+    from openmanus_lite.rollout import run_episodes
+
+    domains = list_domains()
+    if not domains:
+        pytest.skip("no environment registered yet")
+    model, tok, _ = tiny
+    policy = ModelPolicy(model, tok, max_new_tokens=40)
+    tasks = generate_tasks(domains[0], 3, seed=0)
+    trajs = run_episodes(policy, tasks, max_turns=2, progress=False)
+    assert len(trajs) == 3
+    assert all(t.messages[1].content == REPLY for t in trajs)
+    assert policy.model_calls >= 1
