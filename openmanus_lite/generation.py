@@ -130,8 +130,6 @@ def generate_turns(
     prompt length so little padding is wasted. `max_prompt_tokens` keeps only the last tokens
     of an over-long prompt (left truncation keeps the most recent observation).
     """
-    import torch
-
     if not conversations:
         return GenerationResult([], [] if return_ids else None, [], [] if return_logprobs else None, [])
     if max_new_tokens < 1:
@@ -139,6 +137,47 @@ def generate_turns(
     prompts = render_prompts(tokenizer, conversations)
     if max_prompt_tokens:
         prompts = [p[-max_prompt_tokens:] for p in prompts]
+    result = generate_from_ids(
+        model,
+        tokenizer,
+        prompts,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_p=top_p,
+        seed=seed,
+        batch_size=batch_size,
+        return_logprobs=return_logprobs,
+    )
+    result.prompt_ids = prompts if return_ids else None
+    return result
+
+
+def generate_from_ids(
+    model: Any,
+    tokenizer: Any,
+    prompts: list[list[int]],
+    *,
+    max_new_tokens: int | list[int] = 128,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    batch_size: int = 16,
+    return_logprobs: bool = False,
+) -> GenerationResult:
+    """`generate_turns` on prompts that are already token ids (multi-turn RL rollouts continue
+    the exact sampled ids instead of re-rendering text). `max_new_tokens` may be one limit per
+    prompt (a rollout's remaining token budget); a batch generates up to its largest limit and
+    each row is cut at its own. Returns prompt_ids as given and completion_ids always."""
+    import torch
+
+    n = len(prompts)
+    if not n:
+        return GenerationResult([], [], [], [] if return_logprobs else None, [])
+    limits = [max_new_tokens] * n if isinstance(max_new_tokens, int) else list(max_new_tokens)
+    if len(limits) != n:
+        raise ValueError(f"max_new_tokens has {len(limits)} limits for {n} prompts")
+    if min(limits) < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {min(limits)}")
     stop = _stop_ids(tokenizer, model)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop[0]
     sample = temperature is not None and temperature > 0
@@ -146,7 +185,6 @@ def generate_turns(
         torch.manual_seed(seed)
     device = next(model.parameters()).device
 
-    n = len(prompts)
     completions: list[list[int]] = [[] for _ in range(n)]
     logps: list[list[float]] = [[] for _ in range(n)]
     stopped = [False] * n
@@ -164,7 +202,7 @@ def generate_turns(
             gen_kwargs: dict[str, Any] = dict(
                 input_ids=input_ids.to(device),
                 attention_mask=attention.to(device),
-                max_new_tokens=max_new_tokens,
+                max_new_tokens=max(limits[i] for i in idx),
                 eos_token_id=stop,
                 pad_token_id=pad_id,
                 do_sample=sample,
@@ -186,7 +224,7 @@ def generate_turns(
                 seq = out.sequences[:, width:width + token_lp.shape[1]].to(token_lp.device)
                 chosen = token_lp.gather(-1, seq.unsqueeze(-1)).squeeze(-1).tolist()
             for row, i in enumerate(idx):
-                ids = new[row]
+                ids = new[row][: limits[i]]
                 cut = next((k for k, t in enumerate(ids) if t in stop), None)
                 if cut is not None:
                     ids = ids[: cut + 1]
@@ -197,7 +235,7 @@ def generate_turns(
     texts = [tokenizer.decode(c, skip_special_tokens=True).strip() for c in completions]
     return GenerationResult(
         texts=texts,
-        prompt_ids=prompts if return_ids else None,
+        prompt_ids=[list(p) for p in prompts],
         completion_ids=completions,
         logprobs=logps if return_logprobs else None,
         stopped=stopped,

@@ -46,6 +46,7 @@ ValueError if it is called anyway.
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import math
 import re
@@ -54,7 +55,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .react import ParsedTurn, ParseError, extract_answer, parse_step
+from .react import (  # the private patterns keep the fast ReAct path on the grammar's own definitions
+    _ANSWER,
+    _CALL,
+    _TOOLCALL,
+    DOMAIN_ACTION_KINDS,
+    ParsedTurn,
+    ParseError,
+    extract_answer,
+    parse_action,
+    parse_step,
+)
 
 RewardFunc = Callable[..., list]
 
@@ -341,15 +352,21 @@ def _is_assistant(msg: Any) -> bool:
     return role is None or role == "assistant"
 
 
+# The hot paths below test `type(x) is dict/str` first: isinstance against the Mapping ABC costs
+# more than the rest of a format check.
+
+
 def last_assistant_text(completion: Any) -> str:
     """The text of the completion's last assistant message ("" when it has none)."""
     if type(completion) is str:
         return completion
-    if isinstance(completion, (list, tuple)):
+    if type(completion) is list or isinstance(completion, (list, tuple)):
         for m in reversed(completion):
-            if isinstance(m, Mapping):
-                if _is_assistant(m):
-                    return _content(m)
+            if type(m) is dict or isinstance(m, Mapping):
+                role = m.get("role")
+                if role is None or role == "assistant":
+                    c = m.get("content")
+                    return c if type(c) is str else _content(m)
             elif isinstance(m, str):
                 return str(m)
         return ""
@@ -360,12 +377,14 @@ def assistant_texts(completion: Any) -> list[str]:
     """The text of every assistant message, in order (a plain string is one message)."""
     if type(completion) is str:
         return [completion]
-    if isinstance(completion, (list, tuple)):
+    if type(completion) is list or isinstance(completion, (list, tuple)):
         out = []
         for m in completion:
-            if isinstance(m, Mapping):
-                if _is_assistant(m):
-                    out.append(_content(m))
+            if type(m) is dict or isinstance(m, Mapping):
+                role = m.get("role")
+                if role is None or role == "assistant":
+                    c = m.get("content")
+                    out.append(c if type(c) is str else _content(m))
             elif isinstance(m, str):
                 out.append(str(m))
         return out
@@ -554,7 +573,10 @@ def agent_answer(text: str) -> str | None:
     <answer> block, else an answer(...) / Final Answer: action), else the last \\boxed{...},
     else the whole text when it is one line of at most 200 characters; None otherwise."""
     try:
-        a = extract_answer(text)
+        # Without an <answer> tag, the answer is the turn's action, which the thought cannot
+        # change: hand extract_answer the label line onwards (same result, a fraction of the text).
+        m = None if "<answer>" in text else _first_label(text)
+        a = extract_answer(text[m.start():] if m is not None and m.start() > 0 else text)
     except Exception:  # the grammar never raises by contract; a reward must not even if it did
         a = None
     if a is not None:
@@ -588,56 +610,112 @@ _ITEM = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,\[\]()]+")
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _FRACTION = re.compile(r"([-+]?\d+)\s*/\s*(\d+)")
-_WS = re.compile(r"\s+")
 _QUOTES = "'\"`"
+_WRAPPERS = frozenset(".'\"`$\\}")  # a first or last character that may need unwrapping
+_NUMBER_START = frozenset("0123456789+-.$")
 
 
-@dataclass(frozen=True)
 class _Num:
-    value: float
-    decimals: int
+    """A number in an answer; `decimals` as written (for the rounding rule)."""
+
+    __slots__ = ("value", "decimals")
+
+    def __init__(self, value: float, decimals: int):
+        self.value, self.decimals = value, decimals
+
+    def __repr__(self) -> str:
+        return f"_Num({self.value!r}, {self.decimals})"
 
 
 def _norm_item(s: str) -> _Num | str:
     s = s.strip()
-    while len(s) >= 2 and s[0] == s[-1] and s[0] in _QUOTES:
-        s = s[1:-1].strip()
+    if s and (s[0] in _WRAPPERS or s[-1] in _WRAPPERS):
+        s = _unwrap(s)
+    if s and s[0] in _NUMBER_START:
+        num = _parse_number(s)
+        if num is not None:
+            return num
+    return " ".join(s.casefold().split())
+
+
+def _unwrap(s: str) -> str:
+    for _ in range(2):  # '"Blue".' and "'Blue.'" both end as blue
+        if len(s) > 1 and s[-1] == ".":
+            s = s[:-1].rstrip()
+        while len(s) >= 2 and s[0] == s[-1] and s[0] in _QUOTES:
+            s = s[1:-1].strip()
     if s.startswith(_BOXED) and s.endswith("}"):
         s = s[len(_BOXED): -1].strip()
     if len(s) >= 2 and s[0] == "$" and s[-1] == "$":
         s = s[1:-1].strip()
+    return s
+
+
+def _json_number(num: str) -> _Num:
+    """A number literal (also json's parse_float/parse_int hook) with its written decimals."""
+    dot = num.find(".")
+    if dot < 0:
+        decimals = 0
+    elif "e" in num or "E" in num:
+        decimals = len(num[dot + 1:].replace("E", "e").partition("e")[0])
+    else:
+        decimals = len(num) - dot - 1
+    return _Num(float(num), decimals)
+
+
+def _parse_number(s: str) -> _Num | None:
+    """12, -3.5, 1e3, 1,234.5, 3/4, $12, 50% as a number; None for anything else."""
     num = s[1:] if s.startswith("$") else s  # currency
     num = num[:-1] if num.endswith("%") else num
     if num and (num[0].isdigit() or num[0] in "+-."):
         if _NUMBER.fullmatch(num):
-            frac = num.partition(".")[2].partition("e")[0].partition("E")[0]
-            try:
-                return _Num(float(num), len(frac))
-            except (ValueError, OverflowError):
-                pass
+            return _json_number(num)
         elif _THOUSANDS.fullmatch(num):
             return _Num(float(num.replace(",", "")), len(num.partition(".")[2]))
         else:
             m = _FRACTION.fullmatch(num)
             if m and int(m.group(2)) != 0:
                 return _Num(int(m.group(1)) / int(m.group(2)), 6)
-    if s.endswith(".") and len(s) > 1:
-        s = s[:-1]
-    return _WS.sub(" ", s.casefold()).strip()
+    return None
 
 
 def _flatten(x: Any, out: list) -> None:
-    if isinstance(x, (list, tuple)):
+    t = type(x)
+    if t is str:
+        out.extend(_items(x, split=False))
+    elif t is float or t is int:
+        try:
+            out.append(_Num(float(x), 0) if math.isfinite(x) else str(x).casefold())
+        except OverflowError:  # an int beyond float range
+            out.append(str(x))
+    elif isinstance(x, (list, tuple)):
         for y in x:
             _flatten(y, out)
     elif isinstance(x, bool):
         out.append(str(x).casefold())
-    elif isinstance(x, (int, float)) and math.isfinite(x):
-        out.append(_Num(float(x), 0))
+    elif isinstance(x, (int, float)):
+        _flatten(float(x) if abs(x) < 1e300 else str(x), out)
     elif x is None:
         out.append("none")
     else:
         out.extend(_items(str(x), split=False))
+
+
+def _flatten_json(x: Any, out: list) -> None:
+    for y in x:
+        t = type(y)
+        if t is _Num:
+            out.append(y)
+        elif t is str:
+            out.append(_norm_item(y))
+        elif t is list:
+            _flatten_json(y, out)
+        elif y is None:
+            out.append("none")
+        elif t is bool:
+            out.append("true" if y else "false")
+        else:  # a JSON object: compare its text
+            out.append(_norm_item(json.dumps(y, sort_keys=True)))
 
 
 def _items(s: str, split: bool) -> tuple:
@@ -645,6 +723,15 @@ def _items(s: str, split: bool) -> tuple:
     (nested brackets flattened, quoted strings kept whole); `split` also splits a bare a, b, c."""
     t = s.strip()
     if len(t) >= 2 and t[0] in "[(" and t[-1] in "])":
+        if t[0] == "[":  # most list answers are JSON: the C parser is the fast path
+            try:
+                parsed = json.loads(t, parse_float=_json_number, parse_int=_json_number)
+            except (ValueError, RecursionError):
+                parsed = None
+            if type(parsed) is list:
+                out: list = []
+                _flatten_json(parsed, out)
+                return tuple(out)
         return tuple(_norm_item(m) for m in _ITEM.findall(t) if m.strip())
     if split and "," in t and not _THOUSANDS.fullmatch(t):
         return tuple(_norm_item(m) for m in _ITEM.findall(t) if m.strip())
@@ -656,12 +743,37 @@ def _gold_items_str(s: str) -> tuple:
     return _items(s, split=False)
 
 
+_GOLD_CACHE: dict[tuple, tuple] = {}
+
+
 def _gold_items(solution: Any) -> tuple:
-    if isinstance(solution, str):
+    """The gold as items; cached, since GRPO scores each gold once per generation."""
+    if type(solution) is str:
         return _gold_items_str(solution)
+    key = None
+    if type(solution) is list or type(solution) is tuple:
+        try:
+            key = (type(solution), *map(type, solution), *solution)  # typed: True == 1 must not collide
+            hit = _GOLD_CACHE.get(key)
+        except TypeError:  # unhashable items (nested lists): no caching
+            key = hit = None
+        if hit is not None:
+            return hit
     out: list = []
     _flatten(solution, out)
-    return tuple(out)
+    items = tuple(out)
+    if key is not None:
+        if len(_GOLD_CACHE) >= 4096:
+            _GOLD_CACHE.clear()
+        _GOLD_CACHE[key] = items
+    return items
+
+
+def clear_caches() -> None:
+    """Forget cached gold answers (benchmarks call it between runs)."""
+    _GOLD_CACHE.clear()
+    _gold_items_str.cache_clear()
+    _parse_gold.cache_clear()
 
 
 def _item_eq(p: Any, g: Any) -> bool:
@@ -777,42 +889,86 @@ def _math_score(solution: str, text: str) -> float | None:
 
 _ACT = "Act"
 _ACTION_UPPER = "ACTION"
-_LABEL_AT = re.compile(r"[ \t]*(?:Act|Action|ACTION)[ \t]*:")
+_LABEL_AT = re.compile(r"[ \t]*(Act|Action|ACTION)[ \t]*:")
 _NONSPACE = re.compile(r"\S")
+_STYLE_UNIFIED = "Act"
 
 
-def _first_label_line(t: str) -> int:
-    """Start of the first line that react.parse_turn takes as the action label line, or -1.
-    Every label contains "Act" or "ACTION", so str.find jumps between candidates."""
-    i = t.find(_ACT)
-    j = t.find(_ACTION_UPPER)
-    while i >= 0 or j >= 0:
-        k = i if j < 0 or (0 <= i < j) else j
-        ls = t.rfind("\n", 0, k) + 1
-        if _LABEL_AT.match(t, ls):
-            return ls
-        nl = t.find("\n", k)
-        if nl < 0:
-            return -1
-        if i >= 0 and i <= nl:
-            i = t.find(_ACT, nl)
-        if j >= 0 and j <= nl:
-            j = t.find(_ACTION_UPPER, nl)
-    return -1
+def _first_label(t: str) -> re.Match | None:
+    """The label that react.parse_turn takes (the first line that is `Act:`, `Action:` or
+    `ACTION:` after spaces), matched from its line start; None when there is none. Every label
+    contains "Act" or "ACTION", so str.find jumps between candidate lines."""
+    pos, n = 0, len(t)
+    while True:
+        i = t.find(_ACT, pos)
+        j = t.find(_ACTION_UPPER, pos, i + 5 if i >= 0 else n)  # only an ACTION that starts first
+        k = j if j >= 0 else i
+        if k < 0:
+            return None
+        m = _LABEL_AT.match(t, t.rfind("\n", 0, k) + 1)
+        if m is not None:
+            return m
+        pos = t.find("\n", k)
+        if pos < 0:
+            return None
+
+
+_FENCED = re.compile(r"(bash|sql)[ \t]*\n```[ \t]*\w*[ \t]*\n?([^`]*)```")
+"""The common `bash|sql` + fenced block without backticks inside: when it matches with
+non-blank code, react.parse_action returns that kind (the first line decides the kind, and
+the block's body is the same up to whitespace)."""
+
+
+def _fast_kind(body: str) -> str | None:
+    """The kind react.parse_action gives a stripped action, for the forms it accepts that are
+    cheap to recognise with its own patterns, in its own order; None: let parse_action decide."""
+    c = body[0]  # the body is stripped and not empty; the first character rules out most forms
+    if (c == "a" or c == "A") and _ANSWER.match(body):
+        return "answer"
+    if c in "bsBS`":
+        first = body.partition("\n")[0]
+        if first.strip().lower() in ("bash", "sql") or first.lstrip().startswith("```"):
+            m = _FENCED.match(body)
+            return m.group(1) if m is not None and m.group(2).strip() else None
+    if _CALL.match(body):
+        return "call"
+    if _TOOLCALL.match(body):
+        return "tool"
+    return None
 
 
 def react_turn_score(text: str, domain: str | None = None) -> float:
     """One assistant turn: 1.0 for a well-formed unified turn (`Think: <non-empty reasoning>`
     first, then `Act: <action>` that react.parse_step accepts for `domain`), 0.5 when
     parse_step accepts it in another style (Thought:/Action:, Final Answer:, no Think:), 0.0
-    when it does not parse. `domain` None or unknown accepts any domain's actions."""
+    when it does not parse. `domain` None or unknown accepts any domain's actions.
+
+    Same verdicts as parse_step on the whole turn (a property test holds them equal), faster:
+    the thought never changes whether the action parses, so only the action after the label
+    is parsed, and the common action forms are recognised without building parse objects."""
     if type(text) is not str:
         return 0.0
     try:
-        ls = _first_label_line(text)
-        if ls < 0:  # no Act/Action label: only the Final Answer form can parse; never strict
+        m = _first_label(text)
+        if m is None:  # no Act/Action label: only the Final Answer form can parse; never strict
             return 0.0 if isinstance(parse_step(text, domain), ParseError) else 0.5
-        # The thought cannot change whether the action parses: parse the label line onwards only.
+        ls = m.start()
+        body = text[m.end():].strip()
+        # parse_turn hands the body unchanged to parse_action unless it is empty or one of the
+        # source styles it rewrites (Operation, Answer, Final Answer, Mind2Web's CAPS, ToolBench's
+        # "with Action Input:"): those take the full path below.
+        if body and not body[0].isupper() and "Action Input:" not in body:
+            kind = _fast_kind(body)
+            if kind is None:
+                if isinstance(parse_action(body, domain), ParseError):
+                    return 0.0
+            else:
+                allowed = DOMAIN_ACTION_KINDS.get(domain) if type(domain) is str else None
+                if allowed is not None and kind not in allowed:
+                    return 0.0
+            if m.group(1) != _STYLE_UNIFIED:
+                return 0.5
+            return 1.0 if _thought_first(text, ls) else 0.5
         r = parse_step(text[ls:], domain)
     except Exception:
         return 0.0
@@ -821,10 +977,19 @@ def react_turn_score(text: str, domain: str | None = None) -> float:
     turn = r[0]
     if not isinstance(turn, ParsedTurn) or turn.style != "unified":
         return 0.5
-    h = _NONSPACE.search(text, 0, ls)
-    if h is not None and text.startswith("Think:", h.start()) and _NONSPACE.search(text, h.start() + 6, ls):
-        return 1.0
-    return 0.5
+    return 1.0 if _thought_first(text, ls) else 0.5
+
+
+def _thought_first(text: str, ls: int) -> bool:
+    """The turn starts with `Think:` and non-blank reasoning before the label line at `ls`."""
+    if text.startswith("Think:"):
+        h = 0
+    else:
+        first = _NONSPACE.search(text, 0, ls)
+        if first is None or not text.startswith("Think:", first.start()):
+            return False
+        h = first.start()
+    return _NONSPACE.search(text, h + 6, ls) is not None
 
 
 @register_reward("react_format")
@@ -1110,3 +1275,17 @@ def reasoning_steps_reward(prompts=None, completions=None, **kwargs) -> list[flo
     bullets and First/Second/Next/Finally."""
     comps = _completions(completions, "reasoning_steps")
     return [min(1.0, len(_STEPS.findall(last_assistant_text(c))) / 3) for c in comps]
+
+
+@register_reward("orm", bounds=(0.0, 1.0), factory=True)
+def get_orm_reward(model_path: str | None = None, batch_size: int = 8) -> RewardFunc:
+    """A learned outcome reward model (train/reward_model.py, `python -m openmanus_lite dpo train-rm`)
+    scoring prompt + completion: the sigmoid of its Bradley-Terry logit, in (0, 1). Needs
+    params={'orm': {'model_path': <saved reward model folder>}}."""
+    if not model_path:
+        raise ValueError("the orm reward needs params={'orm': {'model_path': <folder saved by train-rm>}}")
+    from .train.reward_model import load_reward_model
+
+    rm = load_reward_model(model_path)
+    rm.batch_size = int(batch_size)
+    return rm.as_reward_func()

@@ -10,8 +10,9 @@ What the search may see, and what it may not
 A search may use what an agent sees: observations, whether the episode ended, whether
 its action parsed and was valid, and its own log-probabilities or a learned value model.
 It may never use the hidden success checker. That is enforced, not promised: the search
-plays in a `Simulator`, which disables the environment's scoring (the env's score
-function is replaced by one returning 0 on the simulator's copies) and passes on only
+plays in a `Simulator`, which disables the environment's checker on its copies (`_score`
+and `_safe_score` return 0 there, also where domain code shows a score in an observation)
+and passes on only
 `observation`, `done` and the info keys in `VISIBLE_INFO_KEYS`. The chosen action
 sequence is scored afterwards by replaying it in a fresh, unmodified environment.
 
@@ -31,7 +32,7 @@ from typing import Any, Callable, Protocol
 
 from .envs import make_env
 from .envs.base import Env
-from .react import parse_action
+from .react import ParseError, parse_action, parse_step
 from .schema import Task
 
 Messages = list[dict[str, str]]
@@ -70,9 +71,11 @@ class Simulator:
         self._env = env
         self.oracle = oracle
         if not oracle:
-            # an instance attribute shadows the method, so Env.step's end-of-episode
-            # scoring returns 0 without running the domain's checker
+            # instance attributes shadow the methods: Env.step's end-of-episode scoring, and
+            # any domain code that calls the checker itself (the shop prints "Your score"
+            # on its confirmation page, as WebShop does), get 0 without running the checker
             env._safe_score = _blind_score
+            env._score = _blind_score
 
     @classmethod
     def start(cls, task: Task, *, oracle: bool = False, max_turns: int | None = None) -> tuple["Simulator", str]:
@@ -112,6 +115,7 @@ class Candidate:
     text: str
     tokens: int
     logprob: float | None = None
+    greedy: bool = False
 
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
@@ -133,8 +137,10 @@ class Proposer(Protocol):
 
 
 class ExpertProposer:
-    """The expert's action first, then perturbations (random actions); sampled candidates
-    are the expert's action with probability 1 - epsilon, else a random one."""
+    """The expert's action first, then perturbations; sampled candidates are the expert's
+    action with probability 1 - epsilon, else a perturbation. A perturbation is a random
+    exploratory action (never a random `answer(...)`: the expert perturbed, not replaced by
+    a guesser), after which the expert recovers from whatever state it leads to."""
 
     def __init__(self, epsilon: float = 0.3):
         self.name = "expert"
@@ -148,6 +154,14 @@ class ExpertProposer:
             self.expert_failures += 1
             return env.random_action(rng)
 
+    def _perturbation(self, env: Env, rng: random.Random) -> str:
+        for _ in range(8):
+            text = env.random_action(rng)
+            parsed = parse_step(text, env.domain)
+            if isinstance(parsed, ParseError) or parsed[1].kind != "answer":
+                return text
+        return self._expert(env, rng)
+
     def propose(self, histories, envs, k, rng, include_greedy=True):
         out = []
         for env in envs:
@@ -156,7 +170,7 @@ class ExpertProposer:
                 if (include_greedy and i == 0) or (not (include_greedy and i > 0) and rng.random() >= self.epsilon):
                     text = self._expert(env, rng)
                 else:
-                    text = env.random_action(rng)
+                    text = self._perturbation(env, rng)
                 cands.append(Candidate(text, approx_tokens(text)))
             out.append(cands)
         return out
@@ -271,6 +285,9 @@ class Budget:
 
     tokens: int | None = None
     calls: int | None = None
+    unit: float | None = None
+    """What one greedy episode costs, in the budget's own measure (tokens if set, else calls).
+    Optional; with it, beam and MCTS size their width to the budget (1 unit = greedy)."""
 
     def __post_init__(self):
         if self.tokens is None and self.calls is None:
@@ -280,8 +297,15 @@ class Budget:
             if v is not None and v <= 0:
                 raise ValueError(f"Budget.{name} must be positive, got {v}")
 
-    def to_dict(self) -> dict[str, int | None]:
-        return {"tokens": self.tokens, "calls": self.calls}
+    @property
+    def multiple(self) -> float | None:
+        """The budget in greedy episodes (None without a unit)."""
+        if not self.unit:
+            return None
+        return (self.tokens if self.tokens is not None else self.calls) / self.unit
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {"tokens": self.tokens, "calls": self.calls, "unit": self.unit}
 
 
 class Meter:
@@ -330,13 +354,32 @@ def answer_grounding(answer: str, observations: list[str]) -> float:
     if not items:
         return 0.0
     seen = "\n".join(observations).lower()
-    return sum(1 for s in items if s in seen) / len(items)
+    return sum(1 for s in items if re.search(r"(?<!\w)" + re.escape(s) + r"(?!\w)", seen)) / len(items)
+
+
+_STOP = frozenset("the and for with that this from into than lower higher less more find need want please your "
+                  "you are was were has have what which who whose how many much does did any all".split())
+_WORD_RE = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
+
+
+def task_relevance(history: Messages) -> float:
+    """Fraction of the task's content words that appear in the last observation before the
+    episode ended (e.g. the product page where the agent clicked Buy Now)."""
+    first = history[0]["content"] if history else ""
+    m = re.search(r"^Task:\s*(.+)$", first, re.MULTILINE)
+    words = {w for w in _WORD_RE.findall((m.group(1) if m else "").lower()) if len(w) >= 3 and w not in _STOP}
+    last_obs = next((h["content"] for h in reversed(history[1:]) if h["role"] == "user"), "")
+    if not words or not last_obs:
+        return 0.0
+    seen = set(_WORD_RE.findall(last_obs.lower()))
+    return sum(1 for w in words if w in seen) / len(words)
 
 
 def heuristic_value(history: Messages, view: View) -> float:
     """An agent-visible value in [0, 1] (no checker): invalid actions lower it; a turn-limit
     ending is a dead end; an answer scores by how much of it was observed; an episode the
-    environment ended by itself (goal reached, purchase made) scores high."""
+    environment ended by itself (goal reached, purchase made) scores high, higher when the
+    last page it saw matched the task's words."""
     n_actions = sum(1 for m in history if m["role"] == "assistant")
     validity = 1.0 - min(1.0, view.info.get("invalid_actions", 0) / max(1, n_actions))
     if not view.done:
@@ -344,10 +387,10 @@ def heuristic_value(history: Messages, view: View) -> float:
     action = view.info.get("action") or ""
     parsed = parse_action(action) if action else None
     if parsed is not None and getattr(parsed, "kind", None) == "answer":
-        return 0.5 + 0.3 * answer_grounding(parsed.arg, _observations(history, view)) + 0.2 * validity
+        return 0.45 + 0.35 * answer_grounding(parsed.arg, _observations(history, view)) + 0.2 * validity
     if TURN_LIMIT_TEXT in view.observation:
         return 0.1 * validity
-    return 0.7 + 0.3 * validity
+    return 0.6 + 0.2 * validity + 0.2 * task_relevance(history)
 
 
 def logprob_value(history: Messages, view: View) -> float:
@@ -385,6 +428,9 @@ class Node:
     value: float = 0.0
     logprob: float | None = 0.0
     children: list["Node"] | None = None
+    deviations: int = 0
+    """Turns on this path where the search took something other than the policy's greedy turn:
+    the tie-breaker between equally valued trajectories (prefer what the policy would do)."""
     visits: int = 0
     total: float = 0.0
 
@@ -427,8 +473,9 @@ class _Search:
     """Shared bookkeeping of one search on one task."""
 
     def __init__(self, task: Task, proposer: Any, budget: Budget, scorer: Any, oracle: bool, seed: int,
-                 max_turns: int | None):
+                 max_turns: int | None, prior_weight: float = 0.05):
         self.task = task
+        self.prior_weight = 0.0 if oracle else prior_weight
         self.proposer = as_proposer(proposer)
         self.meter = Meter(budget)
         self.scorer = as_scorer(scorer)
@@ -446,12 +493,18 @@ class _Search:
         return Node(sim, [{"role": "user", "content": first}], [])
 
     def propose(self, nodes: list[Node], k: int, include_greedy: bool) -> list[list[Candidate]]:
+        """Candidates per node, deduplicated; each is marked greedy (the policy's own turn) or not."""
         k = self.meter.cap(k, len(nodes))
         cands = self.proposer.propose([n.history for n in nodes], [n.sim.env for n in nodes], k, self.rng,
                                       include_greedy)
+        out = []
         for per in cands:
             self.meter.charge(per)
-        return [_dedupe(per) for per in cands]
+            per = _dedupe(per)
+            for i, c in enumerate(per):
+                c.greedy = include_greedy and i == 0
+            out.append(per)
+        return out
 
     def child(self, node: Node, cand: Candidate, in_place: bool = False) -> Node:
         sim = node.sim if in_place else node.sim.clone()
@@ -461,7 +514,8 @@ class _Search:
         history = node.history + [{"role": "assistant", "content": cand.text}]
         if not view.done:
             history.append({"role": "user", "content": view.observation})
-        new = Node(sim, history, node.actions + [cand.text], view, logprob=lp)
+        new = Node(sim, history, node.actions + [cand.text], view, logprob=lp,
+                   deviations=node.deviations + (0 if cand.greedy else 1))
         new.value = self.value(new)
         self.nodes += 1
         if new.done:
@@ -474,16 +528,22 @@ class _Search:
             return float(node.view.info.get("score", 0.0))
         return float(self.scorer(node.history, node.view))
 
+    def rank(self, node: Node) -> float:
+        """Value minus `prior_weight` per turn that left the policy's greedy choice: the policy's
+        own preference as a prior, so a weak scorer does not trade a greedy trajectory for an
+        equally scored lucky guess. (0 under oracle: then only the true score counts.)"""
+        return node.value - self.prior_weight * node.deviations
+
     def best_finished(self) -> Node | None:
         best = None
-        for n in self.finished:  # ties go to the earliest found
-            if best is None or n.value > best.value:
+        for n in self.finished:  # highest rank; ties go to the earliest found
+            if best is None or self.rank(n) > self.rank(best):
                 best = n
         return best
 
     def reached(self, stop_at: float | None) -> bool:
         best = self.best_finished()
-        return stop_at is not None and best is not None and best.value >= stop_at
+        return stop_at is not None and best is not None and self.rank(best) >= stop_at
 
     def complete_greedily(self, node: Node) -> Node:
         """Finish a trajectory one greedy turn at a time (past the budget if need be:
@@ -523,10 +583,10 @@ def _dedupe(cands: list[Candidate]) -> list[Candidate]:
 
 def best_of_n(task: Task, proposer: Any, budget: Budget, *, n: int | None = None, parallel: int = 8,
               scorer: Any = None, oracle: bool = False, seed: int = 0, max_turns: int | None = None,
-              stop_at: float | None = 1.0) -> SearchResult:
+              stop_at: float | None = 1.0, prior_weight: float = 0.05) -> SearchResult:
     """Sample whole episodes (the first greedy, the rest sampled, `parallel` at a time in
     lock step) until `n` or the budget; keep the one the scorer values most."""
-    s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns)
+    s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns, prior_weight)
     first = s.complete_greedily(s.root)
     first_cost = max(1, s.meter.tokens if budget.tokens is not None else s.meter.calls)
     while not s.meter.exhausted and not s.reached(stop_at) and (n is None or s.episodes < n):
@@ -548,33 +608,46 @@ def best_of_n(task: Task, proposer: Any, budget: Budget, *, n: int | None = None
     return s.result("best_of_n", fallback=first)
 
 
-def beam_search(task: Task, proposer: Any, budget: Budget, *, beam_width: int = 2, k: int = 3,
+def beam_search(task: Task, proposer: Any, budget: Budget, *, beam_width: int | None = None, k: int | None = None,
                 scorer: Any = None, oracle: bool = False, seed: int = 0, max_turns: int | None = None,
-                stop_at: float | None = 1.0) -> SearchResult:
+                stop_at: float | None = 1.0, prior_weight: float = 0.05) -> SearchResult:
     """Tree-of-Thoughts beam search: at each turn propose k candidates per beam (the greedy
     one first), step each in a cloned env, keep the `beam_width` best unfinished states by
-    value; stop when a finished trajectory is valued at least as high as every live beam."""
-    s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns)
+    value; finished trajectories are set aside. Stops when no beam is left, the budget is
+    spent, or a finished trajectory reaches `stop_at`; returns the best finished one.
+
+    Unset `beam_width`/`k` are sized to the budget when it has a unit (beam_width x k ~ the
+    budget in greedy episodes, so 1x is greedy decoding), else 2 and 3."""
+    m = budget.multiple
+    if beam_width is None:
+        beam_width = 2 if m is None else max(1, int(math.sqrt(m)))
+    if k is None:
+        k = 3 if m is None else max(1, int(m // beam_width))
+    s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns, prior_weight)
     beams = [s.root]
     while beams and not s.meter.exhausted:
         cands = s.propose(beams, k, include_greedy=True)
         children = [s.child(b, c) for b, per in zip(beams, cands) for c in per]
-        live = sorted((c for c in children if not c.done), key=lambda c: c.value, reverse=True)
+        live = sorted((c for c in children if not c.done), key=s.rank, reverse=True)
         beams = live[:beam_width]
-        best = s.best_finished()
-        if best is not None and (not beams or best.value >= beams[0].value or s.reached(stop_at)):
+        if s.reached(stop_at):
             break
     fallback = beams[0] if beams else s.root
     return s.result("beam", fallback=fallback)
 
 
-def mcts(task: Task, proposer: Any, budget: Budget, *, k: int = 3, c_uct: float = 1.0, rollout_greedy: bool = True,
+def mcts(task: Task, proposer: Any, budget: Budget, *, k: int | None = None, c_uct: float = 1.0,
+         rollout_greedy: bool = True,
          scorer: Any = None, oracle: bool = False, seed: int = 0, max_turns: int | None = None,
-         stop_at: float | None = 1.0) -> SearchResult:
+         stop_at: float | None = 1.0, prior_weight: float = 0.05) -> SearchResult:
     """UCT over candidate turns proposed by the policy: select by UCB1, expand k candidates
     (greedy first), value a new leaf by rolling the policy out to the end of the episode
-    and scoring it, back the value up. Returns the best finished trajectory seen."""
-    s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns)
+    and scoring it, back the value up. Returns the best finished trajectory seen.
+
+    An unset `k` is min(3, budget in greedy episodes) when the budget has a unit, else 3."""
+    if k is None:
+        k = 3 if budget.multiple is None else max(1, min(3, int(budget.multiple)))
+    s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns, prior_weight)
     idle = 0
     while not s.meter.exhausted and not s.reached(stop_at) and idle < 50:
         spent_before = s.meter.calls
@@ -595,7 +668,7 @@ def mcts(task: Task, proposer: Any, budget: Budget, *, k: int = 3, c_uct: float 
             path.append(node)
             if node.visits == 0:
                 break
-        value = node.value if node.done else _rollout(s, node, rollout_greedy).value
+        value = s.rank(node if node.done else _rollout(s, node, rollout_greedy))
         for n in path:
             n.visits += 1
             n.total += value
@@ -616,13 +689,16 @@ def _rollout(s: _Search, node: Node, greedy: bool) -> Node:
     return cur
 
 
-def dfsdt(task: Task, proposer: Any, budget: Budget, *, max_children: int = 3, accept: float = 0.5,
-          scorer: Any = None, oracle: bool = False, seed: int = 0, max_turns: int | None = None) -> SearchResult:
+def dfsdt(task: Task, proposer: Any, budget: Budget, *, max_children: int = 3, accept: float = 0.75,
+          scorer: Any = None, oracle: bool = False, seed: int = 0, max_turns: int | None = None,
+          prior_weight: float = 0.05) -> SearchResult:
     """Depth-first search with backtracking (ToolLLM's DFSDT): follow the greedy turn; on an
     invalid action, an error observation, or a dead end (turn limit, or a finished episode
     valued below `accept`) back up and try a freshly sampled sibling, up to `max_children`
-    per state. Stops at the first acceptable finished trajectory."""
-    s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns)
+    per state. Stops at the first acceptable finished trajectory (with the heuristic scorer,
+    0.75 accepts an answer partly read off the observations, or an episode the environment
+    ended itself); otherwise returns the best finished one when the budget is spent."""
+    s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns, prior_weight)
     deepest = [s.root]
 
     def visit(node: Node) -> Node | None:
@@ -636,11 +712,11 @@ def dfsdt(task: Task, proposer: Any, budget: Budget, *, max_children: int = 3, a
             tried.add(cands[0].text)
             child = s.child(node, cands[0])
             if not child.valid or _ERROR_RE.search(child.view.observation or ""):
-                if child.done and child.value >= accept:
+                if child.done and s.rank(child) >= accept:
                     return child
                 continue
             if child.done:
-                if child.value >= accept:
+                if s.rank(child) >= accept:
                     return child
                 continue
             if len(child.actions) > len(deepest[0].actions):

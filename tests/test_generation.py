@@ -21,6 +21,7 @@ CONVS = [
     [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Say 4."}],
 ]
 REPLY = "Think: I have the answer.\nAct: answer(42)"
+STEPS = 60
 
 
 @pytest.fixture(scope="module")
@@ -37,16 +38,17 @@ def tiny(tmp_path_factory):
         prompt = render_prompts(tok, [conv])[0]
         target = tok(REPLY + "<|im_end|>", add_special_tokens=False)["input_ids"]
         rows.append((prompt, target))
+    width = max(len(p) + len(t) for p, t in rows)
+    pad = tok.pad_token_id
+    ids = torch.tensor([p + t + [pad] * (width - len(p) - len(t)) for p, t in rows])
+    labels = torch.tensor([[-100] * len(p) + t + [-100] * (width - len(p) - len(t)) for p, t in rows])
+    mask = (labels != -100) | (torch.arange(width) < torch.tensor([len(p) for p, _ in rows]).unsqueeze(1))
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
-    for _ in range(60):
-        for prompt, target in rows:
-            ids = torch.tensor([prompt + target])
-            labels = torch.tensor([[-100] * len(prompt) + target])
-            loss = model(input_ids=ids, labels=labels).loss
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
+    for _ in range(STEPS):
+        model(input_ids=ids, attention_mask=mask.long(), labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad()
     model.eval()
     return model, tok, path
 
@@ -152,5 +154,7 @@ def test_model_policy_runs_episodes(tiny):
     tasks = generate_tasks(domains[0], 3, seed=0)
     trajs = run_episodes(policy, tasks, max_turns=2, progress=False)
     assert len(trajs) == 3
-    assert all(t.messages[1].content == REPLY for t in trajs)
+    first = generate_turns(model, tok, [[{"role": "user", "content": t.messages[0].content}] for t in trajs], max_new_tokens=40)
+    assert [t.messages[1].content for t in trajs] == first.texts
+    assert all(t.messages[1].role == "assistant" and "success" in t.meta for t in trajs)
     assert policy.model_calls >= 1

@@ -161,8 +161,9 @@ def test_accuracy_path_override_column():
     with pytest.raises(ValueError, match="answer_type"):
         R.accuracy_path("42", "maths")
     # math_verify on a plain number: needs a LaTeX anchor in the completion, as open-r1
-    got = R.accuracy_reward(completions=["answer: 42", r"$42$"], solution=["42", "42"], answer_type=["math", "math"])
-    assert got == [0.0, 1.0]
+    comps = ["answer: 42", r"\boxed{42}", "The answer is $42$."]
+    got = R.accuracy_reward(completions=comps, solution=["42"] * 3, answer_type="math")
+    assert got == [0.0, 1.0, 1.0]
 
 
 # --------------------------------------------------------------------------- accuracy: agent path
@@ -351,7 +352,7 @@ def test_react_turn_score(text, domain, expected):
 
 
 def test_react_format_partial_credit_per_turn():
-    comp = episode(GOOD_OS, "Act: ls", "garbage")
+    comp = episode(GOOD_OS, "Act: bash\n```bash\nls\n```", "garbage")
     assert R.react_format_reward(completions=[comp], domain=["os"]) == [pytest.approx((1.0 + 0.5 + 0.0) / 3)]
     assert R.react_format_reward(completions=[GOOD_OS, [], [{"role": "user", "content": "x"}]]) == [1.0, 0.0, 0.0]
 
@@ -450,7 +451,7 @@ def test_register_custom_reward():
         assert f is short and f.__name__ == "test_short_answers"
         assert f(completions=["hi", "x" * 20]) == [1.0, 0.0]
         # re-running the same definition (a notebook cell) replaces it; another function may not
-        R.register_reward("test_short_answers")(short)
+        R.register_reward("test_short_answers", columns=["solution"])(short)
         with pytest.raises(ValueError, match="already registered"):
             R.register_reward("format")(short)
         with pytest.raises(ValueError, match="needs column 'solution'"):

@@ -123,8 +123,11 @@ class Env:
         return StepResult(observation, reward, self.done, info)
 
     def clone(self) -> "Env":
-        """An independent copy (for tree search)."""
-        return copy.deepcopy(self)
+        """An independent copy (for tree search). The task is shared: it is read-only plain data.
+
+        Domains whose state cannot be deep-copied (an sqlite connection) or is costly to
+        deep-copy override this (or `__deepcopy__`)."""
+        return copy.deepcopy(self, {id(self.task): self.task})
 
     # ---------------------------------------------------------------- hooks
     def _setup(self, task: Task) -> None:

@@ -461,6 +461,7 @@ class HouseholdEnv(Env):
         self.holding: str | None = None
         self.seen: list[str] = []  # receptacles whose contents the agent has seen, in order
         kind = OBJECTS[self.goal["object"]]
+        self.goal_objects = tuple(o for o in self.where if kind_of(o) == kind.name)  # in spec order
         self.search_order = tuple(_candidates(kind.places, self.receptacles))
         self.goal_recep = None
         if self.goal["type"] != "look_at_obj_in_light":
@@ -627,7 +628,7 @@ class HouseholdEnv(Env):
     # ---------------------------------------------------------------- goal and score
     def _satisfies(self, obj: str) -> bool:
         treatment = _TREATMENT_OF.get(self.goal["type"])
-        return kind_of(obj) == self.goal["object"] and (treatment is None or obj in self.treated[treatment])
+        return treatment is None or obj in self.treated[treatment]
 
     def _goal_reached(self) -> bool:
         ttype, target = self.goal["type"], self.goal["target"]
@@ -635,7 +636,8 @@ class HouseholdEnv(Env):
             return (self.holding is not None and kind_of(self.holding) == self.goal["object"]
                     and any(self.where[lamp] == self.loc for lamp in self.lamps_on))
         counts: dict[str, int] = {}
-        for obj, loc in self.where.items():
+        for obj in self.goal_objects:
+            loc = self.where[obj]
             if loc != "hand" and kind_of(loc) == target and self._satisfies(obj):
                 counts[loc] = counts.get(loc, 0) + 1
         need = 2 if ttype == "pick_two_obj_and_place" else 1
@@ -646,14 +648,17 @@ class HouseholdEnv(Env):
 
     # ---------------------------------------------------------------- expert
     def _known(self, exclude_at: str | None) -> str | None:
-        """A wanted object the agent has already seen (not yet in the goal receptacle)."""
-        for r in self.seen:
-            if r == exclude_at or r in self.closed:
+        """A wanted object the agent has already seen (not yet in the goal receptacle): the one at the
+        receptacle seen first, as expert_cost assumes."""
+        best, best_rank = None, len(self.seen)
+        for o in self.goal_objects:
+            loc = self.where[o]
+            if loc == exclude_at or loc == "hand" or loc not in self.seen:
                 continue
-            for o, loc in self.where.items():
-                if loc == r and kind_of(o) == self.goal["object"]:
-                    return o
-        return None
+            rank = self.seen.index(loc)
+            if rank < best_rank:
+                best, best_rank = o, rank
+        return best
 
     def expert_action(self) -> str:
         goal = self.goal
@@ -676,11 +681,20 @@ class HouseholdEnv(Env):
             if dest in self.closed:
                 return expert_turn(f"The {dest} is closed. I will open it.", f"open {dest}")
             return expert_turn(f"I put the {held} in/on the {dest}.", f"put {held} in/on {dest}")
+        if held is not None:  # something else in hand (after other moves): put it down here
+            if self.loc is None:
+                return expert_turn(f"I must put down the {held} first. I will go to the {self.receptacles[0]}.",
+                                   f"go to {self.receptacles[0]}")
+            if self.loc in self.closed:
+                return expert_turn(f"I must put down the {held} first. I will open the {self.loc}.", f"open {self.loc}")
+            return expert_turn(f"I do not need the {held}. I will put it down.", f"put {held} in/on {self.loc}")
         obj = self._known(exclude_at=self.goal_recep)
         if obj is not None:
             at = self.where[obj]
             if self.loc != at:
                 return expert_turn(f"I saw a {kind} at the {at}. I will go there.", f"go to {at}")
+            if at in self.closed:
+                return expert_turn(f"The {at} is closed. I will open it.", f"open {at}")
             return expert_turn(f"There is the {obj}. I will take it.", f"take {obj} from {at}")
         if self.loc is not None and self.loc in self.closed and self.loc in self.search_order:
             return expert_turn(f"The {self.loc} is closed. I will open it and look inside.", f"open {self.loc}")

@@ -233,11 +233,11 @@ _OPENERS = ("i am looking for", "i need", "i want", "find me")
 
 
 def instruction_for(goal: dict) -> str:
-    attrs = " and ".join(goal["attributes"])
+    attrs = " and ".join(a.removeprefix("with ") for a in goal["attributes"])
     opts = " and ".join(f"{d} {v}" for d, v in goal["options"].items())
-    text = f"{goal['opener']} {goal['type']} that is {attrs}"
+    text = f"{goal['opener']} {goal['type']} with {attrs}"
     if opts:
-        text += f", with {opts}"
+        text += f", {opts}"
     return f"{text}, and price lower than {goal['price']:.2f} dollars"
 
 
@@ -472,9 +472,9 @@ class ShopEnv(Env):
                     attrs = " and ".join(goal["attributes"])
                     return expert_turn(f"{p.asin} is a {goal['type']} that is {attrs}, for ${p.price:.2f}, under "
                                        f"${goal['price']:.2f}. I will open it.", f"click[{p.asin}]")
-            if self._has_next():
+            if self._has_next() and self.query == expert_query(goal):
                 return expert_turn("Nothing on this page matches. I will look at the next page.", "click[Next >]")
-            return expert_turn("No product matches here. I will search again.", "click[Back to Search]")
+            return expert_turn("No product here matches. I will search again.", "click[Back to Search]")
         if self.page != "item":
             return expert_turn("I will go back to the product page.", "click[< Prev]")
         p = self.cat.products[self.item]

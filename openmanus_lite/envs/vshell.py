@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -94,12 +95,29 @@ class VFS:
     @classmethod
     def from_spec(cls, files: dict[str, str], dirs: list[str] | tuple = ()) -> "VFS":
         fs = cls()
-        for d in dirs:
-            fs.mkdir(split_path(d, "/"), parents=True)
-        for path, content in files.items():
+        root = fs.root
+        nodes = 1
+        for path in list(dirs) + list(files):
             parts = split_path(path, "/")
-            fs.mkdir(parts[:-1], parents=True)
-            fs.write(parts, content)
+            is_file = path in files
+            node = root
+            for i, p in enumerate(parts):
+                nxt = node.get(p)
+                if nxt is None:
+                    if is_file and i == len(parts) - 1:
+                        break
+                    nxt = node[p] = {}
+                    nodes += 1
+                if not isinstance(nxt, dict):
+                    raise ValueError(f"filesystem spec: {path!r} needs {join_parts(parts[:i + 1])!r} to be a directory")
+                node = nxt
+            if is_file:
+                if not parts or isinstance(node.get(parts[-1]), dict):
+                    raise ValueError(f"filesystem spec: {path!r} is both a file and a directory")
+                node[parts[-1]] = files[path]
+                nodes += 1
+        fs.nodes = nodes
+        fs.chars = sum(len(c) for c in files.values())
         return fs
 
     def copy(self) -> "VFS":
@@ -230,6 +248,8 @@ class VFS:
 _OPS = ("&&", "||", ";", "|", ">>", ">", "<", "2>>", "2>", "2>&1", "&>", "&")
 _VARNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _GLOB_CHARS = "*?["
+_PLAIN_RUN = re.compile(r"[^\s'\"\\$`|&;<>(){}]+")
+"""Characters that need no special handling inside a word."""
 
 
 @dataclass
@@ -251,31 +271,34 @@ def tokenize(line: str, env: dict[str, str]) -> list:
     i, n = 0, len(line)
     text: list[str] = []
     pat: list[str] = []
-    state = {"active": False, "glob": False, "quoted": False}
+    active = glob = quoted = False
 
-    def lit(s: str, quoted: bool) -> None:
-        state["active"] = True
+    def lit(s: str, is_quoted: bool) -> None:
+        nonlocal active, glob, quoted
+        active = True
         text.append(s)
-        if quoted:
-            state["quoted"] = True
-            pat.append("".join(f"[{c}]" if c in _GLOB_CHARS else c for c in s))
+        magic = "*" in s or "?" in s or "[" in s
+        if is_quoted:
+            quoted = True
+            pat.append("".join(f"[{c}]" if c in _GLOB_CHARS else c for c in s) if magic else s)
         else:
             pat.append(s)
-            if any(c in s for c in _GLOB_CHARS):
-                state["glob"] = True
+            glob = glob or magic
 
     def flush() -> None:
-        if state["active"]:
-            toks.append(Word("".join(text), "".join(pat), state["glob"], state["quoted"]))
-        text.clear()
-        pat.clear()
-        state.update(active=False, glob=False, quoted=False)
+        nonlocal active, glob, quoted
+        if active:
+            toks.append(Word("".join(text), "".join(pat), glob, quoted))
+            text.clear()
+            pat.clear()
+            active = glob = quoted = False
 
     def var(j: int) -> tuple[str, int]:
         """Expand the $-expression starting at line[j] == '$'; returns (value, next index)."""
-        if j + 1 < n and line[j + 1] == "(":
+        nxt = line[j + 1:j + 2]
+        if nxt == "(":
             raise ShellSyntaxError("command substitution $(...) is not supported in this shell")
-        if j + 1 < n and line[j + 1] == "{":
+        if nxt == "{":
             end = line.find("}", j + 2)
             if end < 0:
                 raise ShellSyntaxError("bad substitution")
@@ -283,16 +306,43 @@ def tokenize(line: str, env: dict[str, str]) -> list:
             if not _VARNAME.fullmatch(name):
                 raise ShellSyntaxError(f"${{{name}}}: bad substitution")
             return env.get(name, ""), end + 1
-        if j + 1 < n and line[j + 1] in "?$#":
-            return env.get(line[j + 1], "0"), j + 2
+        if nxt and nxt in "?$#":
+            return env.get(nxt, "0"), j + 2
         m = _VARNAME.match(line, j + 1)
         if not m:
             return "$", j + 1
         return env.get(m.group(0), ""), m.end()
 
     while i < n:
+        m = _PLAIN_RUN.match(line, i)
+        if m:
+            s = m.group(0)
+            if (s[0] == "#" or s[0] == "~") and not active:
+                if s[0] == "#":  # a comment runs to the end of the line
+                    end = line.find("\n", i)
+                    i = n if end < 0 else end
+                    continue
+                if s == "~" or s.startswith("~/"):
+                    lit(env.get("HOME", HOME), True)
+                    i += 1
+                    continue
+            if s == "2" and not active and line.startswith(">", m.end()):
+                j = m.end()
+                if line.startswith(">&1", j):
+                    toks.append(Op("2>&1"))
+                    i = j + 3
+                elif line.startswith(">>", j):
+                    toks.append(Op("2>>"))
+                    i = j + 2
+                else:
+                    toks.append(Op("2>"))
+                    i = j + 1
+                continue
+            lit(s, False)
+            i = m.end()
+            continue
         c = line[i]
-        if c in " \t":
+        if c == " " or c == "\t":
             flush()
             i += 1
         elif c == "\n":
@@ -328,45 +378,18 @@ def tokenize(line: str, env: dict[str, str]) -> list:
             lit("".join(buf), True)
             i = j + 1
         elif c == "\\":
-            if i + 1 < n:
-                if line[i + 1] != "\n":
-                    lit(line[i + 1], True)
-                i += 2
-            else:
-                i += 1
+            if i + 1 < n and line[i + 1] != "\n":
+                lit(line[i + 1], True)
+            i += 2
         elif c == "$":
             val, i = var(i)
-            # unquoted expansion undergoes word splitting
-            pieces = val.split()
-            if not pieces:
-                state["active"] = state["active"] or False
-            for k, p in enumerate(pieces):
+            for k, piece in enumerate(val.split()):  # unquoted expansion undergoes word splitting
                 if k:
                     flush()
-                lit(p, False)
+                lit(piece, False)
         elif c == "`":
             raise ShellSyntaxError("command substitution `...` is not supported in this shell")
-        elif c == "#" and not state["active"]:
-            end = line.find("\n", i)
-            i = n if end < 0 else end
-        elif c == "~" and not state["active"] and (i + 1 == n or line[i + 1] in "/ \t;|&><"):
-            lit(env.get("HOME", HOME), True)
-            i += 1
         elif c in "|&;<>":
-            if c == ">" and state["active"] and not state["quoted"] and "".join(text) == "2":
-                text.clear()
-                pat.clear()
-                state.update(active=False)
-                if line.startswith(">&1", i):
-                    toks.append(Op("2>&1"))
-                    i += 3
-                elif line.startswith(">>", i):
-                    toks.append(Op("2>>"))
-                    i += 2
-                else:
-                    toks.append(Op("2>"))
-                    i += 1
-                continue
             flush()
             two = line[i:i + 2]
             if two in ("&&", "||", ">>", "&>"):
@@ -378,10 +401,14 @@ def tokenize(line: str, env: dict[str, str]) -> list:
             else:
                 toks.append(Op(c))
                 i += 1
-        elif c in "(){}" and not state["active"]:
-            raise ShellSyntaxError(f"syntax error near unexpected token `{c}'" if c in "()" else
-                                   "command grouping { ... } is not supported in this shell")
-        else:
+        elif c in "()" and not active:
+            raise ShellSyntaxError(f"syntax error near unexpected token `{c}'")
+        elif c in "{}" and not active:
+            raise ShellSyntaxError("command grouping { ... } is not supported in this shell")
+        elif c in "\r\f\v":
+            flush()
+            i += 1
+        else:  # ( ) { } inside a word are literal here
             lit(c, False)
             i += 1
     flush()
@@ -916,37 +943,47 @@ class Shell:
         out: list[str] = []
         size = 0
         any_match = False
+        rx.deadline = time.perf_counter() + GREP_DEADLINE_S
+        search = rx.search
         for name, text in targets:
-            count = 0
-            for num, line in enumerate(_lines(text), 1):
-                hit = rx.search(line) is not None
-                if hit == invert:
-                    continue
-                count += 1
-                any_match = True
-                if opts.get("q"):
-                    return "", "", 0
-                if opts.get("c") or opts.get("l") or opts.get("L"):
-                    if opts.get("l"):
+            lines = _lines(text)
+            selected: list[int] = []
+            try:
+                for start in range(0, len(lines), 256):
+                    if time.perf_counter() > rx.deadline:
+                        raise GrepTimeout
+                    selected += [k for k in range(start, min(start + 256, len(lines))) if search(lines[k]) != invert]
+                    if opts.get("q") and selected or opts.get("l") and selected:
                         break
-                    continue
-                pre = (f"{name}:" if prefix_names else "") + (f"{num}:" if opts.get("n") else "")
-                if opts.get("o") and not invert:
-                    for m in rx.finditer(line):
-                        if m.group(0):
-                            out.append(pre + m.group(0) + "\n")
-                else:
-                    out.append(pre + line + "\n")
-                size += len(out[-1]) if out else 0
-                if size > MAX_STREAM:
-                    break
-            if opts.get("c"):
-                out.append((f"{name}:" if prefix_names else "") + f"{count}\n")
-            elif opts.get("l") and count:
-                out.append(name + "\n")
-            elif opts.get("L") and not count:
-                out.append(name + "\n")
-            if size > MAX_STREAM:
+            except GrepTimeout:
+                err.append(f"grep: stopped after {GREP_DEADLINE_S} s; the output is incomplete\n")
+            if selected:
+                any_match = True
+            if opts.get("q"):
+                if selected:
+                    return "", "", 0
+            elif opts.get("c"):
+                out.append((f"{name}:" if prefix_names else "") + f"{len(selected)}\n")
+            elif opts.get("l"):
+                if selected:
+                    out.append(name + "\n")
+            elif opts.get("L"):
+                if not selected:
+                    out.append(name + "\n")
+            else:
+                pre = f"{name}:" if prefix_names else ""
+                numbered = bool(opts.get("n"))
+                for k in selected:
+                    head = pre + (f"{k + 1}:" if numbered else "")
+                    if opts.get("o") and not invert:
+                        chunk = "".join(head + m + "\n" for m in rx.findall(lines[k]))
+                    else:
+                        chunk = head + lines[k] + "\n"
+                    out.append(chunk)
+                    size += len(chunk)
+                    if size > MAX_STREAM:
+                        break
+            if size > MAX_STREAM or err and err[-1].startswith("grep: stopped"):
                 break
         status = 0 if any_match else 1
         if err and not (opts.get("q") and any_match):
@@ -1084,6 +1121,12 @@ class Shell:
                 vals.append(_Rev(v) if rev else v)
             return tuple(vals)
 
+        if not keys and not opts.get("u") and not opts.get("s"):
+            if numeric:
+                lines.sort(key=lambda line: (_num(line), line), reverse=reverse)
+            else:
+                lines.sort(key=(lambda line: (line.lower(), line)) if fold else None, reverse=reverse)
+            return _join(lines), "", 0
         decorated = [(keyval(line), line) for line in lines]
         if opts.get("u") or opts.get("s"):
             decorated.sort(key=lambda d: d[0], reverse=reverse)
@@ -1135,6 +1178,7 @@ class Shell:
         items, err = self._read_inputs("cut", operands, stdin)
         out = []
         d = delim if delim is not None else "\t"
+        picks: dict[int, list[int]] = {}
         for _, text in items:
             for line in _lines(text):
                 if spec is None:
@@ -1143,7 +1187,11 @@ class Shell:
                     if not opts.get("s"):
                         out.append(line)
                 else:
-                    out.append(d.join(f for i, f in enumerate(line.split(d), 1) if sel(i)))
+                    fields = line.split(d)
+                    idx = picks.get(len(fields))
+                    if idx is None:
+                        idx = picks[len(fields)] = [i - 1 for i in range(1, len(fields) + 1) if sel(i)]
+                    out.append(fields[idx[0]] if len(idx) == 1 else d.join(fields[i] for i in idx))
         return _join(out), err, 1 if err else 0
 
     def echo(self, args: list[str], stdin: str) -> Result:
@@ -1162,37 +1210,14 @@ class Shell:
             return "", "printf: usage: printf [-v var] format [arguments]\n", 2
         fmt, rest = _unescape(args[0]), args[1:]
         out: list[str] = []
-        err = ""
+        errors: list[str] = []
         while True:
-            consumed = 0
-
-            def sub(m: re.Match) -> str:
-                nonlocal consumed, err
-                conv = m.group(2)
-                if conv == "%":
-                    return "%"
-                val = rest[consumed] if consumed < len(rest) else ""
-                consumed += 1
-                if conv in "di":
-                    try:
-                        num = int(val or "0")
-                    except ValueError:
-                        err += f"printf: {val}: invalid number\n"
-                        num = 0
-                    return ("%" + m.group(1) + "d") % num
-                if conv == "f":
-                    try:
-                        return ("%" + m.group(1) + "f") % float(val or "0")
-                    except ValueError:
-                        err += f"printf: {val}: invalid number\n"
-                        return "0"
-                return ("%" + m.group(1) + "s") % val
-
-            out.append(re.sub(r"%([-0-9.]*)([sdif%])", sub, fmt))
+            text, consumed = _printf_once(fmt, rest, errors)
+            out.append(text)
             rest = rest[consumed:]
             if not rest or consumed == 0 or sum(len(o) for o in out) > MAX_STREAM:
                 break
-        return "".join(out), err, 1 if err else 0
+        return "".join(out), "".join(errors), 1 if errors else 0
 
     def pwd(self, args: list[str], stdin: str) -> Result:
         return self.cwd + "\n", "", 0
@@ -1436,6 +1461,39 @@ def _unescape(text: str) -> str:
     return re.sub(r"\\([ntr\\0])", lambda m: {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "0": ""}[m.group(1)], text)
 
 
+_PRINTF_SPEC = re.compile(r"%([-0-9.]*)([sdif%])")
+
+
+def _printf_once(fmt: str, args: list[str], errors: list[str]) -> tuple[str, int]:
+    """One pass of printf's format over `args`; returns (text, number of args used)."""
+    used = 0
+
+    def sub(m: re.Match) -> str:
+        nonlocal used
+        flags, conv = m.group(1), m.group(2)
+        if conv == "%":
+            return "%"
+        if any(int(x) > 1000 for x in re.findall(r"\d+", flags)):
+            errors.append("printf: field width too large (the limit is 1000)\n")
+            return ""
+        val = args[used] if used < len(args) else ""
+        used += 1
+        if conv in "dif":
+            try:
+                num = float(val or "0") if conv == "f" else int(val or "0")
+            except ValueError:
+                errors.append(f"printf: {val}: invalid number\n")
+                num = 0
+            return ("%" + flags + ("f" if conv == "f" else "d")) % num
+        return ("%" + flags + "s") % val
+
+    try:
+        return _PRINTF_SPEC.sub(sub, fmt), used
+    except (ValueError, OverflowError) as e:
+        errors.append(f"printf: {e}\n")
+        return "", used
+
+
 def _parse_list(spec: str) -> Callable[[int], bool]:
     """cut's LIST (1,3-5,7-) -> predicate over 1-based positions."""
     ranges = []
@@ -1478,14 +1536,96 @@ _POSIX_CLASSES = {
     "[:lower:]": "a-z", "[:space:]": r" \t\n\r\f\v", "[:blank:]": r" \t", "[:punct:]": r"!-/:-@\[-`{-~",
     "[:xdigit:]": "0-9A-Fa-f",
 }
-_NESTED_QUANTIFIER = re.compile(r"\)[*+?{]")
+_QUANTIFIER_AFTER = re.compile(r"[*+?]|\{\d*,?\d*\}")
 
 
-def compile_grep(patterns: list[str], extended: bool, fixed: bool, icase: bool, word: bool, line: bool):
-    """grep patterns (BRE, ERE with -E, fixed with -F) -> one Python regex.
+def _groups_safe(rx: str) -> bool:
+    """False when a repeated group contains `|` or a repetition, e.g. (a|aa)+ or (a+)* —
+    the shapes that make a backtracking matcher take exponential time."""
+    stack: list[int] = []
+    i = 0
+    in_class = False
+    while i < len(rx):
+        c = rx[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if rx[i + 1:i + 2] == "]":
+                i += 1
+        elif c == "(":
+            stack.append(i)
+        elif c == ")" and stack:
+            start = stack.pop()
+            if _QUANTIFIER_AFTER.match(rx, i + 1):
+                inner = rx[start + 1:i]
+                if "|" in inner.replace("\\|", "") or _count_quantifiers(inner):
+                    return False
+        i += 1
+    return True
+_CHUNK_BY_QUANTIFIERS = {0: 10 ** 9, 1: 1000, 2: 150, 3: 40, 4: 16, 5: 12, 6: 10}
+"""Python's `re` backtracks: a line is matched in pieces of this length, by number of quantifiers,
+so one search costs at most a few milliseconds (only very long lines are ever split)."""
+GREP_DEADLINE_S = 0.5
 
-    Patterns that could backtrack catastrophically (a quantified group, backreferences)
-    are refused, so a step always finishes quickly."""
+
+class GrepTimeout(Exception):
+    pass
+
+
+@dataclass
+class GrepPattern:
+    regex: re.Pattern
+    chunk: int
+    deadline: float = float("inf")
+
+    def search(self, line: str) -> bool:
+        if len(line) <= self.chunk:
+            return self.regex.search(line) is not None
+        for k, i in enumerate(range(0, len(line), self.chunk)):
+            if self.regex.search(line, i, i + self.chunk):
+                return True
+            if k % 16 == 15 and time.perf_counter() > self.deadline:
+                raise GrepTimeout
+        return False
+
+    def findall(self, line: str) -> list[str]:
+        out = []
+        for i in range(0, max(len(line), 1), self.chunk):
+            out.extend(m.group(0) for m in self.regex.finditer(line, i, i + self.chunk) if m.group(0))
+        return out
+
+
+def _count_quantifiers(rx: str) -> int:
+    count, i, in_class = 0, 0, False
+    while i < len(rx):
+        c = rx[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if rx[i + 1:i + 2] == "]":
+                i += 1
+        elif c in "*+?" and not (c == "?" and rx[i - 1:i] in "*+?}" and i > 0):
+            count += 1
+        elif c == "{" and re.match(r"\{\d*,?\d*\}", rx[i:]):
+            count += 1
+        i += 1
+    return count
+
+
+def compile_grep(patterns: list[str], extended: bool, fixed: bool, icase: bool, word: bool, line: bool) -> GrepPattern:
+    """grep patterns (BRE, ERE with -E, fixed with -F) -> one regex that is safe to run.
+
+    Python's `re` backtracks, so patterns that could take exponential time (a quantified
+    group, a backreference, more than six quantifiers) are refused, and long lines are
+    matched in pieces (see `_CHUNK_BY_QUANTIFIERS`)."""
     parts = []
     for p in patterns:
         if len(p) > 500:
@@ -1497,19 +1637,24 @@ def compile_grep(patterns: list[str], extended: bool, fixed: bool, icase: bool, 
             p = p.replace(k, v)
         rx = p if extended else _bre_to_ere(p)
         rx = rx.replace(r"\<", r"\b").replace(r"\>", r"\b")
-        if _NESTED_QUANTIFIER.search(rx.replace(r"\)", "")) or re.search(r"\\[1-9]", rx):
-            raise UsageError("pattern too complex for this shell (quantified groups and backreferences "
-                             "are not supported)")
+        if not _groups_safe(rx) or re.search(r"\\[1-9]", rx):
+            raise UsageError("pattern too complex for this shell (a repeated group may not contain | or "
+                             "another repetition, and backreferences are not supported)")
         parts.append(rx)
     rx = "|".join(f"(?:{p})" for p in parts) if len(parts) > 1 else parts[0]
+    quantifiers = _count_quantifiers(rx)
+    if quantifiers > max(_CHUNK_BY_QUANTIFIERS):
+        raise UsageError(f"pattern too complex for this shell ({quantifiers} quantifiers; the limit is "
+                         f"{max(_CHUNK_BY_QUANTIFIERS)})")
     if word:
         rx = rf"(?<!\w)(?:{rx})(?!\w)"
     if line:
         rx = rf"^(?:{rx})$"
     try:
-        return re.compile(rx, re.IGNORECASE if icase else 0)
+        compiled = re.compile(rx, re.IGNORECASE if icase else 0)
     except re.error as e:
         raise UsageError(f"invalid regular expression: {e}") from None
+    return GrepPattern(compiled, _CHUNK_BY_QUANTIFIERS[quantifiers])
 
 
 def _bre_to_ere(p: str) -> str:

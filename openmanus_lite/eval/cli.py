@@ -19,15 +19,45 @@ def _csv(s: str | None) -> list[str] | None:
     return [x.strip() for x in s.split(",") if x.strip()] if s else None
 
 
+def find_checkpoint(tag: str, root: str | Path | None = None) -> Path | None:
+    """The newest model folder under `runs/` whose path mentions `tag` (e.g. 'sft', 'grpo'):
+    one holding a config.json or a LoRA adapter_config.json. None when there is none."""
+    from openmanus_lite.paths import REPO_ROOT
+
+    root = Path(root or REPO_ROOT / "runs")
+    if not root.is_dir():
+        return None
+    found = {p.parent for name in ("config.json", "adapter_config.json") for p in root.rglob(name)
+             if tag.lower() in str(p.parent.relative_to(root)).lower()}
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def resolve_model_spec(spec: str) -> str:
+    """'latest:<tag>' -> the newest matching checkpoint under runs/ (FileNotFoundError if none)."""
+    if spec.startswith("latest:"):
+        tag = spec.split(":", 1)[1]
+        found = find_checkpoint(tag)
+        if found is None:
+            raise FileNotFoundError(f"no checkpoint under runs/ mentions {tag!r}: train one first (notebooks 04 / 06 "
+                                    f"or `python -m openmanus_lite {tag}`), or pass its path")
+        return str(found)
+    return spec
+
+
 def make_policy(spec: str, *, max_new_tokens: int = 96, temperature: float = 0.0, batch_size: int = 16,
                 seed: int = 0):
-    """'expert', 'random', or a model checkpoint path / hub name (loaded lazily)."""
+    """'expert', 'random', 'default' (the embedded default model), 'latest:sft' / 'latest:grpo'
+    (the newest such checkpoint under runs/), or a checkpoint path / hub name (loaded lazily)."""
     if spec in ("expert", "random"):
         from .benchmark import resolve_policy
 
         return resolve_policy(spec, seed)
-    from openmanus_lite.models import load_model
+    from openmanus_lite.models import load_model, prepare_default_model
     from openmanus_lite.policies import ModelPolicy
+
+    if spec == "default":
+        spec = str(prepare_default_model())
+    spec = resolve_model_spec(spec)
 
     model, tokenizer = load_model(spec)
     return ModelPolicy(model, tokenizer, name=Path(spec).name or spec, max_new_tokens=max_new_tokens,
@@ -42,7 +72,7 @@ def _run(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m openmanus_lite eval", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", action="append", required=True,
-                   help="expert | random | checkpoint path or hub name; repeat to compare several")
+                   help="expert | random | default | latest:sft | checkpoint path or hub name; repeat to compare")
     p.add_argument("--suite", default="dev", help="frozen suite: dev, test or agentbench_db (default dev)")
     p.add_argument("--domains", help="comma-separated subset, e.g. db,kg")
     p.add_argument("--difficulties", help="comma-separated subset of easy,medium,hard")
@@ -172,13 +202,14 @@ def _freeze(argv: list[str]) -> int:
     p.add_argument("--per-cell", type=int, default=None, help="tasks per split x domain x difficulty")
     p.add_argument("--domains", help="comma-separated subset (default: every registered domain)")
     p.add_argument("--agentbench", help="AgentBench dbbench JSONL to import (default: the shared real samples)")
+    p.add_argument("--no-agentbench", action="store_true", help="freeze without the agentbench_db suite")
     p.add_argument("--force", action="store_true", help="replace existing frozen suites")
     a = p.parse_args(argv)
     from .suites import TASKS_PER_CELL, SuiteError, freeze_suites
 
     try:
         m = freeze_suites(a.out, domains=_csv(a.domains), per_cell=a.per_cell or TASKS_PER_CELL,
-                          agentbench_path=a.agentbench, force=a.force)
+                          agentbench_path=False if a.no_agentbench else a.agentbench, force=a.force)
     except SuiteError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -7,6 +7,7 @@ changed outcome, which is where to look before believing an aggregate.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable, Mapping
 
 from .benchmark import BenchmarkResult
@@ -16,12 +17,8 @@ LEVELS = ("domain", "cell", "overall")
 
 
 def _as_list(results: Iterable[BenchmarkResult] | Mapping[str, BenchmarkResult]) -> list[BenchmarkResult]:
-    if isinstance(results, Mapping):
-        out = []
-        for label, r in results.items():
-            r.label = label
-            out.append(r)
-        return out
+    if isinstance(results, Mapping):  # relabelled copies: the caller's results stay as they were
+        return [replace(r, label=label) for label, r in results.items()]
     out = list(results)
     labels = [r.label for r in out]
     if len(set(labels)) != len(labels):

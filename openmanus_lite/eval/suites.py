@@ -202,11 +202,12 @@ def _write_jsonl(path: Path, tasks: list[Task]) -> str:
 
 
 def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = None, per_cell: int = TASKS_PER_CELL,
-                  seeds: dict[str, int] | None = None, agentbench_path: Path | None = None,
+                  seeds: dict[str, int] | None = None, agentbench_path: Path | bool | None = None,
                   force: bool = False) -> dict:
     """Generate and write the frozen suites once; returns the manifest.
 
-    Test tasks that duplicate a dev task (same instruction, spec and answer) are skipped,
+    `agentbench_path`: the dbbench JSONL to import (default: the shared real samples);
+    False skips the AgentBench suite. Test tasks that duplicate a dev task (same instruction, spec and answer) are skipped,
     and every task must be solved by the expert (a task the expert cannot solve measures
     the generator, not the agent); shortfalls are filled from further generated tasks.
     """
@@ -262,8 +263,15 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
                 if any(skipped.values()):
                     manifest["skipped"][rel] = skipped
     src = Path(agentbench_path) if agentbench_path else REAL_SAMPLES_DIR / "agentbench_db" / "dev.jsonl"
-    if src.is_file():
-        from ..envs.sql_db import load_agentbench_db
+    if agentbench_path is not False and not src.is_file():
+        raise SuiteError(f"AgentBench dbbench tasks not found at {src}: pass agentbench_path=PATH (--agentbench), "
+                         f"or agentbench_path=False to freeze without the {AGENTBENCH_DB_SUITE!r} suite")
+    if agentbench_path is not False:
+        try:
+            from ..envs.sql_db import load_agentbench_db
+        except ImportError as e:
+            raise SuiteError(f"importing AgentBench tasks needs the DB environment (openmanus_lite/envs/sql_db.py): "
+                             f"{e}; or pass agentbench_path=False to skip that suite") from e
 
         imported = load_agentbench_db(src)
         ids = [t.id for t in imported]
@@ -274,7 +282,8 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
         diffs = sorted({t.difficulty for t in imported})
         manifest["files"][rel] = {"sha256": digest, "tasks": len(imported), "domain": "db",
                                   "difficulty": diffs[0] if len(diffs) == 1 else "mixed", "split": "dev",
-                                  "seed": None, "source": f"load_agentbench_db({src.name})"}
+                                  "seed": None, "source": f"load_agentbench_db({src.name})",
+                                  "expert_solved": sum(_expert_solves(t) for t in imported)}
         manifest["suites"][AGENTBENCH_DB_SUITE] = [rel]
     (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return manifest

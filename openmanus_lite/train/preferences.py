@@ -562,6 +562,9 @@ def collect_episodes(
     counts: Counter = Counter()
     episodes: list[Trajectory] = []
     by_id = {t.id: t for t in tasks}
+    if len(by_id) != len(tasks):
+        dup = sorted({t.id for t in tasks if sum(1 for u in tasks if u.id == t.id) > 1})
+        raise ValueError(f"task ids must be unique (pairs are made per task id); repeated: {dup[:5]}")
     for task in tasks:
         expert = expert_episode(task, max_turns)
         if include_expert:
@@ -624,3 +627,103 @@ def split_by_task(rows: list[dict[str, Any]], eval_fraction: float, seed: int = 
     n_eval = int(round(len(ids) * eval_fraction))
     held = set(ids[:n_eval])
     return [r for r in rows if r["task_id"] not in held], [r for r in rows if r["task_id"] in held]
+
+
+# --------------------------------------------------------------------------- one call for the whole data set
+
+
+@dataclass
+class PreferenceData:
+    """Everything built from one pool of episodes: step pairs (DPO), trajectory pairs (ORM),
+    step-labelled rows (PRM), and the accounting of what was made and what was skipped."""
+
+    episodes: list[Trajectory]
+    step_pairs: list[dict[str, Any]]
+    trajectory_pairs: list[dict[str, Any]]
+    prm: list[dict[str, Any]]
+    counts: dict[str, Any]
+
+    FILES = {"episodes": "episodes.jsonl", "step_pairs": "step_pairs.jsonl",
+             "trajectory_pairs": "trajectory_pairs.jsonl", "prm": "prm_rows.jsonl"}
+
+    def save(self, out_dir: str) -> str:
+        from pathlib import Path
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / self.FILES["episodes"]).write_text("".join(e.to_json() + "\n" for e in self.episodes))
+        for key in ("step_pairs", "trajectory_pairs", "prm"):
+            rows = getattr(self, key)
+            (out / self.FILES[key]).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        (out / "counts.json").write_text(json.dumps(self.counts, indent=2))
+        return str(out)
+
+    @classmethod
+    def load(cls, folder: str) -> "PreferenceData":
+        from pathlib import Path
+
+        d = Path(folder)
+        if not (d / cls.FILES["step_pairs"]).is_file():
+            raise FileNotFoundError(f"{d} holds no preference data ({cls.FILES['step_pairs']} missing); build it with "
+                                    "`python -m openmanus_lite dpo pairs --out DIR`")
+
+        def rows(name: str) -> list[dict[str, Any]]:
+            p = d / name
+            return [json.loads(line) for line in p.read_text().splitlines() if line.strip()] if p.is_file() else []
+
+        eps = [Trajectory.from_json(line) for line in (d / cls.FILES["episodes"]).read_text().splitlines()
+               if line.strip()] if (d / cls.FILES["episodes"]).is_file() else []
+        counts = json.loads((d / "counts.json").read_text()) if (d / "counts.json").is_file() else {}
+        return cls(eps, rows(cls.FILES["step_pairs"]), rows(cls.FILES["trajectory_pairs"]), rows(cls.FILES["prm"]),
+                   counts)
+
+
+def build_preference_data(
+    tasks: list[Task],
+    *,
+    policy: Any = None,
+    samples_per_task: int = 2,
+    mistakes_per_task: int = 2,
+    mistake_kinds: tuple[str, ...] = MISTAKE_KINDS,
+    judge: str = "step_value",
+    tie_break: str = "efficiency",
+    prm_label: str = "progress",
+    max_pairs_per_task: int | None = None,
+    max_turns: int | None = None,
+    seed: int = 0,
+    batch_size: int = 32,
+    progress: bool = False,
+) -> PreferenceData:
+    """Collect episodes (`collect_episodes`) and turn them into DPO, ORM and PRM data in one go.
+
+    Step pairs are judged by `judge` ('step_value' by default: the environment's expert
+    decides whether the diverging turn itself was the better one); trajectory pairs always
+    by the episodes' outcomes.
+    """
+    episodes, ep_counts = collect_episodes(
+        tasks, policy=policy, samples_per_task=samples_per_task, mistakes_per_task=mistakes_per_task,
+        mistake_kinds=mistake_kinds, label_steps=True, max_turns=max_turns, seed=seed, batch_size=batch_size,
+        progress=progress)
+    steps = make_pairs(episodes, level="step", judge=judge, tie_break=tie_break,
+                       max_pairs_per_task=max_pairs_per_task, seed=seed)
+    trajs = make_pairs(episodes, level="trajectory", judge="outcome", tie_break=tie_break,
+                       max_pairs_per_task=max_pairs_per_task, seed=seed)
+    prm = prm_rows(episodes, label=prm_label)
+    n_steps = sum(len(r["step_labels"]) for r in prm)
+    counts = {
+        "tasks": len(tasks),
+        "episodes": dict(ep_counts),
+        "success_rate_by_source": _success_by_source(episodes),
+        "step_pairs": steps.summary(),
+        "trajectory_pairs": trajs.summary(),
+        "prm_steps": n_steps,
+        "prm_positive_rate": (sum(sum(r["step_labels"]) for r in prm) / n_steps) if n_steps else None,
+    }
+    return PreferenceData(episodes, steps.rows(), trajs.rows(), prm, counts)
+
+
+def _success_by_source(episodes: list[Trajectory]) -> dict[str, float]:
+    by: dict[str, list[bool]] = defaultdict(list)
+    for e in episodes:
+        by[e.source].append(bool(e.meta.get("success")))
+    return {k: round(sum(v) / len(v), 4) for k, v in sorted(by.items())}

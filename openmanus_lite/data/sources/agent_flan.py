@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from ...schema import Trajectory
 from . import agentinstruct
 from .base import RawRow, read_rows
-from .normalize import convert_turns, pick_turns, require_str, turn_keys
+from .normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
 
 NAME = "agent_flan"
 HUB_ID = "internlm/Agent-FLAN"
@@ -85,12 +85,11 @@ def convert(row: RawRow) -> Trajectory:
     field, turns = pick_turns(row, data, "conversation", "conversations", "messages")
     role_key, content_key, loss_key = turn_keys(turns)
     domain = domain_for(row.split, rid, _prompt(turns, content_key))
-    messages, meta = convert_turns(
+    converted = convert_turns(
         row, turns, turns_field=field, role_key=role_key, content_key=content_key, loss_key=loss_key,
         domain=domain, final_text_as_answer=domain == "tool",
     )
-    meta.update(source_id=rid, split=row.split, file=row.file, line=row.line)
+    meta = {"source_id": rid, "split": row.split, "file": row.file, "line": row.line}
     if row.split == "toolbench_negative":
         meta["negative"] = {"kind": "agent_flan_negative"}
-    return Trajectory(id=f"{NAME}/{row.split or 'data'}/{rid}", source=NAME, domain=domain,
-                      messages=messages, meta=meta)
+    return make_trajectory(f"{NAME}/{row.split or 'data'}/{rid}", NAME, domain, converted, meta)

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 
 from ...schema import Trajectory
 from .base import RawRow, read_rows
-from .normalize import convert_turns, pick_turns, require_str, turn_keys
+from .normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
 
 NAME = "agentbank"
 HUB_ID = "Solaris99/AgentBank"
@@ -89,10 +89,9 @@ def convert(row: RawRow) -> Trajectory:
     field, turns = pick_turns(row, data, "conversations", "messages")
     role_key, content_key, loss_key = turn_keys(turns)
     domain = domain_for(row.split)
-    messages, meta = convert_turns(
+    converted = convert_turns(
         row, turns, turns_field=field, role_key=role_key, content_key=content_key, loss_key=loss_key,
         domain=domain, final_text_as_answer=domain in QA_LABELS,
     )
-    meta.update(source_id=rid, split=row.split, file=row.file, line=row.line)
-    return Trajectory(id=f"{NAME}/{row.split or 'data'}/{rid}", source=NAME, domain=domain,
-                      messages=messages, meta=meta)
+    meta = {"source_id": rid, "split": row.split, "file": row.file, "line": row.line}
+    return make_trajectory(f"{NAME}/{row.split or 'data'}/{rid}", NAME, domain, converted, meta)

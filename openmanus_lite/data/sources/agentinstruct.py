@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 from ...schema import Trajectory
 from .base import RawRow, read_rows
-from .normalize import convert_turns, pick_turns, require_str, turn_keys
+from .normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
 
 NAME = "agentinstruct"
 HUB_ID = "THUDM/AgentInstruct"
@@ -59,8 +59,8 @@ def convert(row: RawRow) -> Trajectory:
     field, turns = pick_turns(row, data, "conversations", "messages")
     role_key, content_key, loss_key = turn_keys(turns)
     domain = domain_for(row.split, rid)
-    messages, meta = convert_turns(
+    converted = convert_turns(
         row, turns, turns_field=field, role_key=role_key, content_key=content_key, loss_key=loss_key, domain=domain
     )
-    meta.update(source_id=rid, split=row.split, file=row.file, line=row.line)
-    return Trajectory(id=f"{NAME}/{rid}", source=NAME, domain=domain, messages=messages, meta=meta)
+    meta = {"source_id": rid, "split": row.split, "file": row.file, "line": row.line}
+    return make_trajectory(f"{NAME}/{rid}", NAME, domain, converted, meta)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,11 +38,12 @@ class RowRejected(Exception):
     row (`conversations[3].value`) when one is to blame.
     """
 
-    def __init__(self, reason: str, detail: str, field: str | None = None):
+    def __init__(self, reason: str, detail: str, field: str | None = None, message: str | None = None):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
         self.field = field
+        self.message = message or detail
 
 
 @dataclass(slots=True)
@@ -78,25 +79,74 @@ def split_name(path: Path) -> str:
 
 
 def _iter_jsonl(path: Path, source: str, split: str | None) -> Iterator[RawRow]:
-    loads = json.loads
-    file = str(path)
     with open(path, "rb") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                data = loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                msg = getattr(e, "msg", str(e))
-                col = getattr(e, "colno", None)
-                yield RawRow(source, file, lineno, split, None,
-                             f"invalid JSON ({msg}{f' at column {col}' if col else ''}); "
-                             "the line is truncated or not JSON")
-                continue
-            if not isinstance(data, dict):
-                yield RawRow(source, file, lineno, split, None, f"expected a JSON object, got {type(data).__name__}")
-                continue
-            yield RawRow(source, file, lineno, split, data)
+        yield from rows_from_lines(f, 1, str(path), source, split)
+
+
+def rows_from_lines(lines: Iterable[bytes], first_line: int, file: str, source: str,
+                    split: str | None) -> Iterator[RawRow]:
+    """RawRows of JSONL lines (bytes), numbered from `first_line`; blank lines are skipped."""
+    loads = json.loads
+    for lineno, line in enumerate(lines, first_line):
+        if len(line) < 4 and not line.strip():
+            continue
+        try:
+            data = loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            msg = getattr(e, "msg", str(e))
+            col = getattr(e, "colno", None)
+            yield RawRow(source, file, lineno, split, None,
+                         f"invalid JSON ({msg}{f' at column {col}' if col else ''}); "
+                         "the line is truncated or not JSON")
+            continue
+        if data.__class__ is not dict:
+            yield RawRow(source, file, lineno, split, None, f"expected a JSON object, got {type(data).__name__}")
+            continue
+        yield RawRow(source, file, lineno, split, data)
+
+
+def jsonl_chunks(path: Path, chunk_bytes: int) -> list[tuple[int, int, int]]:
+    """(start, end, first line number) of byte ranges of a JSONL file that end at line ends.
+
+    Lets worker processes read one large file in parallel while every row keeps its
+    true line number.
+    """
+    size = path.stat().st_size
+    bounds = [0]
+    with open(path, "rb") as f:
+        pos = chunk_bytes
+        while pos < size:
+            f.seek(pos)
+            f.readline()
+            nxt = f.tell()
+            if nxt >= size:
+                break
+            bounds.append(nxt)
+            pos = nxt + chunk_bytes
+        bounds.append(size)
+        out = []
+        line = 1
+        for start, end in zip(bounds, bounds[1:]):
+            out.append((start, end, line))
+            f.seek(start)
+            remaining = end - start
+            while remaining > 0:
+                block = f.read(min(remaining, 1 << 24))
+                line += block.count(b"\n")
+                remaining -= len(block)
+    return out
+
+
+def read_jsonl_range(path: str, start: int, end: int, first_line: int, source: str,
+                     split: str | None) -> Iterator[RawRow]:
+    """The rows of one byte range made by `jsonl_chunks`."""
+    with open(path, "rb") as f:
+        f.seek(start)
+        data = f.read(end - start)
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    yield from rows_from_lines(lines, first_line, path, source, split)
 
 
 def _iter_json(path: Path, source: str, split: str | None) -> Iterator[RawRow]:
@@ -155,6 +205,20 @@ def source_files(path: Path) -> list[Path]:
 # --------------------------------------------------------------------------- public reader
 
 
+def local_files(spec: str | Path, splits: list[str] | tuple[str, ...] | None = None) -> list[tuple[Path, str]]:
+    """(file, split name) of a local source, in reading order, filtered by `splits`."""
+    path = Path(spec)
+    out = []
+    for file in source_files(path):
+        split = split_name(file)
+        if file.parent != path and path.is_dir() and split in ("train", "test", "validation", "val", "data"):
+            split = file.parent.name  # hub layout: <config>/train-0000.parquet
+        if splits and split not in splits:
+            continue
+        out.append((file, split))
+    return out
+
+
 def read_rows(
     spec: str | Path,
     source: str,
@@ -167,17 +231,11 @@ def read_rows(
 
     `splits` keeps only files/splits with those names; `config` is the hub config
     (AgentBank has one per task); `data_files` picks files of a hub repository whose files
-    have different schemas (TaskCraft's `pure_qa.jsonl`). For a local folder, a subfolder named like a config
-    also counts as that config's split name.
+    have different schemas (TaskCraft's `pure_qa.jsonl`). For a local folder, a subfolder
+    named like a config also counts as that config's split name.
     """
-    path = Path(spec)
-    if path.exists():
-        for file in source_files(path):
-            split = split_name(file)
-            if file.parent != path and path.is_dir() and split in ("train", "test", "validation", "val", "data"):
-                split = file.parent.name  # hub layout: <config>/train-0000.parquet
-            if splits and split not in splits:
-                continue
+    if Path(spec).exists():
+        for file, split in local_files(spec, splits):
             yield from _READERS[file.suffix](file, source, split)
         return
     yield from _read_hub(str(spec), source, splits=splits, config=config, data_files=data_files)
@@ -214,4 +272,4 @@ def _read_hub(spec: str, source: str, *, splits, config, data_files=None) -> Ite
 
 def field_error(row: RawRow, field: str, message: str, reason: str = "schema.bad_field") -> RowRejected:
     """A RowRejected whose detail names the row's place and the field."""
-    return RowRejected(reason, f"{row.where(field)}: {message}", field)
+    return RowRejected(reason, f"{row.where(field)}: {message}", field, message)

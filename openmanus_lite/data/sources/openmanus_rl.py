@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from ...schema import Trajectory
 from . import agentinstruct, agenttraj_l
 from .base import RawRow, read_rows
-from .normalize import convert_turns, pick_turns, require_str, turn_keys
+from .normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
 
 NAME = "openmanus_rl"
 HUB_ID = "CharlieDreemur/OpenManus-RL"
@@ -55,11 +55,11 @@ def convert(row: RawRow) -> Trajectory:
     field, turns = pick_turns(row, data, "conversations", "messages")
     role_key, content_key, loss_key = turn_keys(turns)
     domain = domain_for(rid, row.split)
-    messages, meta = convert_turns(
+    converted = convert_turns(
         row, turns, turns_field=field, role_key=role_key, content_key=content_key, loss_key=loss_key,
         domain=domain, final_text_as_answer=domain == "tool",
     )
-    meta.update(source_id=rid, split=row.split, file=row.file, line=row.line)
+    meta = {"source_id": rid, "split": row.split, "file": row.file, "line": row.line}
     if rid.startswith(agenttraj_l.ANSWER_OPTIONAL_PREFIXES):
         meta["answer_optional"] = True
-    return Trajectory(id=f"{NAME}/{rid}", source=NAME, domain=domain, messages=messages, meta=meta)
+    return make_trajectory(f"{NAME}/{rid}", NAME, domain, converted, meta)

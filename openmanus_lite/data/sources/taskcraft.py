@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ...react import answer, format_turn
+from ...react import Action, format_action, format_turn
 from ...schema import Task, Trajectory, Turn
 from .base import RawRow, field_error, read_rows
-from .normalize import require_str
+from .normalize import attach_actions, require_str
 
 NAME = "taskcraft"
 HUB_ID = "PersonalAILab/TaskCraft"
@@ -63,16 +63,16 @@ def convert(row: RawRow) -> Trajectory:
     query, gold, hop, tool, topic = _fields(row)
     hops = f"{hop}-hop" if hop else "direct"
     thought = f"This is a {hops} question; I have verified the facts it needs and can answer."
-    messages = [
-        Turn("user", INSTRUCTION + query.strip(), False),
-        Turn("assistant", format_turn(thought, answer(gold.strip())), True),
-    ]
+    action = Action("answer", gold.strip())
+    reply = format_turn(thought, format_action(action))
+    messages = [Turn("user", INSTRUCTION + query.strip(), False), Turn("assistant", reply, True)]
     rid = _rid(row)
     meta = {
         "train_flags": "inferred", "templated_thought": True, "valid_hop": hop, "tool": tool, "topic": topic,
         "source_id": rid, "split": row.split, "file": row.file, "line": row.line,
     }
-    return Trajectory(id=f"{NAME}/{rid}", source=NAME, domain=DOMAIN, messages=messages, meta=meta)
+    traj = Trajectory(id=f"{NAME}/{rid}", source=NAME, domain=DOMAIN, messages=messages, meta=meta)
+    return attach_actions(traj, {1: (reply, action)})
 
 
 def to_task(row: RawRow) -> Task:

@@ -1,0 +1,342 @@
+"""Layered validation of unified trajectories; every failure is a reason code.
+
+The layers run in order and the first failure decides the row's reason:
+
+1. structure    roles, system only first, user/assistant alternation, no empty
+                assistant turn, ends with an assistant turn, something to train on
+2. grammar      every training assistant turn is `Think: ...\\nAct: <action>` and, in the
+                six domains, the action is of a kind that domain allows (react.DOMAIN_ACTION_KINDS)
+3. consistency  os/db/kg episodes end with `answer(...)` (unless `meta["answer_optional"]`),
+                nothing trains after the answer of the same task, KG answers name a variable
+4. length       turns, characters, and tokens (with a tokenizer; else ≈4 characters a token)
+
+Duplicates are found by `Deduper` across all sources: `duplicate.exact` (same roles and
+texts) and `duplicate.normalized` (same task part ignoring ASCII case and all whitespace: the conversation from the user turn before the first training turn on, so
+that the same episode under a different system prompt or acknowledgement is caught).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from hashlib import blake2b
+from typing import Any
+
+from ..react import DOMAIN_ACTION_KINDS, Action, ParsedTurn, parse_action, parse_turn
+from ..schema import DOMAINS, EXTRA_LABELS, ROLES, Trajectory
+from .sources.normalize import NEW_TASK
+
+REASONS: dict[str, str] = {
+    "input.invalid_json": "the line is not valid JSON (truncated or corrupted)",
+    "input.not_object": "the line is JSON but not an object",
+    "schema.missing_field": "a field the source's schema requires is missing",
+    "schema.bad_type": "a field has the wrong type",
+    "schema.empty": "the conversation is empty",
+    "schema.unknown_role": "a turn has a role the source's schema does not define",
+    "schema.bad_field": "a field has an invalid value",
+    "filter.label_excluded": "the domain label was excluded by the user",
+    "structure.empty": "no messages",
+    "structure.bad_role": "a role other than system/user/assistant",
+    "structure.misplaced_system": "a system turn that is not the first turn",
+    "structure.starts_with_assistant": "the conversation starts with an assistant turn",
+    "structure.not_alternating": "two user or two assistant turns in a row",
+    "structure.empty_turn": "an empty assistant turn or an empty first user turn",
+    "structure.ends_with_user": "the last turn is not an assistant turn",
+    "structure.train_on_non_assistant": "a system or user turn is marked to train",
+    "structure.nothing_to_train": "no assistant turn is marked to train",
+    "grammar.free_text": "a training assistant turn holds no action (plain chat)",
+    "grammar.unparsed": "a training assistant turn has an action that does not parse",
+    "grammar.not_unified": "a training assistant turn is not in the Think:/Act: form",
+    "grammar.wrong_action_kind": "an action of a kind the domain does not allow",
+    "consistency.missing_final_answer": "an os/db/kg episode that does not end with answer(...)",
+    "consistency.action_after_answer": "a training turn after the task's answer",
+    "consistency.kg_answer_not_variable": "a KG answer that is not a variable (#n)",
+    "length.too_many_turns": "more turns than max_turns",
+    "length.too_long": "more characters or tokens than the limit",
+    "duplicate.exact": "the same conversation was already kept",
+    "duplicate.normalized": "the same task part (case and whitespace aside) was already kept",
+    "mix.source_weight": "left out by a source weight below 1",
+    "mix.domain_weight": "left out by a domain weight below 1",
+    "mix.source_cap": "left out by a per-source cap",
+    "mix.domain_cap": "left out by a per-domain cap",
+}
+"""Every reason code a merge report can hold, with what it means."""
+
+ANSWER_DOMAINS: tuple[str, ...] = ("os", "db", "kg")
+_KG_VARIABLE = re.compile(r"^#\d+$")
+_WS = b" \t\n\r\x0b\x0c"
+
+
+@dataclass(frozen=True)
+class Issue:
+    """Why a trajectory was rejected: a reason code (see REASONS) and a human detail."""
+
+    reason: str
+    detail: str
+
+
+@dataclass
+class CheckConfig:
+    """Knobs of the validation layers."""
+
+    allow_free_text: bool = False
+    max_turns: int | None = None
+    max_chars: int | None = None
+    max_tokens: int | None = None
+    tokenizer: Any = None
+    answer_domains: tuple[str, ...] = ANSWER_DOMAINS
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+def approx_tokens(text: str) -> int:
+    """≈ tokens of English text for a BPE tokenizer (4 characters a token); no tokenizer needed."""
+    return (len(text) + 3) // 4
+
+
+def token_counter(tokenizer: Any = None) -> Callable[[str], int]:
+    """A function text -> token count: the tokenizer's when given, else `approx_tokens`."""
+    if tokenizer is None:
+        return approx_tokens
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return count
+
+
+# --------------------------------------------------------------------------- layers
+
+
+def check_structure(traj: Trajectory) -> Issue | None:
+    msgs = traj.messages
+    if not msgs:
+        return Issue("structure.empty", "no messages")
+    expect = "user"
+    first_user_seen = False
+    any_train = False
+    for i, m in enumerate(msgs):
+        role = m.role
+        if role not in ROLES:
+            return Issue("structure.bad_role", f"messages[{i}].role is {role!r}")
+        if m.train:
+            if role != "assistant":
+                return Issue("structure.train_on_non_assistant", f"messages[{i}] is a {role} turn marked train")
+            any_train = True
+        if role == "system":
+            if i != 0:
+                return Issue("structure.misplaced_system", f"messages[{i}] is a system turn")
+            continue
+        if role != expect:
+            if i == 0 or (i == 1 and msgs[0].role == "system"):
+                return Issue("structure.starts_with_assistant", f"messages[{i}] is an assistant turn")
+            return Issue("structure.not_alternating", f"messages[{i}] is a second {role} turn in a row")
+        if role == "assistant":
+            if not m.content.strip():
+                return Issue("structure.empty_turn", f"messages[{i}] is an empty assistant turn")
+        elif not first_user_seen:
+            if not m.content.strip():
+                return Issue("structure.empty_turn", f"messages[{i}] is an empty first user turn")
+            first_user_seen = True
+        expect = "assistant" if role == "user" else "user"
+    if msgs[-1].role != "assistant":
+        return Issue("structure.ends_with_user", f"the last turn (messages[{len(msgs) - 1}]) is a {msgs[-1].role} turn")
+    if not any_train:
+        return Issue("structure.nothing_to_train", "no assistant turn has train=true")
+    return None
+
+
+def _action_of(content: str) -> Action | str | None:
+    """The parsed action of a unified turn; the raw action text when it does not parse; None for free text."""
+    turn = parse_turn(content)
+    if not isinstance(turn, ParsedTurn):
+        return None
+    act = parse_action(turn.action)
+    return act if isinstance(act, Action) else turn.action
+
+
+def parsed_actions(traj: Trajectory) -> list[Action | str | None]:
+    """The action of every turn (None for non-assistant and free-text turns), parsed once.
+
+    Reuses what conversion already parsed (`normalize.attach_actions`) for turns whose text
+    is still the very same string.
+    """
+    cache = traj.__dict__.get("_actions") or {}
+    out: list[Action | str | None] = []
+    for i, m in enumerate(traj.messages):
+        if m.role != "assistant":
+            out.append(None)
+            continue
+        hit = cache.get(i)
+        if hit is not None and hit[0] is m.content:
+            out.append(hit[1])
+        else:
+            out.append(_action_of(m.content) if m.content.startswith("Think:") else None)
+    return out
+
+
+def check_grammar(traj: Trajectory, allow_free_text: bool = False,
+                  actions: list[Action | str | None] | None = None) -> Issue | None:
+    domain = traj.domain
+    kinds = DOMAIN_ACTION_KINDS.get(domain)
+    free = traj.meta.get("free_text_turns") or ()
+    if actions is None:
+        actions = parsed_actions(traj)
+    for i, m in enumerate(traj.messages):
+        if not m.train or m.role != "assistant":
+            continue
+        content = m.content
+        if not (content.startswith("Think:") and "\nAct: " in content):
+            if i not in free and isinstance(parse_turn(content), ParsedTurn):
+                return Issue("grammar.not_unified", f"messages[{i}] is not in the Think:/Act: form: {content[:80]!r}")
+            if allow_free_text:
+                continue
+            return Issue("grammar.free_text", f"messages[{i}] holds no action: {content[:80]!r}")
+        act = actions[i]
+        if act is None:
+            return Issue("grammar.unparsed", f"messages[{i}]: no action after 'Act:'")
+        if kinds is None:
+            continue  # extra labels (tool, game, ...): any non-empty action of the source's own action space
+        if act.__class__ is str:
+            return Issue("grammar.unparsed", f"messages[{i}]: action {act[:80]!r} does not parse in domain {domain}")
+        if act.kind not in kinds:
+            return Issue("grammar.wrong_action_kind",
+                         f"messages[{i}]: a {act.kind} action in domain {domain} (allowed: {', '.join(kinds)})")
+    return None
+
+
+def check_consistency(traj: Trajectory, answer_domains: tuple[str, ...] = ANSWER_DOMAINS,
+                      actions: list[Action | str | None] | None = None) -> Issue | None:
+    domain = traj.domain
+    if actions is None:
+        actions = parsed_actions(traj)
+    answered = False
+    last_action: Action | str | None = None
+    for i, m in enumerate(traj.messages):
+        if m.role == "user":
+            if answered and NEW_TASK.match(m.content):
+                answered = False
+            continue
+        if m.role != "assistant":
+            continue
+        if answered and m.train:
+            return Issue("consistency.action_after_answer", f"messages[{i}] trains after the task was answered")
+        act = last_action = actions[i]
+        if act.__class__ is Action and act.kind == "answer":
+            answered = True
+    if domain in answer_domains and not traj.meta.get("answer_optional"):
+        if not (isinstance(last_action, Action) and last_action.kind == "answer"):
+            return Issue("consistency.missing_final_answer", f"the last {domain} turn is not answer(...)")
+        if domain == "kg" and not _KG_VARIABLE.match(last_action.arg.strip()):
+            return Issue("consistency.kg_answer_not_variable", f"KG answer {last_action.arg[:40]!r} is not #n")
+    return None
+
+
+def check_length(traj: Trajectory, cfg: CheckConfig, count: Callable[[str], int] | None = None) -> Issue | None:
+    msgs = traj.messages
+    if cfg.max_turns is not None and len(msgs) > cfg.max_turns:
+        return Issue("length.too_many_turns", f"{len(msgs)} turns > max_turns={cfg.max_turns}")
+    if cfg.max_chars is not None:
+        chars = sum(len(m.content) for m in msgs)
+        if chars > cfg.max_chars:
+            return Issue("length.too_long", f"{chars} characters > max_chars={cfg.max_chars}")
+    if cfg.max_tokens is not None:
+        count = count or token_counter(cfg.tokenizer)
+        tokens = sum(count(m.content) for m in msgs)
+        if tokens > cfg.max_tokens:
+            return Issue("length.too_long", f"{tokens} tokens > max_tokens={cfg.max_tokens}")
+    return None
+
+
+class Validator:
+    """All layers with one config; `validate(traj)` returns the first Issue or None."""
+
+    def __init__(self, cfg: CheckConfig | None = None):
+        self.cfg = cfg or CheckConfig()
+        self._count = token_counter(self.cfg.tokenizer)
+        self._length = any(x is not None for x in (self.cfg.max_turns, self.cfg.max_chars, self.cfg.max_tokens))
+
+    def validate(self, traj: Trajectory) -> Issue | None:
+        if traj.domain not in DOMAINS + EXTRA_LABELS:
+            return Issue("schema.bad_field", f"domain {traj.domain!r} is not a known label")
+        issue = check_structure(traj)
+        if issue is not None:
+            return issue
+        actions = parsed_actions(traj)
+        return (
+            check_grammar(traj, self.cfg.allow_free_text, actions)
+            or check_consistency(traj, self.cfg.answer_domains, actions)
+            or (check_length(traj, self.cfg, self._count) if self._length else None)
+        )
+
+
+def validate(traj: Trajectory, cfg: CheckConfig | None = None) -> Issue | None:
+    """The first Issue found by the layers, or None when the trajectory is fine."""
+    return Validator(cfg).validate(traj)
+
+
+# --------------------------------------------------------------------------- duplicates
+
+
+def _task_start(traj: Trajectory) -> int:
+    for i, m in enumerate(traj.messages):
+        if m.train:
+            return max(i - 1, 0)
+    return 0
+
+
+class Deduper:
+    """Remembers what was kept; `check(traj)` says `duplicate.exact` / `duplicate.normalized` or None.
+
+    Keys are 128-bit BLAKE2b digests of the texts (C speed, the same in every process, so
+    worker processes can compute them); the decision is made in input order, first one wins.
+    """
+
+    def __init__(self, mode: str = "normalized"):
+        if mode not in ("none", "exact", "normalized"):
+            raise ValueError(f"dedup mode {mode!r}; expected 'none', 'exact' or 'normalized'")
+        self.mode = mode
+        self._exact: dict[bytes, str] = {}
+        self._norm: dict[bytes, str] = {}
+
+    def keys(self, traj: Trajectory) -> tuple[bytes | None, bytes | None]:
+        """(exact key, normalised key) of a trajectory under this mode."""
+        if self.mode == "none":
+            return None, None
+        msgs = traj.messages
+        h = blake2b(digest_size=16)
+        for m in msgs:
+            h.update(m.role.encode())
+            h.update(b"\x00")
+            h.update(m.content.encode("utf-8", "surrogatepass"))
+            h.update(b"\x01")
+        exact = h.digest()
+        if self.mode != "normalized":
+            return exact, None
+        h = blake2b(digest_size=16)
+        for m in msgs[_task_start(traj):]:
+            h.update(m.content.encode("utf-8", "surrogatepass").lower().translate(None, _WS))
+            h.update(b"\x01")
+        return exact, h.digest()
+
+    def check_keys(self, keys: tuple[bytes | None, bytes | None], tid: str) -> Issue | None:
+        """Decide on precomputed keys (see `keys`); remember them when not a duplicate."""
+        exact, norm = keys
+        if exact is None:
+            return None
+        first = self._exact.get(exact)
+        if first is not None:
+            return Issue("duplicate.exact", f"same conversation as {first}")
+        if norm is not None:
+            first = self._norm.get(norm)
+            if first is not None:
+                return Issue("duplicate.normalized", f"same task part as {first}")
+            self._norm[norm] = tid
+        self._exact[exact] = tid
+        return None
+
+    def check(self, traj: Trajectory) -> Issue | None:
+        """Say whether `traj` repeats one already seen; if not, remember it."""
+        return self.check_keys(self.keys(traj), traj.id)

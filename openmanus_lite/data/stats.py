@@ -1,0 +1,208 @@
+"""Tables and plots of a merged dataset: what is in it, how long it is, what trains, what was rejected.
+
+    df = trajectory_stats(result.trajectories)          # one row per trajectory
+    tables = summary_tables(df)                          # counts, turns, tokens, train share
+    fig = plot_overview(df, result.report)               # six panels, a matplotlib Figure
+
+Token counts use the tokenizer when one is given, else ≈4 characters a token
+(`checks.approx_tokens`). Figures are built without pyplot, so they work in scripts,
+tests and notebooks alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..schema import Trajectory
+from .checks import token_counter
+
+
+def trajectory_stats(trajs: Iterable[Trajectory], tokenizer: Any = None):
+    """A pandas DataFrame, one row per trajectory: id, source, domain, turns, assistant_turns,
+    train_turns, tokens, train_tokens, chars, negative (the negative-sample kind or '')."""
+    import pandas as pd
+
+    count = token_counter(tokenizer)
+    rows = []
+    for t in trajs:
+        tokens = train_tokens = chars = assistant = train = 0
+        for m in t.messages:
+            n = count(m.content)
+            tokens += n
+            chars += len(m.content)
+            if m.role == "assistant":
+                assistant += 1
+                if m.train:
+                    train += 1
+                    train_tokens += n
+        neg = t.meta.get("negative")
+        rows.append({
+            "id": t.id, "source": t.source, "domain": t.domain, "turns": len(t.messages),
+            "assistant_turns": assistant, "train_turns": train, "tokens": tokens, "train_tokens": train_tokens,
+            "chars": chars, "negative": neg.get("kind", "") if isinstance(neg, dict) else "",
+        })
+    columns = ["id", "source", "domain", "turns", "assistant_turns", "train_turns", "tokens", "train_tokens",
+               "chars", "negative"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def summary_tables(df) -> dict[str, Any]:
+    """Tables of a `trajectory_stats` frame.
+
+    counts: trajectories per source x domain (with totals); turns / tokens: distribution per
+    domain; train_share: the share of tokens that receive loss, per source and domain.
+    """
+    import pandas as pd
+
+    counts = pd.crosstab(df["source"], df["domain"], margins=True, margins_name="total")
+    turns = df.groupby("domain")["turns"].describe()[["count", "mean", "50%", "max"]]
+    tokens = df.groupby("domain")["tokens"].describe()[["mean", "50%", "max"]]
+    grouped = df.groupby(["source", "domain"])[["tokens", "train_tokens"]].sum()
+    grouped["train_share"] = (grouped["train_tokens"] / grouped["tokens"].where(grouped["tokens"] > 0)).round(3)
+    return {"counts": counts, "turns": turns, "tokens": tokens, "train_share": grouped.reset_index()}
+
+
+def rejection_table(report):
+    """Rejections of a MergeReport as a reason x source table (counts), most frequent first."""
+    import pandas as pd
+
+    frame = report.to_frame()
+    frame = frame[frame["reason"] != "kept"]
+    if frame.empty:
+        return pd.DataFrame(columns=["reason"]).set_index("reason")
+    table = frame.pivot_table(index="reason", columns="source", values="count", aggfunc="sum", fill_value=0)
+    return table.loc[table.sum(axis=1).sort_values(ascending=False).index]
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (6, 4)):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size, layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def plot_counts(df, ax=None):
+    """Stacked bars: trajectories per source, split by domain."""
+    import pandas as pd
+
+    fig = None
+    if ax is None:
+        fig, axes = _figure()
+        ax = axes[0][0]
+    table = pd.crosstab(df["source"], df["domain"])
+    bottom = None
+    for domain in table.columns:
+        ax.bar(table.index, table[domain], bottom=bottom, label=domain)
+        bottom = table[domain] if bottom is None else bottom + table[domain]
+    ax.set_title("trajectories per source and domain")
+    ax.set_ylabel("trajectories")
+    ax.tick_params(axis="x", labelrotation=30)
+    if len(table.columns):
+        ax.legend(fontsize="small", ncols=2)
+    return fig or ax.figure
+
+
+def _hist_by_domain(df, column: str, ax, title: str, xlabel: str) -> None:
+    for domain, group in df.groupby("domain"):
+        ax.hist(group[column], bins=20, alpha=0.5, label=domain)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("trajectories")
+    if df["domain"].nunique():
+        ax.legend(fontsize="small")
+
+
+def plot_turns(df, ax=None):
+    """Histogram of turns per trajectory, by domain."""
+    fig = None
+    if ax is None:
+        fig, axes = _figure()
+        ax = axes[0][0]
+    _hist_by_domain(df, "turns", ax, "turns per trajectory", "turns")
+    return fig or ax.figure
+
+
+def plot_tokens(df, ax=None):
+    """Histogram of tokens per trajectory, by domain."""
+    fig = None
+    if ax is None:
+        fig, axes = _figure()
+        ax = axes[0][0]
+    _hist_by_domain(df, "tokens", ax, "tokens per trajectory", "tokens")
+    return fig or ax.figure
+
+
+def plot_train_share(df, ax=None):
+    """Share of tokens that receive loss, per domain."""
+    fig = None
+    if ax is None:
+        fig, axes = _figure()
+        ax = axes[0][0]
+    sums = df.groupby("domain")[["tokens", "train_tokens"]].sum()
+    share = sums["train_tokens"] / sums["tokens"].where(sums["tokens"] > 0)
+    ax.bar(share.index, share.fillna(0).values)
+    ax.set_ylim(0, 1)
+    ax.set_title("train-token share")
+    ax.set_ylabel("tokens with loss / all tokens")
+    ax.tick_params(axis="x", labelrotation=30)
+    return fig or ax.figure
+
+
+def plot_rejections(report, ax=None):
+    """Horizontal bars: rejected rows per reason."""
+    fig = None
+    if ax is None:
+        fig, axes = _figure()
+        ax = axes[0][0]
+    reasons = {r: n for r, n in report.by_reason().items() if r != "kept"}
+    items = sorted(reasons.items(), key=lambda x: x[1])
+    ax.barh([r for r, _ in items], [n for _, n in items], color="tab:red")
+    ax.set_title(f"rejections ({sum(reasons.values())} of {sum(report.input_rows.values())} rows)")
+    ax.set_xlabel("rows")
+    if not items:
+        ax.text(0.5, 0.5, "no rejections", ha="center", va="center", transform=ax.transAxes)
+    return fig or ax.figure
+
+
+def plot_overview(df, report=None):
+    """Counts, turns, tokens, train share and (with a report) rejections in one figure."""
+    fig, axes = _figure(3, 2, size=(16, 8))
+    plot_counts(df, axes[0][0])
+    plot_turns(df, axes[0][1])
+    plot_tokens(df, axes[0][2])
+    plot_train_share(df, axes[1][0])
+    if report is not None:
+        plot_rejections(report, axes[1][1])
+    else:
+        axes[1][1].axis("off")
+    neg = df[df["negative"] != ""]
+    ax = axes[1][2]
+    kinds = neg["negative"].value_counts()
+    ax.bar(kinds.index, kinds.values, color="tab:purple")
+    ax.set_title("negative samples")
+    if kinds.empty:
+        ax.text(0.5, 0.5, "none", ha="center", va="center", transform=ax.transAxes)
+    return fig
+
+
+def save_plots(df, out_dir, report=None) -> list:
+    """Write the overview and the single plots as PNG files; returns their paths."""
+    from pathlib import Path
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {"overview": plot_overview(df, report), "counts": plot_counts(df), "turns": plot_turns(df),
+               "tokens": plot_tokens(df), "train_share": plot_train_share(df)}
+    if report is not None:
+        figures["rejections"] = plot_rejections(report)
+    paths = []
+    for name, fig in figures.items():
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=80)
+        paths.append(path)
+    return paths

@@ -1,0 +1,102 @@
+"""Test-time scaling: success rate vs compute budget for each search strategy.
+
+The unit of compute is what one greedy episode of the same policy costs on the same task
+(generated tokens; for the expert and random baselines, a tokenizer-free count). Every
+strategy gets 1x, 2x, 4x, 8x ... of that per task, so "search beats greedy" is judged at
+equal and at larger cost. Oracle-selected best-of-N (pass@k) is computed separately as an
+upper bound and never mixed into the real curves.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..schema import Task
+from .benchmark import BenchmarkResult
+from .metrics import ALL, find_row
+
+UNLIMITED = 10**12
+
+
+@dataclass
+class ScalingResult:
+    greedy: BenchmarkResult
+    runs: dict[tuple[str, float], BenchmarkResult] = field(default_factory=dict)
+    """(strategy, multiplier) -> result; oracle runs are keyed 'best_of_n-oracle'."""
+    unit_tokens: dict[str, int] = field(default_factory=dict)
+    wall_s: float = 0.0
+
+    def frame(self, domain: str = ALL):
+        """One row per (strategy, budget): success rate with CI, and the cost actually spent
+        (median over tasks, as a multiple of the task's greedy episode)."""
+        import pandas as pd
+
+        rows = []
+        g = _row(self.greedy, domain)
+        rows.append({"strategy": "greedy", "budget": 1.0, "success_rate": g.success_rate, "ci_low": g.ci_low,
+                     "ci_high": g.ci_high, "n": g.n, "median_cost_x": 1.0})
+        for (strategy, mult), res in self.runs.items():
+            r = _row(res, domain)
+            recs = [x for x in res.records if domain == ALL or x.domain == domain]
+            costs = [x.generated_tokens / max(1, self.unit_tokens[x.task_id]) for x in recs]
+            rows.append({"strategy": strategy, "budget": mult, "success_rate": r.success_rate, "ci_low": r.ci_low,
+                         "ci_high": r.ci_high, "n": r.n, "median_cost_x": statistics.median(costs)})
+        return pd.DataFrame(rows)
+
+    def summary(self) -> dict[str, Any]:
+        """The figures a RESULT line reports: curves, and search minus greedy at equal (1x)
+        and at the best larger budget, per strategy."""
+        greedy = self.greedy.success_rate()
+        curves: dict[str, dict[str, float]] = {}
+        for (strategy, mult), res in self.runs.items():
+            curves.setdefault(strategy, {})[f"{mult:g}x"] = round(res.success_rate(), 4)
+        out: dict[str, Any] = {"greedy_success": round(greedy, 4), "curves": curves, "delta_vs_greedy": {}}
+        for strategy, curve in curves.items():
+            if strategy.endswith("-oracle"):
+                continue
+            at1 = curve.get("1x")
+            larger = {k: v for k, v in curve.items() if k != "1x"}
+            best_k = max(larger, key=larger.get) if larger else None
+            out["delta_vs_greedy"][strategy] = {
+                "equal_budget": None if at1 is None else round(at1 - greedy, 4),
+                "best_larger_budget": None if best_k is None else round(larger[best_k] - greedy, 4),
+                "at": best_k,
+            }
+        return out
+
+
+def _row(res: BenchmarkResult, domain: str):
+    return find_row(res.summary, domain, ALL) if domain != ALL else res.row()
+
+
+def run_scaling(tasks: list[Task], proposer: Any, *, strategies=("best_of_n", "beam", "mcts", "dfsdt"),
+                multipliers=(1, 2, 4, 8), oracle: bool = True, max_turns: int | None = None, seed: int = 0,
+                progress: bool = True, strategy_kwargs: dict[str, dict] | None = None,
+                suite_name: str = "tasks") -> ScalingResult:
+    """Greedy episodes first (their token cost is each task's unit), then every strategy at
+    every multiple of the unit; with `oracle`, also oracle best-of-N (pass@k) at each multiple."""
+    from ..search import Budget, as_proposer, search_suite
+
+    proposer = as_proposer(proposer)
+    t0 = time.perf_counter()
+    greedy = search_suite("best_of_n", tasks, proposer, Budget(tokens=UNLIMITED), n=1, max_turns=max_turns,
+                          seed=seed, progress=progress, label="greedy", suite_name=suite_name)
+    unit = {r.task_id: max(1, int(r.generated_tokens or 0)) for r in greedy.records}
+    out = ScalingResult(greedy=greedy, unit_tokens=unit)
+    kwargs = strategy_kwargs or {}
+    plan = [(s, m, False) for s in strategies for m in multipliers]
+    if oracle:
+        plan += [("best_of_n", m, True) for m in multipliers]
+    for strategy, mult, orc in plan:
+        def budget(task: Task, _m=mult) -> Budget:
+            return Budget(tokens=max(1, int(round(_m * unit[task.id]))), unit=unit[task.id])
+
+        key = f"{strategy}-oracle" if orc else strategy
+        out.runs[(key, float(mult))] = search_suite(
+            strategy, tasks, proposer, budget, max_turns=max_turns, seed=seed, progress=progress, oracle=orc,
+            label=f"{key}@{mult:g}x", suite_name=suite_name, **kwargs.get(strategy, {}))
+    out.wall_s = time.perf_counter() - t0
+    return out

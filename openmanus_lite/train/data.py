@@ -1,0 +1,299 @@
+"""SFT training data: trajectories -> token ids plus a loss mask that follows the per-turn flags.
+
+TRL's `assistant_only_loss` trains every assistant turn; the unified records say per turn
+whether it trains (`Turn.train`: false for boilerplate such as "Ok." and for few-shot demo
+turns). So each conversation is tokenized here: rendered with the model's chat template,
+then tokenized piece by piece so that exactly the content and closing `<|im_end|>` of each
+assistant turn with `train=True` are marked in `assistant_masks` (the column TRL's
+SFTTrainer folds into its labels for pre-tokenized data). Each trained turn is tokenized
+on its own, starting right after the assistant header, the way the model sees it when it
+generates that turn.
+
+Over-long conversations are cut after the last trained assistant turn that fits
+(`overflow="truncate"`) or dropped (`overflow="drop"`); every cut and drop is counted in
+the `DataReport`, never silent.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..schema import Trajectory
+
+OVERFLOW_MODES = ("truncate", "drop")
+
+
+# --------------------------------------------------------------------------- sources of trajectories
+
+
+def load_trajectories(spec: str | Path | Iterable[Any], split: str = "train") -> list[Trajectory]:
+    """Trajectories from a merged-data JSONL/parquet file, a folder written by the merge
+    (`<split>.jsonl`), or an iterable of `Trajectory` objects / their dicts."""
+    if isinstance(spec, (str, Path)):
+        path = Path(spec)
+        if not path.exists():
+            raise FileNotFoundError(f"training data {path} not found: pass a merged .jsonl/.parquet file or folder")
+        from ..data import merge
+
+        if path.is_dir():
+            splits = merge.load_splits(path, "parquet" if not list(path.glob("*.jsonl")) else "jsonl")
+            if split not in splits:
+                raise KeyError(f"{path} has splits {sorted(splits)}, not {split!r}; pick one with split=...")
+            return splits[split]
+        if path.suffix == ".parquet":
+            return merge.read_parquet(path)
+        return merge.read_jsonl(path)
+    out = []
+    for item in spec:
+        out.append(item if isinstance(item, Trajectory) else Trajectory.from_dict(item))
+    return out
+
+
+def synthesize_mix(
+    domains: Iterable[str] | None = None,
+    n_per_domain: int = 100,
+    *,
+    seed: int = 0,
+    difficulty: str = "easy",
+    only_successful: bool = True,
+) -> list[Trajectory]:
+    """Expert trajectories from the environments, `n_per_domain` per domain (all registered domains by default).
+
+    Task seeds for training should differ from evaluation seeds; callers pass a `seed` of their own.
+    """
+    from ..envs import list_domains, synthesize_trajectories
+
+    available = list_domains()
+    wanted = list(domains) if domains is not None else available
+    missing = [d for d in wanted if d not in available]
+    if missing:
+        raise KeyError(f"no environment registered for {missing}; available domains: {available}")
+    out = []
+    for domain in wanted:
+        trajs = synthesize_trajectories(domain, n_per_domain, seed=seed, difficulty=difficulty)
+        out.extend(t for t in trajs if t.meta.get("success") or not only_successful)
+    return out
+
+
+def mix_domains(
+    trajectories: list[Trajectory], weights: dict[str, float], total: int | None = None, seed: int = 0
+) -> tuple[list[Trajectory], dict[str, dict[str, int]]]:
+    """Resample to a domain mix: `weights` (relative) over domains, `total` records (default: as many as given).
+
+    A domain asked for more records than it has is repeated (counted as `repeated`); a domain
+    with weight 0 or absent from `weights` is left out (counted as `left_out`).
+    """
+    rng = random.Random(seed)
+    by_domain: dict[str, list[Trajectory]] = {}
+    for t in trajectories:
+        by_domain.setdefault(t.domain, []).append(t)
+    unknown = [d for d in weights if d not in by_domain]
+    if unknown:
+        raise KeyError(f"domain mix names {unknown}, which the data does not contain (it has {sorted(by_domain)})")
+    total = len(trajectories) if total is None else total
+    wsum = sum(w for w in weights.values() if w > 0)
+    if wsum <= 0:
+        raise ValueError(f"domain mix weights must include a positive value, got {weights}")
+    out: list[Trajectory] = []
+    counts: dict[str, dict[str, int]] = {}
+    for domain, pool in sorted(by_domain.items()):
+        w = weights.get(domain, 0.0)
+        want = round(total * w / wsum) if w > 0 else 0
+        picked = rng.sample(pool, min(want, len(pool)))
+        repeated = [pool[i % len(pool)] for i in range(want - len(picked))] if want > len(pool) else []
+        out.extend(picked + repeated)
+        counts[domain] = {"available": len(pool), "selected": want, "repeated": len(repeated),
+                          "left_out": max(0, len(pool) - len(picked))}
+    rng.shuffle(out)
+    return out, counts
+
+
+# --------------------------------------------------------------------------- tokenization with the loss mask
+
+
+@dataclass
+class DataReport:
+    """What the builder did with every input record (nothing dropped silently)."""
+
+    records_in: int = 0
+    records_out: int = 0
+    truncated: int = 0
+    dropped_too_long: int = 0
+    dropped_no_trained_turn: int = 0
+    turns_cut: int = 0
+    tokens: int = 0
+    loss_tokens: int = 0
+    max_length: int = 0
+    by_domain: dict[str, int] = field(default_factory=dict)
+    mix: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary(self) -> str:
+        return (
+            f"{self.records_out}/{self.records_in} conversations kept ({self.truncated} truncated at a turn boundary, "
+            f"{self.dropped_too_long} dropped as too long, {self.dropped_no_trained_turn} without a trained turn); "
+            f"{self.tokens} tokens, {self.loss_tokens} with loss; max_length {self.max_length}; by domain {self.by_domain}"
+        )
+
+
+def _pieces(tokenizer: Any, messages: list[dict[str, Any]]) -> list[tuple[str, bool, int]]:
+    """The rendered conversation cut into (text, trained, message index) pieces.
+
+    A trained piece is an assistant turn's content plus `<|im_end|>`; everything else (headers,
+    user/system turns, untrained assistant turns) is untrained. The template's rendering is
+    checked to contain each assistant content verbatim, else it cannot be masked honestly.
+    """
+    plain = [{"role": m["role"], "content": m["content"]} for m in messages]
+    text = tokenizer.apply_chat_template(plain, tokenize=False)
+    eot = "<|im_end|>"
+    pieces: list[tuple[str, bool, int]] = []
+    pos = 0
+    for i, m in enumerate(messages):
+        if m["role"] != "assistant" or not m.get("train"):
+            continue
+        header = "<|im_start|>assistant\n"
+        target = header + m["content"] + eot
+        at = text.find(target, pos)
+        if at < 0:
+            raise ValueError(
+                "the chat template does not render assistant turns as '<|im_start|>assistant\\n' + content + "
+                "'<|im_end|>'; per-turn loss masking needs such a template (e.g. models.qwen25_chat_template())"
+            )
+        start = at + len(header)
+        pieces.append((text[pos:start], False, i))
+        pieces.append((text[start:at + len(target)], True, i))
+        pos = at + len(target)
+    pieces.append((text[pos:], False, len(messages)))
+    return [p for p in pieces if p[0]]
+
+
+def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]]) -> tuple[list[int], list[int], list[int]]:
+    """(input_ids, assistant_masks, turn_end_positions): mask 1 exactly on trained assistant tokens.
+
+    `turn_end_positions` holds, for each message, the token count up to the end of that message's
+    trained piece or of the text before the next trained turn: the places a conversation may be cut.
+    """
+    ids: list[int] = []
+    mask: list[int] = []
+    ends: list[int] = []
+    for text, trained, _ in _pieces(tokenizer, messages):
+        toks = tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids.extend(toks)
+        mask.extend([1 if trained else 0] * len(toks))
+        if trained:
+            ends.append(len(ids))
+    return ids, mask, ends
+
+
+def _as_messages(traj: Trajectory) -> list[dict[str, Any]]:
+    return [{"role": t.role, "content": t.content, "train": bool(t.train and t.role == "assistant")}
+            for t in traj.messages]
+
+
+def encode_trajectory(
+    tokenizer: Any, traj: Trajectory, max_length: int, overflow: str = "truncate"
+) -> tuple[dict[str, Any] | None, str]:
+    """One training row (or None) and what happened: 'ok', 'truncated', 'too_long', 'no_trained_turn'."""
+    if overflow not in OVERFLOW_MODES:
+        raise ValueError(f"overflow must be one of {OVERFLOW_MODES}, got {overflow!r}")
+    messages = _as_messages(traj)
+    if not any(m["train"] for m in messages):
+        return None, "no_trained_turn"
+    ids, mask, ends = tokenize_conversation(tokenizer, messages)
+    status = "ok"
+    if len(ids) > max_length:
+        fitting = [e for e in ends if e <= max_length]
+        if overflow == "drop" or not fitting:
+            return None, "too_long"
+        cut = fitting[-1]
+        ids, mask = ids[:cut], mask[:cut]
+        status = "truncated"
+    row = {
+        "input_ids": ids,
+        "assistant_masks": mask,
+        "length": len(ids),
+        "id": traj.id,
+        "domain": traj.domain,
+    }
+    return row, status
+
+
+def build_sft_dataset(
+    trajectories: list[Trajectory],
+    tokenizer: Any,
+    *,
+    max_length: int = 1024,
+    overflow: str = "truncate",
+    domain_mix: dict[str, float] | None = None,
+    total: int | None = None,
+    seed: int = 0,
+    progress: bool = False,
+):
+    """A pre-tokenized `datasets.Dataset` (input_ids, assistant_masks, length, id, domain) and a DataReport.
+
+    `length` lets length-grouped batching find similar lengths without re-tokenizing.
+    """
+    import datasets
+    from tqdm.auto import tqdm
+
+    report = DataReport(max_length=max_length)
+    report.records_in = len(trajectories)
+    if domain_mix:
+        trajectories, report.mix = mix_domains(trajectories, domain_mix, total, seed)
+    elif total is not None:
+        trajectories = random.Random(seed).sample(trajectories, min(total, len(trajectories)))
+    rows = []
+    by_domain: Counter = Counter()
+    for traj in tqdm(trajectories, desc="tokenizing", disable=not progress):
+        row, status = encode_trajectory(tokenizer, traj, max_length, overflow)
+        if status == "too_long":
+            report.dropped_too_long += 1
+        elif status == "no_trained_turn":
+            report.dropped_no_trained_turn += 1
+        if row is None:
+            continue
+        if status == "truncated":
+            report.truncated += 1
+            n_trained = sum(1 for t in traj.messages if t.train and t.role == "assistant")
+            kept = _count_trained_turns(row["assistant_masks"])
+            report.turns_cut += n_trained - kept
+        rows.append(row)
+        by_domain[traj.domain] += 1
+        report.tokens += row["length"]
+        report.loss_tokens += sum(row["assistant_masks"])
+    report.records_out = len(rows)
+    report.by_domain = dict(sorted(by_domain.items()))
+    if not rows:
+        raise ValueError(f"no training rows left: {report.summary()}. Raise max_length or check the train flags.")
+    return datasets.Dataset.from_list(rows), report
+
+
+def _count_trained_turns(mask: list[int]) -> int:
+    return sum(1 for i, m in enumerate(mask) if m and (i == 0 or not mask[i - 1]))
+
+
+def loss_token_texts(tokenizer: Any, row: dict[str, Any]) -> list[str]:
+    """The decoded runs of tokens that get loss, one string per trained turn (for checks and notebooks)."""
+    runs: list[list[int]] = []
+    prev = 0
+    for tok, m in zip(row["input_ids"], row["assistant_masks"]):
+        if m and not prev:
+            runs.append([])
+        if m:
+            runs[-1].append(tok)
+        prev = m
+    return [tokenizer.decode(r, skip_special_tokens=False) for r in runs]
+
+
+def save_report(report: DataReport, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report.to_dict(), indent=1))
+    return path

@@ -1,0 +1,316 @@
+"""Multi-turn, environment-grounded rollouts for TRL's `GRPOTrainer(rollout_func=...)`.
+
+For every prompt (one environment task) the rollout plays a whole episode: generate one
+assistant turn, step the environment, append the observation as the next user turn, and
+repeat until the episode ends or a turn / token budget runs out. All episodes of a call
+(the group of `num_generations` samples per task, times the tasks of the batch) advance in
+lock step, one batched `generate` per round, in inference mode.
+
+What TRL 1.15 expects (read from `trl/trainer/grpo_trainer.py`):
+
+- `rollout_func(prompts, trainer)` gets the prompts ALREADY REPEATED per generation (the
+  trainer's RepeatSampler yields each dataset row `num_generations` times in a row), so it
+  returns exactly one episode per received prompt, in order.
+- It must return `prompt_ids`, `completion_ids` and `logprobs` (lists per episode); any
+  other key is forwarded to the reward functions as a column (one value per episode).
+- `env_mask` (same length as `completion_ids`) is popped and used as TRL's tool mask:
+  1 = the model's own token (gets loss), 0 = an environment token (no loss). The mask also
+  decides which tokens count as "completion length" in TRL's logs.
+- Without vLLM, `logprobs` are only used for off-policy masking; TRL recomputes the old
+  log-probabilities itself. Environment tokens get logprob 0.0 (as TRL's own tool loop does).
+
+The token layout of one episode, for the Qwen2.5 / ChatML template:
+
+    prompt_ids      <|im_start|>system ... <|im_start|>user\\n{task}<|im_end|>\\n<|im_start|>assistant\\n
+    completion_ids  {turn 1 tokens}<|im_end|>                                    env_mask 1
+                    \\n<|im_start|>user\\n{observation 1}<|im_end|>\\n<|im_start|>assistant\\n  env_mask 0
+                    {turn 2 tokens}<|im_end|> ...                                env_mask 1
+
+The observation block is exactly what the chat template renders between two turns (found
+by rendering a conversation and cutting at the assistant's end token). A turn cut by its
+token limit gets the end token appended as an environment token, so the context stays a
+valid rendering of the conversation. Each turn is generated from the exact token ids so far
+(`generation.generate_from_ids`), never from re-tokenised text.
+
+Extra columns returned for the rewards (see `rewards.ROLLOUT_COLUMNS`): env_outcome,
+env_success, invalid_actions, num_turns, domain. `completion_messages` (the episode as
+messages) is used by `EnvGRPOTrainer` (grpo.py) to hand rewards conversational completions.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..envs import make_env
+from ..schema import Task
+
+COMPLETION_MESSAGES = "completion_messages"
+"""Extra rollout key with each episode as messages; EnvGRPOTrainer turns it into `completions`."""
+
+
+@dataclass
+class EpisodeTokens:
+    """One finished episode in token form plus the environment's verdict."""
+
+    task: Task
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    messages: list[dict[str, str]] = field(default_factory=list)
+    """The completion as chat messages: assistant turns and observation (user) turns."""
+    outcome: float = 0.0
+    success: bool = False
+    invalid_actions: int = 0
+    num_turns: int = 0
+    ended_by: str = ""
+    """"done" (the environment ended it), "tokens" (the completion budget ran out)."""
+
+    @property
+    def model_tokens(self) -> int:
+        return sum(self.env_mask)
+
+
+@dataclass
+class RolloutStats:
+    """Figures of the last rollout call (for logs and the benchmark)."""
+
+    episodes: int = 0
+    seconds: float = 0.0
+    generated_tokens: int = 0
+    generate_calls: int = 0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.generated_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+def prompt_key(prompt: Any) -> str:
+    """The key that maps a (repeated, deep-copied) prompt back to its task."""
+    if isinstance(prompt, str):
+        return prompt
+    return json.dumps([{"role": m["role"], "content": m["content"]} for m in prompt], ensure_ascii=False)
+
+
+def task_prompt(env, task: Task, system_prompt: str | None = None) -> list[dict[str, str]]:
+    """The conversational prompt of a task: its first user message (after an optional system one)."""
+    first = env.reset(task)
+    msgs = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return msgs + [{"role": "user", "content": first}]
+
+
+class ObservationRenderer:
+    """Token ids of the template text between two assistant turns, around an observation."""
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+        eos = tokenizer.eos_token
+        if not eos:
+            raise ValueError("the tokenizer has no eos token; cannot tell where an assistant turn ends")
+        base = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]
+        marker = "\x00OBSERVATION\x00"
+        prefix = tokenizer.apply_chat_template(base, tokenize=False)
+        full = tokenizer.apply_chat_template(
+            base + [{"role": "user", "content": marker}], tokenize=False, add_generation_prompt=True
+        )
+        end = prefix.rfind(eos)
+        if end < 0 or not full.startswith(prefix[: end + len(eos)]):
+            raise ValueError(
+                "the chat template does not end an assistant turn with the eos token, or is not prefix-preserving; "
+                "multi-turn rollouts need a ChatML-style template such as models.qwen25_chat_template()"
+            )
+        suffix = full[end + len(eos):]
+        if suffix.count(marker) != 1:
+            raise ValueError("the chat template renders a user message in an unexpected way")
+        self.head, self.tail = suffix.split(marker)
+        self.eos_id = tokenizer.eos_token_id
+
+    def ids(self, observation: str) -> list[int]:
+        text = self.head + observation + self.tail
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def run_episode_tokens(
+    model: Any,
+    tokenizer: Any,
+    tasks: list[Task],
+    prompts: list[list[int]],
+    *,
+    max_turns: int | None = None,
+    max_new_tokens: int = 96,
+    max_completion_tokens: int = 512,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    batch_size: int = 64,
+    renderer: ObservationRenderer | None = None,
+    stats: RolloutStats | None = None,
+) -> list[EpisodeTokens]:
+    """Play one episode per (task, prompt ids), all in lock step; see the module docstring.
+
+    `max_new_tokens` caps one assistant turn, `max_completion_tokens` the whole completion
+    (assistant + observation tokens); `max_turns` overrides the environment's turn limit.
+    """
+    from ..generation import generate_from_ids
+
+    renderer = renderer or ObservationRenderer(tokenizer)
+    stats = stats if stats is not None else RolloutStats()
+    t0 = time.perf_counter()
+    envs = [make_env(t.domain, **({"max_turns": max_turns} if max_turns else {})) for t in tasks]
+    for env, task in zip(envs, tasks):
+        env.reset(task)
+    eps = [EpisodeTokens(task=t, prompt_ids=list(p)) for t, p in zip(tasks, prompts)]
+    active = list(range(len(eps)))
+    while active:
+        limits = [min(max_new_tokens, max_completion_tokens - len(eps[i].completion_ids)) for i in active]
+        gen = generate_from_ids(
+            model,
+            tokenizer,
+            [eps[i].prompt_ids + eps[i].completion_ids for i in active],
+            max_new_tokens=limits,
+            temperature=temperature,
+            top_p=top_p,
+            batch_size=batch_size,
+            return_logprobs=True,
+        )
+        stats.generate_calls += 1
+        still = []
+        for k, i in enumerate(active):
+            ep, env = eps[i], envs[i]
+            ids, lps = gen.completion_ids[k], gen.logprobs[k]
+            stats.generated_tokens += len(ids)
+            ep.completion_ids += ids
+            ep.logprobs += lps
+            ep.env_mask += [1] * len(ids)
+            text = gen.texts[k]
+            ep.messages.append({"role": "assistant", "content": text})
+            step = env.step(text)
+            ep.num_turns += 1
+            ep.invalid_actions = env.invalid_actions
+            if step.done:
+                ep.outcome = float(step.info.get("score", 0.0))
+                ep.success = bool(step.info.get("success", False))
+                ep.ended_by = "done"
+                continue
+            room = max_completion_tokens - len(ep.completion_ids)
+            closing = [] if gen.stopped[k] else [renderer.eos_id]
+            obs_ids = closing + renderer.ids(step.observation)
+            if len(obs_ids) + 1 > room:  # no room for the observation and at least one more token
+                ep.ended_by = "tokens"
+                continue
+            ep.completion_ids += obs_ids
+            ep.logprobs += [0.0] * len(obs_ids)
+            ep.env_mask += [0] * len(obs_ids)
+            ep.messages.append({"role": "user", "content": step.observation})
+            still.append(i)
+        active = still
+    stats.episodes += len(eps)
+    stats.seconds += time.perf_counter() - t0
+    return eps
+
+
+class EnvRolloutFunc:
+    """A `rollout_func` for GRPOTrainer that plays the task behind each prompt.
+
+    `tasks` are the tasks of the training dataset: prompts are mapped back to tasks by their
+    text (TRL passes the rollout only the prompts). Use `build_env_dataset` to make the
+    dataset and this function from the same tasks. Sampling settings (temperature, top_p)
+    and the completion budget (`max_completion_length`) come from the trainer's GRPOConfig.
+    """
+
+    def __init__(
+        self,
+        tasks: Iterable[Task],
+        *,
+        max_turns: int | None = None,
+        max_new_tokens: int = 96,
+        system_prompt: str | None = None,
+        batch_size: int = 64,
+    ):
+        self.max_turns = max_turns
+        self.max_new_tokens = max_new_tokens
+        self.system_prompt = system_prompt
+        self.batch_size = batch_size
+        self.tasks: dict[str, Task] = {}
+        self.duplicates = 0
+        for task in tasks:
+            env = make_env(task.domain, **({"max_turns": max_turns} if max_turns else {}))
+            key = prompt_key(task_prompt(env, task, system_prompt))
+            if key in self.tasks:
+                self.duplicates += 1  # same visible prompt: the first task stands for both
+                continue
+            self.tasks[key] = task
+        self.last_episodes: list[EpisodeTokens] = []
+        self.last_stats = RolloutStats()
+        self.total_stats = RolloutStats()
+        self._renderer: ObservationRenderer | None = None
+
+    def prompt_for(self, task: Task) -> list[dict[str, str]]:
+        env = make_env(task.domain, **({"max_turns": self.max_turns} if self.max_turns else {}))
+        return task_prompt(env, task, self.system_prompt)
+
+    def _task(self, prompt: Any) -> Task:
+        task = self.tasks.get(prompt_key(prompt))
+        if task is None:
+            raise KeyError(
+                "the rollout got a prompt that belongs to none of its tasks; build the dataset and the rollout "
+                "function from the same tasks (grpo.build_env_dataset) and the same system prompt"
+            )
+        return task
+
+    def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
+        from ..generation import render_prompts
+
+        args = trainer.args
+        tokenizer = trainer.processing_class
+        if self._renderer is None:
+            self._renderer = ObservationRenderer(tokenizer)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        tasks = [self._task(p) for p in prompts]
+        prompt_ids = render_prompts(tokenizer, prompts)  # the same rendering evaluation uses
+        stats = RolloutStats()
+        mode_train = trainer.model.training
+        eps = run_episode_tokens(
+            model,
+            tokenizer,
+            tasks,
+            prompt_ids,
+            max_turns=self.max_turns,
+            max_new_tokens=self.max_new_tokens,
+            max_completion_tokens=int(args.max_completion_length),
+            temperature=float(args.temperature or 1.0),
+            top_p=float(args.top_p or 1.0),
+            batch_size=self.batch_size,
+            renderer=self._renderer,
+            stats=stats,
+        )
+        if mode_train and not trainer.model.training:  # inference_mode restores it; make sure
+            trainer.model.train()
+        self.last_episodes, self.last_stats = eps, stats
+        for name in ("episodes", "seconds", "generated_tokens", "generate_calls"):
+            setattr(self.total_stats, name, getattr(self.total_stats, name) + getattr(stats, name))
+        log_metric = getattr(trainer, "_log_metric", None)
+        if callable(log_metric):
+            log_metric("rollout/seconds", stats.seconds)
+            log_metric("rollout/tokens_per_s", stats.tokens_per_s)
+            log_metric("rollout/turns_mean", sum(e.num_turns for e in eps) / len(eps))
+            log_metric("rollout/success_rate", sum(e.success for e in eps) / len(eps))
+        return episodes_to_rollout_output(eps)
+
+
+def episodes_to_rollout_output(eps: list[EpisodeTokens]) -> dict[str, list]:
+    """The dict GRPOTrainer expects from a rollout_func (plus the reward columns)."""
+    return {
+        "prompt_ids": [e.prompt_ids for e in eps],
+        "completion_ids": [e.completion_ids for e in eps],
+        "logprobs": [e.logprobs for e in eps],
+        "env_mask": [e.env_mask for e in eps],
+        "env_outcome": [e.outcome for e in eps],
+        "env_success": [e.success for e in eps],
+        "invalid_actions": [e.invalid_actions for e in eps],
+        "num_turns": [e.num_turns for e in eps],
+        "domain": [e.task.domain for e in eps],
+        COMPLETION_MESSAGES: [e.messages for e in eps],
+    }

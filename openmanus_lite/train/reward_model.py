@@ -1,0 +1,531 @@
+"""Reward models learned from the environment: an outcome RM and a step-level process RM.
+
+**Outcome reward model (ORM).** A sequence-classification head on the (SFT) language model,
+trained with TRL's `RewardTrainer` (Bradley-Terry loss) on trajectory pairs: for one task,
+the episode the environment scored higher against the one it scored lower. Its score of a
+finished episode ranks candidates where the hidden checker is unavailable: best-of-N
+selection in `search.py`, and a GRPO reward (`orm` in `rewards.py`).
+
+**Process reward model (PRM).** A token-classification head on the same network, trained
+with transformers' `Trainer` (TRL dropped its PRMTrainer; this is the maintained head and
+trainer). Each assistant turn carries a 0/1 label from the environment
+(`preferences.step_labels`: did the turn keep the task solvable for the expert, and did it
+bring the expert's finish closer). The label sits on the `<|im_end|>` token that closes the
+turn and on the one that closes the observation after it, so a history ending either way
+is scored; a causal model sees only the prefix there, so one forward pass scores every step
+of a history. As a search value it aggregates the step probabilities (min by default).
+
+Both wrap the classifier in a scorer with the `search.py` signature
+`(history, view) -> float` in [0, 1], a batched `score_conversations`, and `as_reward_func()`
+with TRL's reward signature. Histories longer than `max_length` keep the task message and the
+most recent turns.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..models import LoraSpec, load_tokenizer
+from ..paths import CACHE_DIR
+from .dpo import count_chat_tokens, cpu_only, import_trl, resolve_checkpoint, time_limit_callback
+from .preferences import Messages, fit_prompt
+
+RM_MARKER = "openmanus_rm.json"
+AGGREGATES = ("min", "mean", "prod", "last")
+
+
+@dataclass
+class RMSettings:
+    """Training settings shared by the ORM and the PRM. `lora=None` trains every weight (tiny models)."""
+
+    learning_rate: float = 1e-4
+    max_steps: int = -1
+    epochs: float = 1.0
+    batch_size: int = 4
+    grad_accum: int = 1
+    max_length: int = 1024
+    lora: LoraSpec | None = field(default_factory=lambda: LoraSpec(r=16, alpha=32))
+    seed: int = 0
+    logging_steps: int = 5
+    max_seconds: float | None = None
+    gradient_checkpointing: bool = False
+
+
+@dataclass
+class TrainReport:
+    steps: int
+    wall_s: float
+    stopped_early: bool
+    data_counts: dict[str, int]
+    log: list[dict[str, Any]]
+
+    def summary(self) -> dict[str, Any]:
+        losses = [e["loss"] for e in self.log if "loss" in e]
+        return {"steps": self.steps, "wall_s": round(self.wall_s, 1), "stopped_early": self.stopped_early,
+                "data": self.data_counts, "first_loss": losses[0] if losses else None,
+                "last_loss": losses[-1] if losses else None}
+
+
+# --------------------------------------------------------------------------- loading heads
+
+
+def _load_head(base: str, kind: str, lora: LoraSpec | None, dtype=None):
+    """(model, tokenizer): the base LM with a fresh 1-logit sequence head (orm) or 2-class token head (prm)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+
+    path = resolve_checkpoint(base)
+    tok = load_tokenizer(path)
+    cls = AutoModelForSequenceClassification if kind == "orm" else AutoModelForTokenClassification
+    num_labels = 1 if kind == "orm" else 2
+    model = cls.from_pretrained(path, num_labels=num_labels, dtype=dtype or torch.float32)
+    model.config.pad_token_id = tok.pad_token_id
+    if lora is not None:
+        from peft import LoraConfig, get_peft_model
+
+        cfg = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                         target_modules=list(lora.target_modules), modules_to_save=["score"],
+                         task_type="SEQ_CLS" if kind == "orm" else "TOKEN_CLS")
+        model = get_peft_model(model, cfg)
+    return model, tok, path
+
+
+def load_reward_model(path: str | os.PathLike):
+    """An `OutcomeRewardModel` or `ProcessRewardModel` saved by `save()`."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+
+    folder = Path(path)
+    marker = folder / RM_MARKER
+    if not marker.is_file():
+        raise FileNotFoundError(f"{folder} is not a saved reward model (no {RM_MARKER}); train one with "
+                                "`python -m openmanus_lite dpo train-rm` / `train-prm`")
+    meta = json.loads(marker.read_text())
+    kind = meta["kind"]
+    cls = AutoModelForSequenceClassification if kind == "orm" else AutoModelForTokenClassification
+    num_labels = 1 if kind == "orm" else 2
+    if (folder / "adapter_config.json").is_file():
+        from peft import PeftModel
+
+        base = cls.from_pretrained(meta["base"], num_labels=num_labels, dtype=torch.float32)
+        model = PeftModel.from_pretrained(base, str(folder))
+    else:
+        model = cls.from_pretrained(str(folder), num_labels=num_labels, dtype=torch.float32)
+    tok = load_tokenizer(folder if (folder / "tokenizer.json").is_file() else meta["base"])
+    model.config.pad_token_id = tok.pad_token_id
+    klass = OutcomeRewardModel if kind == "orm" else ProcessRewardModel
+    return klass(model, tok, base=meta["base"], **meta.get("options", {}))
+
+
+# --------------------------------------------------------------------------- scorers
+
+
+class _RewardModel:
+    """Shared scoring plumbing: chat-template rendering, length fitting, batching, caching."""
+
+    kind = ""
+
+    def __init__(self, model, tokenizer, *, base: str = "", max_length: int = 1024, batch_size: int = 8):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.base = base
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.calls = 0
+        self._count = count_chat_tokens(tokenizer)
+        self._cache: dict[str, Any] = {}
+        model.eval()
+
+    def options(self) -> dict[str, Any]:
+        return {"max_length": self.max_length, "batch_size": self.batch_size}
+
+    def fit(self, messages: Messages) -> Messages:
+        """Keep the task message and the most recent turns within max_length."""
+        messages = [{"role": m["role"], "content": m["content"]} for m in messages]
+        if len(messages) < 2:
+            return messages
+        body, last = messages[:-1], messages[-1:]
+        fitted = fit_prompt(body, [last], self._count, self.max_length)
+        return (fitted + last) if fitted is not None else messages[:1] + last
+
+    def _encode(self, messages: Messages) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(self.fit(messages), tokenize=True, return_dict=True)["input_ids"]
+        return list(ids)[-self.max_length:]
+
+    def _forward(self, batch_ids: list[list[int]]):
+        """Logits for right-padded sequences (the classification heads read the last non-pad token)."""
+        import torch
+
+        width = max(len(x) for x in batch_ids)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.full((len(batch_ids), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, x in enumerate(batch_ids):
+            ids[i, : len(x)] = torch.tensor(x)
+            mask[i, : len(x)] = 1
+        device = next(self.model.parameters()).device
+        with torch.no_grad():
+            out = self.model(input_ids=ids.to(device), attention_mask=mask.to(device))
+        self.calls += 1
+        return out.logits.float().cpu()
+
+    def save(self, out_dir: str | os.PathLike) -> Path:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(out)
+        self.tokenizer.save_pretrained(out)
+        cfg_path = out / "tokenizer_config.json"
+        if cfg_path.is_file():
+            cfg = json.loads(cfg_path.read_text())
+            cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+            cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False))
+        (out / RM_MARKER).write_text(json.dumps({"kind": self.kind, "base": self.base, "options": self.options()}))
+        return out
+
+    def as_reward_func(self) -> "RewardModelReward":
+        """A TRL reward function `(prompts, completions, **columns) -> list[float]` scoring prompt + completion."""
+        return RewardModelReward(self)
+
+
+class RewardModelReward:
+    """A reward model as a TRL reward function. Conversational rows (message lists) are joined
+    as they are; plain strings become a user prompt and an assistant completion."""
+
+    def __init__(self, rm: "_RewardModel"):
+        self.rm = rm
+        self.__name__ = rm.kind
+        self.reward_range = (0.0, 1.0)
+
+    def __call__(self, prompts=None, completions=None, **columns) -> list[float]:
+        if completions is None:
+            raise ValueError("a reward-model reward needs `completions`")
+        prompts = prompts if prompts is not None else [[] for _ in completions]
+        convs = [_as_messages(p, "user") + _as_messages(c, "assistant") for p, c in zip(prompts, completions)]
+        return self.rm.score_conversations(convs)
+
+
+def _as_messages(x: Any, role: str) -> Messages:
+    if x is None:
+        return []
+    if isinstance(x, str):
+        return [{"role": role, "content": x}]
+    if isinstance(x, dict):
+        return [{"role": x.get("role", role), "content": str(x.get("content") or "")}]
+    return [{"role": m.get("role", role), "content": str(m.get("content") or "")} for m in x]
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+class OutcomeRewardModel(_RewardModel):
+    """Scores a whole episode. As a search scorer it values finished episodes only (unfinished: 0),
+    which is what best-of-N needs and saves a forward pass per intermediate step."""
+
+    kind = "orm"
+
+    def __init__(self, model, tokenizer, *, score_unfinished: bool = False, **kw):
+        super().__init__(model, tokenizer, **kw)
+        self.score_unfinished = score_unfinished
+
+    def options(self) -> dict[str, Any]:
+        return {**super().options(), "score_unfinished": self.score_unfinished}
+
+    def raw_scores(self, conversations: list[Messages]) -> list[float]:
+        """The head's logits (Bradley-Terry scale: differences are log-odds of preference)."""
+        out: list[float | None] = [None] * len(conversations)
+        todo = []
+        for i, conv in enumerate(conversations):
+            key = json.dumps(conv, ensure_ascii=False)
+            if key in self._cache:
+                out[i] = self._cache[key]
+            else:
+                todo.append((i, key, self._encode(conv)))
+        todo.sort(key=lambda t: len(t[2]))
+        for b in range(0, len(todo), self.batch_size):
+            chunk = todo[b: b + self.batch_size]
+            logits = self._forward([t[2] for t in chunk])
+            for (i, key, _), v in zip(chunk, logits[:, 0].tolist()):
+                self._cache[key] = v
+                out[i] = v
+        return [float(v) for v in out]
+
+    def score_conversations(self, conversations: list[Messages]) -> list[float]:
+        """Scores in (0, 1): the sigmoid of the logits."""
+        return [_sigmoid(v) for v in self.raw_scores(conversations)]
+
+    def __call__(self, history: Messages, view: Any = None) -> float:
+        if view is not None and not getattr(view, "done", True) and not self.score_unfinished:
+            return 0.0
+        return self.score_conversations([history])[0]
+
+
+class ProcessRewardModel(_RewardModel):
+    """Scores every step of a history; the search value aggregates them (`aggregate`)."""
+
+    kind = "prm"
+
+    def __init__(self, model, tokenizer, *, aggregate: str = "min", **kw):
+        if aggregate not in AGGREGATES:
+            raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
+        super().__init__(model, tokenizer, **kw)
+        self.aggregate = aggregate
+
+    def options(self) -> dict[str, Any]:
+        return {**super().options(), "aggregate": self.aggregate}
+
+    def step_probabilities(self, conversations: list[Messages]) -> list[list[float]]:
+        """P(label 1) after each assistant turn of each conversation (of the fitted history)."""
+        import torch
+
+        out: list[list[float] | None] = [None] * len(conversations)
+        todo = []
+        for i, conv in enumerate(conversations):
+            key = json.dumps(conv, ensure_ascii=False)
+            if key in self._cache:
+                out[i] = self._cache[key]
+                continue
+            ids, positions = step_positions(self.tokenizer, self.fit(conv), self.max_length)
+            todo.append((i, key, ids, positions))
+        todo.sort(key=lambda t: len(t[2]))
+        for b in range(0, len(todo), self.batch_size):
+            chunk = todo[b: b + self.batch_size]
+            logits = self._forward([t[2] for t in chunk])
+            probs = torch.softmax(logits, dim=-1)[..., 1]
+            for row, (i, key, _, positions) in enumerate(chunk):
+                # the value after a turn: read at the end of the observation after it when there is one
+                vals = [float(probs[row, p[-1]]) for p in positions]
+                self._cache[key] = vals
+                out[i] = vals
+        return [list(v) for v in out]
+
+    def value(self, step_probs: list[float]) -> float:
+        if not step_probs:
+            return 0.5
+        if self.aggregate == "min":
+            return min(step_probs)
+        if self.aggregate == "mean":
+            return sum(step_probs) / len(step_probs)
+        if self.aggregate == "prod":
+            return math.prod(step_probs)
+        return step_probs[-1]
+
+    def score_conversations(self, conversations: list[Messages]) -> list[float]:
+        return [self.value(p) for p in self.step_probabilities(conversations)]
+
+    def __call__(self, history: Messages, view: Any = None) -> float:
+        return self.score_conversations([history])[0]
+
+
+# --------------------------------------------------------------------------- PRM tokenization
+
+
+def step_positions(tokenizer, messages: Messages, max_length: int | None = None
+                   ) -> tuple[list[int], list[list[int]]]:
+    """(input ids, per assistant turn the token positions that carry its label).
+
+    Positions: the last token of the turn's `<|im_end|>` and, when an observation follows,
+    the last token of that observation's `<|im_end|>`. Found from character offsets of the
+    chat-template rendering of each message prefix; turns cut off by `max_length` are absent.
+    """
+    text = tokenizer.apply_chat_template(messages, tokenize=False)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(enc["input_ids"]), list(enc["offset_mapping"])
+    ends = []  # char index of the last non-space character of each message's rendering
+    for k in range(1, len(messages) + 1):
+        prefix = tokenizer.apply_chat_template(messages[:k], tokenize=False)
+        if not text.startswith(prefix.rstrip()):
+            raise ValueError("the chat template does not render message prefixes as prefixes of the whole "
+                             "conversation; the PRM needs a template that does (e.g. Qwen2.5's)")
+        ends.append(len(prefix.rstrip()) - 1)
+    token_at = _char_to_token(offsets)
+    limit = len(ids) if max_length is None else min(len(ids), max_length)
+    positions: list[list[int]] = []
+    for k, m in enumerate(messages):
+        if m["role"] != "assistant":
+            continue
+        pos = [token_at(ends[k])]
+        if k + 1 < len(messages) and messages[k + 1]["role"] == "user":
+            pos.append(token_at(ends[k + 1]))
+        pos = [p for p in pos if p is not None and p < limit]
+        if not pos:
+            break
+        positions.append(pos)
+    return ids[:limit], positions
+
+
+def _char_to_token(offsets):
+    starts = [s for s, _ in offsets]
+
+    def find(ch: int) -> int | None:
+        import bisect
+
+        i = bisect.bisect_right(starts, ch) - 1
+        if i < 0:
+            return None
+        s, e = offsets[i]
+        return i if s <= ch < max(e, s + 1) else None
+
+    return find
+
+
+def prm_features(rows: Iterable[dict[str, Any]], tokenizer, max_length: int) -> tuple[list[dict[str, Any]], Counter]:
+    """Token-classification features: input_ids, attention_mask, labels (-100 except at step positions)."""
+    feats, counts = [], Counter()
+    for r in rows:
+        messages = [{"role": m["role"], "content": m["content"]} for m in r["messages"]]
+        ids, positions = step_positions(tokenizer, messages, max_length)
+        step_labels = r["step_labels"]
+        labels = [-100] * len(ids)
+        for lab, pos in zip(step_labels, positions):
+            for p in pos:
+                labels[p] = int(lab)
+        counts["steps_labelled"] += min(len(step_labels), len(positions))
+        counts["steps_cut_by_max_length"] += max(0, len(step_labels) - len(positions))
+        if not positions:
+            counts["rows_dropped_too_long"] += 1
+            continue
+        counts["rows"] += 1
+        counts["positive_steps"] += sum(step_labels[: len(positions)])
+        feats.append({"input_ids": ids, "attention_mask": [1] * len(ids), "labels": labels})
+    return feats, counts
+
+
+# --------------------------------------------------------------------------- training
+
+
+def _orm_dataset(rows: list[dict[str, Any]], tokenizer, max_length: int):
+    """Trajectory pairs fitted to max_length (oldest turns of the shared prefix dropped first)."""
+    import datasets
+
+    count = count_chat_tokens(tokenizer)
+    counts: Counter = Counter()
+    out = []
+    for r in rows:
+        prompt = fit_prompt(r["prompt"], [r["chosen"], r["rejected"]], count, max_length)
+        if prompt is None:
+            counts["dropped_too_long"] += 1
+            continue
+        counts["shortened" if len(prompt) < len(r["prompt"]) else "kept_whole"] += 1
+        out.append({"prompt": prompt, "chosen": r["chosen"], "rejected": r["rejected"]})
+    if not out:
+        raise ValueError(f"no trajectory pair fits max_length={max_length} ({dict(counts)}); raise max_length")
+    return datasets.Dataset.from_list(out), counts
+
+
+def _common_args(s: RMSettings, output_dir: str) -> dict[str, Any]:
+    cpu = cpu_only()
+    return dict(
+        output_dir=output_dir, learning_rate=s.learning_rate, max_steps=s.max_steps, num_train_epochs=s.epochs,
+        per_device_train_batch_size=s.batch_size, per_device_eval_batch_size=s.batch_size,
+        gradient_accumulation_steps=s.grad_accum, logging_steps=s.logging_steps, save_strategy="no",
+        report_to=[], seed=s.seed, gradient_checkpointing=s.gradient_checkpointing,
+        bf16=False if cpu else None, use_cpu=cpu,
+    )
+
+
+def train_orm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: RMSettings | None = None, *,
+              output_dir: str | os.PathLike | None = None) -> tuple[OutcomeRewardModel, TrainReport]:
+    """Train an outcome reward model with TRL's RewardTrainer on trajectory-pair rows."""
+    s = settings or RMSettings()
+    trl = import_trl()
+    t0 = time.perf_counter()
+    model, tok, path = _load_head(str(base), "orm", None)
+    ds, counts = _orm_dataset(rows, tok, s.max_length)
+    peft_config = None
+    if s.lora is not None:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=s.lora.r, lora_alpha=s.lora.alpha, lora_dropout=s.lora.dropout,
+                                 target_modules=list(s.lora.target_modules), modules_to_save=["score"],
+                                 task_type="SEQ_CLS")
+    out_dir = str(output_dir or CACHE_DIR / "runs" / "orm")
+    cfg = trl.RewardConfig(max_length=None, center_rewards_coefficient=0.01, **_common_args(s, out_dir))
+    stop = time_limit_callback(s.max_seconds)
+    trainer = trl.RewardTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok,
+                                peft_config=peft_config, callbacks=[stop])
+    trainer.train()
+    rm = OutcomeRewardModel(trainer.model, tok, base=path, max_length=s.max_length)
+    return rm, TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_early,
+                           dict(counts), list(trainer.state.log_history))
+
+
+def train_prm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: RMSettings | None = None, *,
+              aggregate: str = "min", output_dir: str | os.PathLike | None = None
+              ) -> tuple[ProcessRewardModel, TrainReport]:
+    """Train a process reward model (token-classification head) with transformers' Trainer on `prm_rows`."""
+    s = settings or RMSettings()
+    import_trl()  # keeps the stack's import order (Unsloth patches before any trainer is built)
+    import datasets
+    from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments
+
+    t0 = time.perf_counter()
+    model, tok, path = _load_head(str(base), "prm", s.lora)
+    feats, counts = prm_features(rows, tok, s.max_length)
+    if not feats:
+        raise ValueError(f"no PRM row fits max_length={s.max_length} ({dict(counts)}); raise max_length")
+    out_dir = str(output_dir or CACHE_DIR / "runs" / "prm")
+    args = TrainingArguments(remove_unused_columns=False, **_common_args(s, out_dir))
+    stop = time_limit_callback(s.max_seconds)
+    trainer = Trainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(feats),
+                      data_collator=DataCollatorForTokenClassification(tok), callbacks=[stop])
+    trainer.train()
+    rm = ProcessRewardModel(trainer.model, tok, base=path, max_length=s.max_length, aggregate=aggregate)
+    return rm, TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_early,
+                           dict(counts), list(trainer.state.log_history))
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def pair_accuracy(rm: _RewardModel, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Held-out pairs: how often the RM scores prompt+chosen above prompt+rejected (ties count half)."""
+    if not rows:
+        return {"n": 0, "accuracy": None}
+    convs = []
+    for r in rows:
+        convs += [r["prompt"] + r["chosen"], r["prompt"] + r["rejected"]]
+    scores = rm.raw_scores(convs) if isinstance(rm, OutcomeRewardModel) else rm.score_conversations(convs)
+    wins = [1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(scores[0::2], scores[1::2])]
+    by_reason: dict[str, list[float]] = {}
+    for r, w in zip(rows, wins):
+        by_reason.setdefault(str(r.get("reason", "all")), []).append(w)
+    return {"n": len(rows), "accuracy": sum(wins) / len(wins),
+            "by_reason": {k: round(sum(v) / len(v), 4) for k, v in by_reason.items()}}
+
+
+def step_accuracy(prm: ProcessRewardModel, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Held-out step labels: accuracy, balanced accuracy and ROC AUC of P(label 1) at each step."""
+    probs = prm.step_probabilities([r["messages"] for r in rows])
+    ys, ps = [], []
+    for r, p in zip(rows, probs):
+        for y, q in zip(r["step_labels"], p):
+            ys.append(int(y))
+            ps.append(q)
+    if not ys:
+        return {"n": 0}
+    pred = [int(q >= 0.5) for q in ps]
+    pos = [q for y, q in zip(ys, ps) if y == 1]
+    neg = [q for y, q in zip(ys, ps) if y == 0]
+    tpr = sum(1 for y, p in zip(ys, pred) if y == 1 and p == 1) / len(pos) if pos else None
+    tnr = sum(1 for y, p in zip(ys, pred) if y == 0 and p == 0) / len(neg) if neg else None
+    auc = None
+    if pos and neg:
+        auc = sum((1.0 if a > b else 0.5 if a == b else 0.0) for a in pos for b in neg) / (len(pos) * len(neg))
+    return {
+        "n": len(ys), "positive_rate": len(pos) / len(ys),
+        "accuracy": sum(1 for y, p in zip(ys, pred) if y == p) / len(ys),
+        "balanced_accuracy": (tpr + tnr) / 2 if tpr is not None and tnr is not None else None,
+        "auc": auc,
+    }
+
+
+def settings_dict(s: RMSettings) -> dict[str, Any]:
+    return asdict(s)

@@ -1,0 +1,374 @@
+"""An environment's actions as typed tool methods, for `GRPOTrainer(environment_factory=...)`.
+
+TRL's tool-calling path (TRL 1.15) creates one instance per rollout, calls `reset(**row)` with
+the dataset row, exposes every public method (type hints + Google-style docstring) as a tool
+in the chat template, runs the model's tool calls, and appends the results as `tool` messages.
+Each tool method here turns the call into the unified ReAct action text and steps the same
+in-process environment the multi-turn mode uses, so the task, the checker and the rewards are
+identical; only the action syntax differs (JSON tool calls instead of `Act:` lines).
+
+The environment's verdict is exposed as read-only properties with the names of the reward
+columns (`env_outcome`, `env_success`, `invalid_actions`, `num_turns`, `domain`): the
+registry's env rewards read them from the `environments=` list TRL passes to rewards.
+Properties (not methods) so they do not become tools.
+
+Needs a chat template TRL can parse tool calls with: the Qwen2.5 template the kit installs on
+its models (`models.qwen25_chat_template()`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from ..envs import make_env
+from ..react import format_turn
+from ..schema import Task
+
+TOOL_INSTRUCTIONS = (
+    "Act only by calling the tools you are given, one call at a time; each call returns what happened. "
+    "When you know the answer (or the task is done), call the `answer` tool."
+)
+THOUGHT = "Calling a tool."
+
+
+class ToolEnv:
+    """Base adapter: one episode of one domain behind tool methods (subclasses add the tools)."""
+
+    domain_name: str = ""
+    max_turns: int | None = None
+
+    def __init__(self):
+        self._env = None
+        self._task: Task | None = None
+        self._last_info: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ TRL hooks (not tools)
+    def reset(self, **row: Any) -> str | None:
+        """Start the episode of the row's `task` (JSON); the prompt already holds the task text."""
+        raw = row.get("task")
+        if raw is None:
+            raise ValueError("tool-mode rows need a 'task' column (JSON of a Task); build them with tool_dataset()")
+        task = Task.from_dict(json.loads(raw) if isinstance(raw, str) else dict(raw))
+        if self.domain_name and task.domain != self.domain_name:
+            raise ValueError(f"{type(self).__name__} plays {self.domain_name!r} tasks, got a {task.domain!r} task")
+        self._task = task
+        self._env = make_env(task.domain, **({"max_turns": self.max_turns} if self.max_turns else {}))
+        self._env.reset(task)
+        self._last_info = {}
+        return None
+
+    # ------------------------------------------------------------------ reward columns
+    @property
+    def env_outcome(self) -> float:
+        return float(self._last_info.get("score", 0.0))
+
+    @property
+    def env_success(self) -> bool:
+        return bool(self._last_info.get("success", False))
+
+    @property
+    def invalid_actions(self) -> int:
+        return self._env.invalid_actions if self._env is not None else 0
+
+    @property
+    def num_turns(self) -> int:
+        return self._env.turn if self._env is not None else 0
+
+    @property
+    def domain(self) -> str:
+        return self._task.domain if self._task is not None else self.domain_name
+
+    @property
+    def done(self) -> bool:
+        return bool(self._env is not None and self._env.done)
+
+    # ------------------------------------------------------------------ stepping
+    def _act(self, action: str) -> str:
+        if self._env is None:
+            return "No episode is running."
+        if self._env.done:
+            return "The episode is over. Do not call more tools."
+        step = self._env.step(format_turn(THOUGHT, action))
+        self._last_info = step.info
+        if step.done:
+            return step.observation + " The episode is over."
+        return step.observation
+
+    def answer(self, answer: str) -> str:
+        """Submit the final answer and end the episode.
+
+        Args:
+            answer: The answer to the task, e.g. a number, a name, or a list like [1, 2].
+
+        Returns:
+            Whether the answer was submitted.
+        """
+        return self._act(f"answer({answer})")
+
+
+class OSToolEnv(ToolEnv):
+    """Linux shell tasks in a virtual filesystem."""
+
+    domain_name = "os"
+
+    def bash(self, command: str) -> str:
+        """Run one shell command line in the task's virtual Linux machine.
+
+        Args:
+            command: The command line, e.g. "ls -l /home | wc -l".
+
+        Returns:
+            The command's output.
+        """
+        return self._act(f"bash\n```bash\n{command}\n```")
+
+
+class DBToolEnv(ToolEnv):
+    """SQL questions and edits on an in-memory SQLite database."""
+
+    domain_name = "db"
+
+    def sql(self, query: str) -> str:
+        """Run one SQL statement on the task's database.
+
+        Args:
+            query: The SQL statement, e.g. "SELECT COUNT(*) FROM employees".
+
+        Returns:
+            The fetched rows or the error message.
+        """
+        return self._act(f"sql\n```sql\n{query}\n```")
+
+
+class KGToolEnv(ToolEnv):
+    """Questions over a knowledge graph, answered with the AgentBench KG tools."""
+
+    domain_name = "kg"
+
+    def get_relations(self, entity: str) -> str:
+        """List the relations of an entity or a variable.
+
+        Args:
+            entity: An entity name or a variable like "#0".
+
+        Returns:
+            The relations.
+        """
+        return self._act(f"get_relations({entity})")
+
+    def get_neighbors(self, entity: str, relation: str) -> str:
+        """Follow a relation from an entity or variable; the result is stored as a new variable.
+
+        Args:
+            entity: An entity name or a variable like "#0".
+            relation: One of the relations get_relations listed.
+
+        Returns:
+            The new variable and what it holds.
+        """
+        return self._act(f"get_neighbors({entity}, {relation})")
+
+    def intersection(self, first: str, second: str) -> str:
+        """Intersect two variables of the same type; the result is a new variable.
+
+        Args:
+            first: A variable like "#0".
+            second: A variable like "#1".
+
+        Returns:
+            The new variable.
+        """
+        return self._act(f"intersection({first}, {second})")
+
+    def get_attributes(self, variable: str) -> str:
+        """List the numeric attributes of the entities in a variable.
+
+        Args:
+            variable: A variable like "#0".
+
+        Returns:
+            The attributes.
+        """
+        return self._act(f"get_attributes({variable})")
+
+    def argmax(self, variable: str, attribute: str) -> str:
+        """The entity of a variable with the largest value of an attribute.
+
+        Args:
+            variable: A variable like "#0".
+            attribute: One of the attributes get_attributes listed.
+
+        Returns:
+            The new variable holding that entity.
+        """
+        return self._act(f"argmax({variable}, {attribute})")
+
+    def argmin(self, variable: str, attribute: str) -> str:
+        """The entity of a variable with the smallest value of an attribute.
+
+        Args:
+            variable: A variable like "#0".
+            attribute: One of the attributes get_attributes listed.
+
+        Returns:
+            The new variable holding that entity.
+        """
+        return self._act(f"argmin({variable}, {attribute})")
+
+    def count(self, variable: str) -> str:
+        """Count the entities of a variable.
+
+        Args:
+            variable: A variable like "#0".
+
+        Returns:
+            The new variable holding the count.
+        """
+        return self._act(f"count({variable})")
+
+
+class WebToolEnv(ToolEnv):
+    """Browsing a small website to find an answer or fill a form."""
+
+    domain_name = "web"
+
+    def click(self, link: str) -> str:
+        """Follow a link or press a button shown on the page.
+
+        Args:
+            link: The link or button text.
+
+        Returns:
+            The new page.
+        """
+        return self._act(f"click[{link}]")
+
+    def search(self, query: str) -> str:
+        """Search the site.
+
+        Args:
+            query: The search words.
+
+        Returns:
+            The results page.
+        """
+        return self._act(f"search[{query}]")
+
+    def type_text(self, field: str, text: str) -> str:
+        """Type text into a form field of the page.
+
+        Args:
+            field: The field name.
+            text: The text to type.
+
+        Returns:
+            The page after typing.
+        """
+        return self._act(f"type[{field}][{text}]")
+
+    def back(self) -> str:
+        """Go back to the previous page.
+
+        Returns:
+            The previous page.
+        """
+        return self._act("back[]")
+
+
+class ShopToolEnv(ToolEnv):
+    """Online shopping: find the product that matches the instruction and buy it."""
+
+    domain_name = "ecommerce"
+
+    def search(self, query: str) -> str:
+        """Search the store (works on the search page).
+
+        Args:
+            query: The search words.
+
+        Returns:
+            The results page.
+        """
+        return self._act(f"search[{query}]")
+
+    def click(self, target: str) -> str:
+        """Click a button, product id or option shown on the page (e.g. "Buy Now").
+
+        Args:
+            target: The button, product id or option text.
+
+        Returns:
+            The new page.
+        """
+        return self._act(f"click[{target}]")
+
+
+class HouseholdToolEnv(ToolEnv):
+    """An ALFWorld-style household: move objects between receptacles."""
+
+    domain_name = "household"
+
+    def act(self, command: str) -> str:
+        """Do one household command.
+
+        Args:
+            command: e.g. "go to fridge 1", "open cabinet 2", "take mug 1 from countertop 1",
+                "put mug 1 in/on cabinet 2", "heat mug 1 with microwave 1", "look", "inventory".
+
+        Returns:
+            What happened.
+        """
+        return self._act(command)
+
+
+TOOL_ENVS: dict[str, type[ToolEnv]] = {
+    cls.domain_name: cls
+    for cls in (OSToolEnv, DBToolEnv, KGToolEnv, WebToolEnv, ShopToolEnv, HouseholdToolEnv)
+}
+
+
+def tool_env_class(domain: str, max_turns: int | None = None) -> type[ToolEnv]:
+    """The adapter class for a domain (a subclass with `max_turns` set when given)."""
+    if domain not in TOOL_ENVS:
+        raise KeyError(f"no tool adapter for domain {domain!r}; available: {sorted(TOOL_ENVS)}")
+    cls = TOOL_ENVS[domain]
+    if max_turns is None:
+        return cls
+    return type(cls.__name__, (cls,), {"max_turns": max_turns, "__doc__": cls.__doc__})
+
+
+def tool_env_factory(domains: Sequence[str], max_turns: int | None = None):
+    """What `GRPOTrainer(environment_factory=...)` takes: one class for one domain, else a
+    {domain: class} dict (rows then carry an `environment` column naming their domain)."""
+    domains = list(dict.fromkeys(domains))
+    if len(domains) == 1:
+        return tool_env_class(domains[0], max_turns)
+    return {d: tool_env_class(d, max_turns) for d in domains}
+
+
+def tool_prompt(task: Task, max_turns: int | None = None) -> list[dict[str, str]]:
+    """The user message of a task in tool mode: the domain's intro, how to act, the task."""
+    env = make_env(task.domain, **({"max_turns": max_turns} if max_turns else {}))
+    env.reset(task)
+    text = f"{env.intro.strip()}\n\n{TOOL_INSTRUCTIONS}\n\nTask: {task.instruction}{env._initial_observation()}"
+    return [{"role": "user", "content": text}]
+
+
+def tool_dataset(tasks: Sequence[Task], max_turns: int | None = None):
+    """Rows for tool mode: prompt, task (JSON), domain, task_id, and `environment` when the
+    tasks span several domains (TRL routes each row to its domain's adapter by it)."""
+    from datasets import Dataset
+
+    if not tasks:
+        raise ValueError("no tasks given for tool-mode GRPO")
+    multi = len({t.domain for t in tasks}) > 1
+    rows = []
+    for t in tasks:
+        if t.domain not in TOOL_ENVS:
+            raise KeyError(f"no tool adapter for domain {t.domain!r}; available: {sorted(TOOL_ENVS)}")
+        row = {"prompt": tool_prompt(t, max_turns), "task": t.to_json(), "domain": t.domain, "task_id": t.id}
+        if multi:
+            row["environment"] = t.domain
+        rows.append(row)
+    return Dataset.from_list(rows)
