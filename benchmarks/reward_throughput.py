@@ -4,9 +4,13 @@ The batch is realistic and deterministic (seeded): ≈1-2k-character completions
 GRPO produces — single-turn `<think>/<answer>` messages (a quarter malformed), multi-turn
 ReAct episodes (assistant turns with bash/sql/search/answer actions and observations
 between them), agent answers checked against lists, numbers and strings, and LaTeX answers
-for the math path. Each reward scores the whole batch `--repeats` times; the median is
-reported. Targets (one core): format and tag_count >= 200k/s, react_format >= 50k/s,
-accuracy on non-math answers >= 50k/s; math_verify answers are reported, not targeted.
+for the math path; golds are shared by `--group` completions as in a GRPO batch, and the gold
+caches are cleared before every run. Each reward scores the whole batch `--repeats` times;
+the median is reported, per CPU second of the (single) benchmark thread pinned to one core —
+on a shared machine wall time mostly measures the neighbours — and per wall second. The
+speed of the core itself is printed as ns per empty Python loop iteration.
+Targets (one core): format and tag_count >= 200k/s, react_format >= 50k/s, accuracy on
+non-math answers >= 50k/s; math_verify answers are reported, not targeted.
 
     python benchmarks/reward_throughput.py                 # ≈20 s
     python benchmarks/reward_throughput.py --batch 20000 --repeats 15

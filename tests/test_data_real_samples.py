@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
 
@@ -124,7 +123,8 @@ def test_terminal_noise_is_removed_but_the_output_kept(real_samples):
     module = get_source("agentinstruct")
     row = next(r for _, r in _rows(real_samples, "agentinstruct_rekeyed") if r.data["id"] == "os_42")
     traj = module.convert(row)
-    assert "\r\n" in json.dumps(row.data) and "\\u001b" in json.dumps(row.data)
+    raw = row.data["conversations"]
+    assert "\r\n" in raw[8]["content"] and "\x1b]0;root@" in raw[10]["content"]
     assert traj.messages[8].content == "The output of the OS:\n\nSat Sep  9 09:41:55 UTC 2023"
     assert traj.messages[10].content == "The output of the OS:\n\n262"
     assert traj.messages[12].content == "The output of the OS:"  # empty output stays empty
@@ -140,7 +140,7 @@ def test_exact_action_texts_of_known_rows(real_samples):
     assert traj.messages[5].content.endswith('Act: answer(["60900"])')
     module, row = rows["kg_0"]
     assert module.convert(row).messages[3].content.endswith("Act: get_relations(Gas-generator cycle)")
-    mind2web = {r.data["id"]: module.convert(r) for _, r in _rows(real_samples, "agentinstruct_rekeyed")}
+    mind2web = {t.id: t for t in (module.convert(r) for _, r in _rows(real_samples, "agentinstruct_rekeyed"))}
     assert mind2web["agentinstruct/mind2web_72"].messages[1].content.endswith("Answer: B.\nAct: type[Chicago Bears]")
     assert mind2web["agentinstruct/mind2web_96"].messages[1].content.endswith("Answer: B.\nAct: click[]")
     traj_rows = {r.data["item_id"] + str(r.line): (m, r) for m, r in _rows(real_samples, "agenttraj_l")}

@@ -29,7 +29,8 @@ def toy_data():
 def tiny(tmp_path_factory, toy_data):
     from openmanus_lite.models import build_tiny_model
 
-    texts = [m.content for e in toy_data.episodes[:20] for m in e.messages]
+    system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."  # the template's default
+    texts = [system] * 5 + [m.content for e in toy_data.episodes[:20] for m in e.messages]
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny"), texts=texts, vocab_size=600, seed=0))
 
 
@@ -88,7 +89,7 @@ def test_resolve_checkpoint_merges_an_sft_adapter_once(tiny, tmp_path):
 def orm(tiny, toy_data, tmp_path_factory):
     from openmanus_lite.train.reward_model import RMSettings, train_orm
 
-    s = RMSettings(max_steps=25, batch_size=8, learning_rate=2e-3, lora=None, logging_steps=5, max_length=512)
+    s = RMSettings(max_steps=16, batch_size=8, learning_rate=3e-3, lora=None, logging_steps=4, max_length=512)
     rm, report = train_orm(tiny, toy_data.trajectory_pairs, s, output_dir=tmp_path_factory.mktemp("orm"))
     return rm, report
 
@@ -97,7 +98,7 @@ def test_orm_learns_the_training_pairs(orm, toy_data):
     from openmanus_lite.train.reward_model import pair_accuracy
 
     rm, report = orm
-    assert report.steps == 25
+    assert report.steps == 16
     losses = [e["loss"] for e in report.log if "loss" in e]
     assert losses[-1] < losses[0]
     acc = pair_accuracy(rm, toy_data.trajectory_pairs)
@@ -165,7 +166,7 @@ def test_step_positions_sit_on_turn_ends(tiny):
 def prm(tiny, toy_data, tmp_path_factory):
     from openmanus_lite.train.reward_model import RMSettings, train_prm
 
-    s = RMSettings(max_steps=20, batch_size=8, learning_rate=2e-3, lora=None, logging_steps=5, max_length=512)
+    s = RMSettings(max_steps=12, batch_size=8, learning_rate=3e-3, lora=None, logging_steps=4, max_length=512)
     return train_prm(tiny, toy_data.prm, s, output_dir=tmp_path_factory.mktemp("prm"))
 
 
@@ -173,7 +174,7 @@ def test_prm_trains_on_step_labels_and_round_trips(prm, toy_data, tmp_path):
     from openmanus_lite.train.reward_model import ProcessRewardModel, load_reward_model, step_accuracy
 
     rm, report = prm
-    assert report.steps == 20 and report.data_counts["rows"] == len(toy_data.prm)
+    assert report.steps == 12 and report.data_counts["rows"] == len(toy_data.prm)
     losses = [e["loss"] for e in report.log if "loss" in e]
     assert losses[-1] < losses[0]
     acc = step_accuracy(rm, toy_data.prm)
@@ -195,6 +196,23 @@ def test_prm_guides_beam_search(prm):
     probs = rm.step_probabilities([res.search_history])[0]
     assert len(probs) == len(res.actions)
     assert res.value == pytest.approx(min(probs))
+
+
+@pytest.mark.parametrize("kind", ["orm", "prm"])
+def test_lora_reward_heads_save_as_adapters_and_reload(kind, tiny, toy_data, tmp_path):
+    from openmanus_lite.models import LoraSpec
+    from openmanus_lite.train.reward_model import RMSettings, load_reward_model, train_orm, train_prm
+
+    s = RMSettings(max_steps=1, batch_size=4, lora=LoraSpec(r=4, alpha=8), max_length=512)
+    if kind == "orm":
+        rm, _ = train_orm(tiny, toy_data.trajectory_pairs[:8], s, output_dir=tmp_path / "t")
+    else:
+        rm, _ = train_prm(tiny, toy_data.prm[:8], s, output_dir=tmp_path / "t")
+    folder = rm.save(tmp_path / kind)
+    assert (folder / "adapter_config.json").is_file()  # the adapter and the head, not a copy of the base model
+    back = load_reward_model(folder)
+    convs = [r["messages"] for r in toy_data.prm[:3]]
+    assert back.score_conversations(convs) == pytest.approx(rm.score_conversations(convs), abs=1e-5)
 
 
 # --------------------------------------------------------------------------- CLI

@@ -118,7 +118,7 @@ def test_multi_turn_steps_pass_env_columns_and_conversations_to_rewards(tiny_dir
     ds, rollout = build_env_dataset(tasks, max_turns=2, max_new_tokens=10)
     probe = Probe()
     funcs, weights = build_rewards("env_outcome react_format:0.25 invalid_action:0.25")
-    res = run_grpo(model, tok, ds, _cfg(tmp_path, mode="multi", max_completion_length=160), rollout_func=rollout,
+    res = run_grpo(model, tok, ds, _cfg(tmp_path, mode="multi", max_episode_tokens=160), rollout_func=rollout,
                    reward_funcs=funcs + [probe], reward_weights=weights + [0.0])
     assert res.global_step == 2
     call = probe.calls[-1]
@@ -146,19 +146,21 @@ def test_tool_calling_mode_runs_the_environment_through_tools(tmp_path):
     # teach the tiny model to call the `act` tool (a few seconds of overfitting)
     n_prompt = len(tok(text, add_special_tokens=False)["input_ids"])
     ids = tok(text + call + "<|im_end|>", add_special_tokens=False)["input_ids"]
+    torch.manual_seed(0)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     model.train()
-    for _ in range(40):
+    for _ in range(60):
         loss = model(input_ids=torch.tensor([ids]), labels=torch.tensor([[-100] * n_prompt + ids[n_prompt:]])).loss
         loss.backward()
         opt.step()
         opt.zero_grad()
     probe = Probe()
     funcs, weights = build_rewards("env_outcome invalid_action:0.25")
-    res = run_grpo(model, tok, ds, _cfg(tmp_path, mode="tool", per_device_train_batch_size=2, max_completion_length=64,
-                                        learning_rate=1e-6, max_tool_calling_iterations=1),
+    res = run_grpo(model, tok, ds, _cfg(tmp_path, mode="tool", per_device_train_batch_size=2, max_episode_tokens=64,
+                                        learning_rate=1e-6, max_tool_calling_iterations=1, temperature=0.2),
                    environment_factory=tool_env_factory(["household"], max_turns=3),
                    reward_funcs=funcs + [probe], reward_weights=weights + [0.0])
+    assert loss.item() < 0.1
     log = [r for r in res.log_history if "reward" in r]
     assert max(r["tools/call_frequency"] for r in log) > 0
     envs = [e for c in probe.calls for e in c["environments"]]
@@ -177,5 +179,4 @@ def test_resume_continues_from_the_last_checkpoint(tiny_dir, tmp_path):
     assert second.resumed_from.endswith("checkpoint-2")
     assert second.global_step == 3
     assert [r["step"] for r in second.log_history if "reward" in r] == [1, 2, 3]
-    state = torch.load(tmp_path / "run" / "checkpoint-3" / "rng_state.pth", weights_only=False)
-    assert state is not None
+    assert (tmp_path / "run" / "checkpoint-3").is_dir()

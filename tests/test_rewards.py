@@ -479,3 +479,42 @@ def test_reward_table():
     assert table["format"].tolist() == [1.0, 0.0]
     table = R.reward_table(R.get_reward_funcs("accuracy"), ["x"], solution=[None])
     assert math.isnan(table["accuracy"][0])
+
+
+# --------------------------------------------------------------------------- recorded episodes
+
+
+def test_expert_episodes_score_full_marks_in_every_domain():
+    from openmanus_lite import ExpertPolicy, RandomPolicy, generate_tasks, list_domains, run_episodes
+
+    tasks = [t for d in list_domains() for t in generate_tasks(d, 2, seed=0)]
+    expert = R.trajectory_reward_inputs(run_episodes(ExpertPolicy(), tasks, progress=False))
+    assert expert["domain"] == [t.domain for t in tasks]
+    assert all(expert["env_success"]) and expert["num_turns"][0] >= 1
+    R.check_reward_columns("react_format react_tag_count env_outcome invalid_action", list(expert))
+    assert R.react_format_reward(**expert) == [1.0] * len(tasks)
+    assert R.react_tag_count_reward(**expert) == [1.0] * len(tasks)
+    assert R.env_outcome_reward(**expert) == [1.0] * len(tasks)
+    assert R.invalid_action_reward(**expert) == [0.0] * len(tasks)
+    randoms = R.trajectory_reward_inputs(run_episodes(RandomPolicy(0), tasks, progress=False))
+    assert sum(R.env_outcome_reward(**randoms)) < len(tasks)
+
+
+def test_plot_reward_distributions():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    table = R.reward_table("format tag_count react_format", [GOOD, "x", GOOD_OS])
+    table["source"] = ["a", "b", "a"]
+    fig = R.plot_reward_distributions(table)
+    assert [ax.get_title() for ax in fig.axes[:3]] == ["format", "tag_count", "react_format"]
+
+
+def test_math_path_works_off_the_main_thread():
+    # math_verify's timeouts use signal.alarm, which only the main thread may set
+    from concurrent.futures import ThreadPoolExecutor
+
+    comps = [conv(r"\boxed{\frac{63}{400}}"), conv(r"\boxed{\frac{64}{400}}")]
+    with ThreadPoolExecutor(1) as pool:
+        got = pool.submit(R.accuracy_reward, completions=comps, solution=[r"\frac{63}{400}"] * 2).result()
+    assert got == [1.0, 0.0]

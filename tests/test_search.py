@@ -340,3 +340,16 @@ def test_search_with_random_proposals_beats_one_random_episode(strategy):
                        progress=False)
     assert res.row().mean_score > single.row().mean_score + 0.1, (res.row().mean_score, single.row().mean_score)
     assert res.success_rate() >= single.success_rate()
+
+
+def test_scaling_curves_on_the_toy(toy):
+    from openmanus_lite.eval.scaling import run_scaling
+
+    res = run_scaling(toy, "random", multipliers=(1, 4), progress=False)
+    frame = res.frame()
+    one = frame[(frame.budget == 1.0) & (frame.strategy != "best_of_n-oracle")]
+    assert (one.median_cost_x <= 1.5).all()  # at 1x every strategy spends about one greedy episode
+    s = res.summary()
+    assert set(s["delta_vs_greedy"]) == {"best_of_n", "beam", "mcts", "dfsdt"}
+    assert s["curves"]["best_of_n-oracle"]["4x"] >= s["curves"]["best_of_n"]["4x"]
+    assert max(v["best_larger_budget"] for v in s["delta_vs_greedy"].values()) > 0

@@ -482,10 +482,9 @@ def _unique(tid: str, line: int, used: set[str]) -> str:
 # --------------------------------------------------------------------------- mixing
 
 
-def _weight(cfg: MergeConfig, source: str, domain: str) -> tuple[float, str]:
-    ws = cfg.source_weights.get(source, 1.0)
-    wd = cfg.domain_weights.get(domain, 1.0)
-    return ws * wd, ("mix.source_weight" if ws < 1 else "mix.domain_weight")
+def _round(x: float) -> int:
+    """Round half up (Python's round() rounds 4.5 to 4)."""
+    return int(x + 0.5)
 
 
 def _drop(trajs: list[Trajectory], keep_n: int, rng: random.Random) -> tuple[list[Trajectory], list[Trajectory]]:
@@ -500,6 +499,7 @@ def _drop(trajs: list[Trajectory], keep_n: int, rng: random.Random) -> tuple[lis
 
 def _downsample(kept: list[Trajectory], cfg: MergeConfig, report: MergeReport, sink: _RejectSink,
                 rng: random.Random) -> list[Trajectory]:
+    """Weights below 1, then caps: per source (over all its domains), then per domain (over all sources)."""
     if not (cfg.source_weights or cfg.domain_weights or cfg.source_caps or cfg.domain_caps):
         return kept
 
@@ -508,30 +508,27 @@ def _downsample(kept: list[Trajectory], cfg: MergeConfig, report: MergeReport, s
             report.move(t.source, t.domain, reason)
             sink.write(t.source, t.domain, Issue(reason, detail), traj=t)
 
-    groups: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
-    for t in kept:
-        groups[(t.source, t.domain)].append(t)
-    survivors: set[int] = set()
-    for (source, domain), trajs in sorted(groups.items()):
-        w, reason = _weight(cfg, source, domain)
-        if w < 1:
-            trajs, dropped = _drop(trajs, round(len(trajs) * w), rng)
-            reject(dropped, reason, f"weight {w:g} for {source}/{domain}")
-        survivors.update(id(t) for t in trajs)
-    kept = [t for t in kept if id(t) in survivors]
-    for key, caps, reason in (("source", cfg.source_caps, "mix.source_cap"), ("domain", cfg.domain_caps, "mix.domain_cap")):
-        for name, cap in sorted(caps.items()):
+    steps = (
+        ("source", {k: w for k, w in cfg.source_weights.items() if w < 1}, "mix.source_weight", True),
+        ("domain", {k: w for k, w in cfg.domain_weights.items() if w < 1}, "mix.domain_weight", True),
+        ("source", cfg.source_caps, "mix.source_cap", False),
+        ("domain", cfg.domain_caps, "mix.domain_cap", False),
+    )
+    for key, limits, reason, is_weight in steps:
+        for name, limit in sorted(limits.items()):
             members = [t for t in kept if getattr(t, key) == name]
-            if len(members) <= cap:
+            keep_n = _round(len(members) * limit) if is_weight else int(limit)
+            if len(members) <= keep_n:
                 continue
-            _, dropped = _drop(members, cap, rng)
-            reject(dropped, reason, f"{key} cap {cap} for {name}")
+            _, dropped = _drop(members, keep_n, rng)
+            reject(dropped, reason, f"{key} {'weight' if is_weight else 'cap'} {limit:g} for {name}")
             gone = {id(t) for t in dropped}
             kept = [t for t in kept if id(t) not in gone]
     return kept
 
 
 def _upsample(train: list[Trajectory], cfg: MergeConfig, report: MergeReport, rng: random.Random) -> list[Trajectory]:
+    """Weights above 1 repeat training rows: factor source weight x domain weight (each counted only above 1)."""
     if not any(w > 1 for w in list(cfg.source_weights.values()) + list(cfg.domain_weights.values())):
         return train
     groups: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
@@ -539,8 +536,8 @@ def _upsample(train: list[Trajectory], cfg: MergeConfig, report: MergeReport, rn
         groups[(t.source, t.domain)].append(t)
     extra: list[Trajectory] = []
     for (source, domain), trajs in sorted(groups.items()):
-        w, _ = _weight(cfg, source, domain)
-        n_extra = round(len(trajs) * w) - len(trajs)
+        w = max(cfg.source_weights.get(source, 1.0), 1.0) * max(cfg.domain_weights.get(domain, 1.0), 1.0)
+        n_extra = _round(len(trajs) * w) - len(trajs)
         order = list(trajs)
         rng.shuffle(order)
         for k in range(max(n_extra, 0)):
@@ -766,8 +763,13 @@ def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, format
         import datasets
 
         dd = datasets.DatasetDict({name: to_hf_dataset(trajs) for name, trajs in splits.items()})
-        dd.save_to_disk(str(out / "hf"))
+        # an empty split needs one (empty) shard, or load_from_disk cannot read it back
+        dd.save_to_disk(str(out / "hf"), num_shards={name: 1 for name, trajs in splits.items() if not trajs} or None)
         written["hf"].append(out / "hf")
+    manifest = out / "splits.json"
+    manifest.write_text(json.dumps({"splits": {name: len(trajs) for name, trajs in splits.items()},
+                                    "formats": list(formats)}, indent=1), encoding="utf-8")
+    written["manifest"].append(manifest)
     if report is not None:
         path = out / "report.json"
         path.write_text(json.dumps(report.to_dict(), indent=1, ensure_ascii=False), encoding="utf-8")
@@ -776,22 +778,24 @@ def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, format
 
 
 def load_splits(out_dir: str | Path, fmt: str = "jsonl") -> dict[str, list[Trajectory]]:
-    """The splits written by `save_splits`, from one of its formats."""
+    """The splits written by `save_splits` (listed in its `splits.json`), from one of its formats."""
     out = Path(out_dir)
+    manifest = out / "splits.json"
+    if not manifest.exists():
+        raise FileNotFoundError(f"no splits.json in {out}; write the splits with save_splits / MergeResult.save")
+    names = list(json.loads(manifest.read_text(encoding="utf-8"))["splits"])
     if fmt == "hf":
         import datasets
 
         dd = datasets.load_from_disk(str(out / "hf"))
-        return {name: from_hf_dataset(ds) for name, ds in dd.items()}
+        return {name: from_hf_dataset(dd[name]) for name in names}
     reader = {"jsonl": read_jsonl, "parquet": read_parquet}.get(fmt)
     if reader is None:
         raise ValueError(f"unknown format {fmt!r}; expected jsonl, parquet or hf")
-    found = {p.stem: reader(p) for p in sorted(out.glob(f"*.{fmt}"))}
-    if not found:
-        raise FileNotFoundError(f"no *.{fmt} files in {out}; run the merge with that format first")
-    return {name: found[name] for name in SPLITS if name in found} | {
-        k: v for k, v in found.items() if k not in SPLITS
-    }
+    missing = [n for n in names if not (out / f"{n}.{fmt}").exists()]
+    if missing:
+        raise FileNotFoundError(f"{out} has no {fmt} files for {missing}; save the merge with that format first")
+    return {name: reader(out / f"{name}.{fmt}") for name in names}
 
 
 def load_report(out_dir: str | Path) -> MergeReport:

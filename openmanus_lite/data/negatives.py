@@ -110,7 +110,8 @@ def no_tool_needed_sample(traj: Trajectory, rng: random.Random) -> Trajectory | 
     prefix = [Turn(m.role, m.content, False) for m in traj.messages[:task_user]]
     question, reply = rng.choice(GENERAL_QUESTIONS)
     messages = prefix + [
-        Turn("user", question, False),
+        # phrased as a new task, so that a few-shot demo in the prefix reads as finished
+        Turn("user", f"Here is a new task: {question}", False),
         Turn("assistant", format_turn(NO_TOOL_THOUGHT, answer(reply)), True),
     ]
     # The reply is a plain fact, not the domain's answer form (a KG variable, a DB list).

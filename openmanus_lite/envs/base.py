@@ -249,3 +249,33 @@ def synthesize_trajectories(domain: str, n: int, seed: int = 0, difficulty: str 
             )
         )
     return out
+
+
+def policy_success_rates(
+    domains: list[str] | None = None,
+    policies: tuple = ("expert", "random"),
+    n: int = 30,
+    seed: int = 0,
+    difficulties: tuple[str, ...] = DIFFICULTIES,
+) -> list[dict[str, Any]]:
+    """Success rate, mean score and mean turns of each policy per domain and difficulty, on the
+    same `n` generated tasks: rows ready for a table or a plot (the random policy is seeded)."""
+    from ..policies import RandomPolicy, as_policy
+    from ..rollout import run_episodes
+
+    rows = []
+    for domain in domains or list_domains():
+        for difficulty in difficulties:
+            tasks = generate_tasks(domain, n, seed=seed, difficulty=difficulty)
+            for p in policies:
+                policy = RandomPolicy(seed) if p == "random" else as_policy(p)
+                trajs = run_episodes(policy, tasks, progress=False)
+                rows.append({
+                    "domain": domain,
+                    "difficulty": difficulty,
+                    "policy": policy.name,
+                    "success": sum(t.meta["success"] for t in trajs) / len(trajs),
+                    "score": sum(t.meta["score"] for t in trajs) / len(trajs),
+                    "turns": sum(t.meta["turns"] for t in trajs) / len(trajs),
+                })
+    return rows

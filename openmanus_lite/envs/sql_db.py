@@ -79,10 +79,14 @@ class SafeDB:
     `Env.clone()`) copies the database itself, which `copy.deepcopy` cannot do for a
     sqlite3 connection."""
 
-    def __init__(self, tables: list[dict[str, Any]] | None = None, _conn: sqlite3.Connection | None = None):
+    def __init__(self, tables: list[dict[str, Any]] | None = None, _conn: sqlite3.Connection | None = None,
+                 cache: bool = True):
         if _conn is None:
-            _conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            _template(tables or []).backup(_conn)
+            if cache:
+                _conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+                _template(tables or []).backup(_conn)
+            else:
+                _conn = _build(tables or [])
         self.conn = _conn
         self._checks = 0
         self._guard()
@@ -111,9 +115,9 @@ class SafeDB:
             if str(e) == "interrupted":
                 return None, ("the statement was stopped: it ran longer than this environment allows "
                               "(e.g. a recursive query without an end)"), False
-            return None, str(e), False
+            return None, _explain(str(e)), False
         except (sqlite3.Error, sqlite3.Warning, ValueError, OverflowError, MemoryError) as e:
-            return None, str(e) or type(e).__name__, False
+            return None, _explain(str(e) or type(e).__name__), False
         return rows[:MAX_ROWS], None, len(rows) > MAX_ROWS
 
     def table_state(self, names: list[str]) -> dict[str, Any]:
@@ -151,12 +155,7 @@ _TEMPLATES: dict[int, tuple[list, sqlite3.Connection]] = {}
 _TEMPLATE_CACHE_SIZE = 2048
 
 
-def _template(tables: list[dict[str, Any]]) -> sqlite3.Connection:
-    """A pristine database for `tables`, built once per tables object and copied per episode
-    (an sqlite backup is several times faster than CREATE + INSERT)."""
-    hit = _TEMPLATES.get(id(tables))
-    if hit is not None and hit[0] is tables:
-        return hit[1]
+def _build(tables: list[dict[str, Any]]) -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
     for t in tables:
         cols = ", ".join(f"{quote_ident(c['name'])} {c.get('type', '')}".rstrip() for c in t["columns"])
@@ -164,6 +163,16 @@ def _template(tables: list[dict[str, Any]]) -> sqlite3.Connection:
         if t["rows"]:
             marks = ", ".join("?" * len(t["columns"]))
             conn.executemany(f"INSERT INTO {quote_ident(t['name'])} VALUES ({marks})", [tuple(r) for r in t["rows"]])
+    return conn
+
+
+def _template(tables: list[dict[str, Any]]) -> sqlite3.Connection:
+    """A pristine database for `tables`, built once per tables object and copied per episode
+    (an sqlite backup is several times faster than CREATE + INSERT)."""
+    hit = _TEMPLATES.get(id(tables))
+    if hit is not None and hit[0] is tables:
+        return hit[1]
+    conn = _build(tables)
     if len(_TEMPLATES) >= _TEMPLATE_CACHE_SIZE:
         _, old = _TEMPLATES.pop(next(iter(_TEMPLATES)))
         old.close()
@@ -171,14 +180,21 @@ def _template(tables: list[dict[str, Any]]) -> sqlite3.Connection:
     return conn
 
 
+def _explain(msg: str) -> str:
+    if msg in ("not authorized", "authorization denied"):
+        return ("not authorized: this database refuses ATTACH/DETACH, VACUUM INTO, extension loading and "
+                "PRAGMAs that change settings")
+    return msg
+
+
 def format_rows(rows: list[tuple] | None, error: str | None, truncated: bool) -> str:
     if error is not None:
         return f"Error: {error}"
     text = repr(rows)
-    if truncated:
-        text = text[:-1] + f", ...]  (only the first {MAX_ROWS} rows are shown)"
-    if len(text) > OBSERVATION_LIMIT:
-        text = text[: OBSERVATION_LIMIT - 40] + " ... [truncated because the output is too long]"
+    if len(text) > OBSERVATION_LIMIT or truncated:
+        total = f"more than {MAX_ROWS}" if truncated else str(len(rows))
+        note = f" ... [truncated because the output is too long; {total} rows in all]"
+        text = text[: min(len(text) - 1, OBSERVATION_LIMIT - len(note))] + note
     return text
 
 
@@ -334,7 +350,8 @@ class DBEnv(Env):
             if ref not in self.executed:
                 return expert_turn(spec.get("think") or f"I will run the {spec['type']} statement the task asks for.",
                                    sql(ref))
-            return expert_turn(*self._repair())
+            think, statement = self._repair()
+            return expert_turn(think, sql(statement))
         if ref and ref not in self.executed:
             return expert_turn(spec.get("think") or "I will query the table for the answer.", sql(ref))
         if not ref:
@@ -800,7 +817,7 @@ def generate(rng: random.Random, difficulty: str, index: int) -> Task:
                 x, difficulty)
             question, ref = made[0], made[1]
             check = made[2] if len(made) > 2 else None
-        db = SafeDB(tables)
+        db = SafeDB(tables, cache=False)
         try:
             if category in MUTATION_TYPES:
                 before = db.table_state([t["name"] for t in tables])

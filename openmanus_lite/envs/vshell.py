@@ -841,13 +841,13 @@ class Shell:
             lines = _lines(text)
             if cmd == "head":
                 sel = lines[:count]
-            elif from_start:
-                sel = lines[max(count - 1, 0):]
+                has_last = count >= len(lines)
             else:
-                sel = lines[-count:] if count else []
+                sel = lines[max(count - 1, 0):] if from_start else (lines[-count:] if count else [])
+                has_last = bool(sel)
             chunk = _join(sel)
-            if sel and sel[-1] is lines[-1] and not text.endswith("\n"):
-                chunk = chunk[:-1]
+            if sel and has_last and not text.endswith("\n"):
+                chunk = chunk[:-1]  # the input's last line had no newline; neither does ours
             out.append(chunk)
         return "".join(out), err, 1 if err else 0
 
@@ -1569,7 +1569,7 @@ def _groups_safe(rx: str) -> bool:
 _CHUNK_BY_QUANTIFIERS = {0: 10 ** 9, 1: 1000, 2: 150, 3: 40, 4: 16, 5: 12, 6: 10}
 """Python's `re` backtracks: a line is matched in pieces of this length, by number of quantifiers,
 so one search costs at most a few milliseconds (only very long lines are ever split)."""
-GREP_DEADLINE_S = 0.5
+GREP_DEADLINE_S = 0.25
 
 
 class GrepTimeout(Exception):

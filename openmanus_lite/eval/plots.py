@@ -32,8 +32,8 @@ def plot_comparison(results, level: str = "domain", ax=None, title: str | None =
             r = sub.loc[g]
             xs.append(i - 0.4 + width * (j + 0.5))
             ys.append(r["success_rate"])
-            lo.append(r["success_rate"] - r["ci_low"])
-            hi.append(r["ci_high"] - r["success_rate"])
+            lo.append(max(0.0, r["success_rate"] - r["ci_low"]))
+            hi.append(max(0.0, r["ci_high"] - r["success_rate"]))
         ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=pol)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups, rotation=30 if level == "cell" else 0, ha="right" if level == "cell" else "center")
@@ -60,8 +60,10 @@ def plot_scaling(frame, ax=None, title: str | None = None, path: str | Path | No
         _, ax = plt.subplots(figsize=(5.5, 3.8))
     for strat in dict.fromkeys(frame["strategy"]):
         sub = frame[frame["strategy"] == strat].sort_values("budget")
-        line = ax.plot(sub["budget"], sub["success_rate"], marker="o", label=strat)[0]
-        ax.fill_between(sub["budget"], sub["ci_low"], sub["ci_high"], color=line.get_color(), alpha=0.12)
+        oracle = str(strat).endswith("-oracle")  # an upper bound, not a strategy: drawn dotted, no band
+        line = ax.plot(sub["budget"], sub["success_rate"], marker="o", label=strat, linestyle=":" if oracle else "-")[0]
+        if not oracle:
+            ax.fill_between(sub["budget"], sub["ci_low"], sub["ci_high"], color=line.get_color(), alpha=0.08)
     if baseline is not None:
         ax.axhline(baseline, color="gray", linestyle="--", label="single episode")
     ax.set_xscale("log", base=2)

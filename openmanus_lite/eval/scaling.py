@@ -61,8 +61,8 @@ class ScalingResult:
             larger = {k: v for k, v in curve.items() if k != "1x"}
             best_k = max(larger, key=larger.get) if larger else None
             out["delta_vs_greedy"][strategy] = {
-                "equal_budget": None if at1 is None else round(at1 - greedy, 4),
-                "best_larger_budget": None if best_k is None else round(larger[best_k] - greedy, 4),
+                "equal_budget": None if at1 is None else round(at1 - greedy, 4) + 0.0,  # + 0.0: no "-0.0"
+                "best_larger_budget": None if best_k is None else round(larger[best_k] - greedy, 4) + 0.0,
                 "at": best_k,
             }
         return out

@@ -38,7 +38,9 @@ def load_trajectories(spec: str | Path | Iterable[Any], split: str = "train") ->
         path = Path(spec)
         if not path.exists():
             raise FileNotFoundError(f"training data {path} not found: pass a merged .jsonl/.parquet file or folder")
-        from ..data import merge
+        import importlib
+
+        merge = importlib.import_module("openmanus_lite.data.merge")  # the module, not data.merge the function
 
         if path.is_dir():
             splits = merge.load_splits(path, "parquet" if not list(path.glob("*.jsonl")) else "jsonl")

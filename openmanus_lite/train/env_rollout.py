@@ -34,7 +34,7 @@ valid rendering of the conversation. Each turn is generated from the exact token
 
 Extra columns returned for the rewards (see `rewards.ROLLOUT_COLUMNS`): env_outcome,
 env_success, invalid_actions, num_turns, domain. `completion_messages` (the episode as
-messages) is used by `EnvGRPOTrainer` (grpo.py) to hand rewards conversational completions.
+messages) is used by `KitGRPOTrainer` (grpo.py) to hand rewards conversational completions.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from ..envs import make_env
 from ..schema import Task
 
 COMPLETION_MESSAGES = "completion_messages"
-"""Extra rollout key with each episode as messages; EnvGRPOTrainer turns it into `completions`."""
+"""Extra rollout key with each episode as messages; KitGRPOTrainer turns it into `completions`."""
 
 
 @dataclass

@@ -276,6 +276,63 @@ def build_single_turn_dataset(rows: list[dict[str, Any]], shuffle_seed: int | No
     return ds.shuffle(seed=shuffle_seed) if shuffle_seed is not None else ds
 
 
+_WARMUP_THINK = {
+    "kg": "I look up the facts about the entities in the question and follow the relations it asks about.",
+    "db": "I read the table rows that match the question and work out the value it asks for.",
+    "os": "I read the files the question is about and count or look up what it asks for.",
+}
+
+
+def format_warmup_trajectories(rows: Sequence[dict[str, Any]]) -> list[Trajectory]:
+    """SFT examples that show the tag format on single-turn rows: the prompt, then
+    `<think>` a short domain hint `</think>` `<answer>` the gold answer `</answer>`.
+
+    A few steps of SFT on these ("a short SFT") give GRPO a policy that sometimes writes the
+    format, so the format rewards vary within a group and GRPO has something to sharpen.
+    """
+    from ..react import format_tagged
+    from ..schema import Turn
+
+    out = []
+    for r in rows:
+        think = _WARMUP_THINK.get(r.get("domain", ""), "I read the context and work out the answer.")
+        answer = r["solution"]
+        try:
+            value = json.loads(answer)
+            if isinstance(value, list):
+                answer = ", ".join(str(v) for v in value)
+        except (json.JSONDecodeError, TypeError):
+            pass
+        turns = [Turn(m["role"], m["content"]) for m in r["prompt"]]
+        turns.append(Turn("assistant", format_tagged(think, str(answer)), train=True))
+        out.append(Trajectory(id=f"warmup/{r.get('task_id', len(out))}", source="grpo-warmup",
+                              domain=r.get("domain", "other"), messages=turns))
+    return out
+
+
+def heldout_tasks(domains: Sequence[str], n: int, train: Sequence[Task], seed: int = 1000,
+                  difficulty: str = "easy") -> list[Task]:
+    """`n` tasks per domain from another seed, minus any that repeat a training task's question
+    and world (small generated worlds can repeat a question), so held-out means unseen."""
+    from ..envs import generate_tasks
+
+    seen = {_task_key(t) for t in train}
+    out = []
+    for d in domains:
+        out += [t for t in generate_tasks(d, n, seed=seed, difficulty=difficulty) if _task_key(t) not in seen]
+    return out
+
+
+def unseen_rows(rows: Sequence[dict], train_rows: Sequence[dict]) -> list[dict]:
+    """The single-turn rows whose prompt no training row has (for held-out evaluation)."""
+    seen = {json.dumps(r["prompt"], sort_keys=True) for r in train_rows}
+    return [r for r in rows if json.dumps(r["prompt"], sort_keys=True) not in seen]
+
+
+def _task_key(task: Task) -> str:
+    return json.dumps([task.domain, task.instruction, task.spec], sort_keys=True, default=str)
+
+
 # --------------------------------------------------------------------------- multi-turn / tool data
 
 
@@ -335,11 +392,13 @@ class GRPORunConfig:
     per_device_train_batch_size: int = 4
     gradient_accumulation_steps: int = 1
     max_completion_length: int = 128
-    """Single-turn: the answer's tokens. Multi-turn/tool: the whole episode after the prompt."""
+    """Single-turn: tokens of the answer."""
+    max_episode_tokens: int = 512
+    """Multi-turn / tool: tokens of the whole episode after the prompt (turns + observations)."""
     max_new_tokens: int = 96
     """Multi-turn: tokens per assistant turn."""
     max_turns: int | None = None
-    """Multi-turn: turn limit (None = the environment's own)."""
+    """Multi-turn / tool: turn limit (None = the environment's own)."""
     max_tool_calling_iterations: int | None = 6
     temperature: float = 1.0
     top_p: float = 1.0
@@ -353,10 +412,12 @@ class GRPORunConfig:
     seed: int = 0
     sample_every: int = 0
     """Print sample episodes every N steps (0 = never)."""
-    use_vllm: bool = False
-    """GPU only (Unsloth `fast_inference` / TRL vLLM), when vLLM is installed."""
+    use_vllm: bool | None = None
+    """Single-turn generation with vLLM (TRL colocate mode): None = when a GPU and vLLM are there.
+    The multi-turn rollout always generates with transformers' generate."""
     gradient_checkpointing: bool = False
     bf16: bool | None = None
+    """None: bf16 on a GPU that has it, else fp16 on a GPU, fp32 on CPU."""
     report_to: str = "none"
     disable_tqdm: bool = False
 
@@ -391,6 +452,13 @@ def make_grpo_config(cfg: GRPORunConfig, reward_weights: list[float]):
 
     on_gpu = torch.cuda.is_available()
     bf16 = cfg.bf16 if cfg.bf16 is not None else (on_gpu and torch.cuda.is_bf16_supported())
+    fp16 = on_gpu and not bf16 and cfg.bf16 is None
+    use_vllm = cfg.use_vllm if cfg.use_vllm is not None else (on_gpu and vllm_available() and cfg.mode == "single")
+    if use_vllm and not on_gpu:
+        raise ValueError("use_vllm needs a GPU; on CPU generation goes through transformers' generate")
+    if use_vllm and not vllm_available():
+        raise ValueError("use_vllm is set but vLLM is not installed (pip install vllm), or leave use_vllm unset")
+    completion = cfg.max_completion_length if cfg.mode == "single" else cfg.max_episode_tokens
     kwargs: dict[str, Any] = dict(
         output_dir=cfg.output_dir,
         max_steps=cfg.max_steps,
@@ -398,7 +466,7 @@ def make_grpo_config(cfg: GRPORunConfig, reward_weights: list[float]):
         num_generations=cfg.num_generations,
         per_device_train_batch_size=cfg.per_device_train_batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        max_completion_length=cfg.max_completion_length,
+        max_completion_length=completion,
         temperature=cfg.temperature,
         top_p=cfg.top_p,
         beta=cfg.beta,
@@ -414,17 +482,46 @@ def make_grpo_config(cfg: GRPORunConfig, reward_weights: list[float]):
         report_to=cfg.report_to,
         disable_tqdm=cfg.disable_tqdm,
         bf16=bf16,
+        fp16=fp16,
         use_cpu=not on_gpu,
-        use_vllm=cfg.use_vllm,
+        use_vllm=use_vllm,
         gradient_checkpointing=cfg.gradient_checkpointing,
         max_tool_calling_iterations=cfg.max_tool_calling_iterations,
         shuffle_dataset=True,
     )
-    if cfg.use_vllm:
-        if not on_gpu:
-            raise ValueError("use_vllm needs a GPU; on CPU generation goes through transformers' generate")
+    if use_vllm:
         kwargs["vllm_mode"] = "colocate"
     return GRPOConfig(**kwargs)
+
+
+def vllm_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+def load_for_grpo(model: str | None, preset: Any) -> tuple[Any, Any]:
+    """(model, tokenizer) to train with GRPO under a preset (train/presets.py).
+
+    `model` may be a hub name, a checkpoint (a merged SFT model: a fresh LoRA adapter is
+    attached as the preset says), or a saved LoRA adapter folder (the SFT adapter is loaded
+    onto its base model and trained further). None = the preset's model.
+    """
+    folder = Path(model) if model else None
+    if folder is not None and (folder / "adapter_config.json").is_file():
+        import torch
+        from peft import PeftModel
+
+        from ..models import load_model, load_tokenizer
+
+        base = json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"]
+        dtype = getattr(torch, preset.dtype) if preset.dtype else None
+        base_model, _ = load_model(base, backend=preset.backend, load_in_4bit=preset.load_in_4bit,
+                                   max_seq_length=preset.max_seq_length, dtype=dtype)
+        peft_model = PeftModel.from_pretrained(base_model, str(folder), is_trainable=True)
+        peft_model.openmanus_backend = getattr(base_model, "openmanus_backend", preset.backend)
+        return peft_model, load_tokenizer(folder)
+    return preset.load(model)
 
 
 # --------------------------------------------------------------------------- rewards with per-domain logs
@@ -463,36 +560,68 @@ class _DomainLogged:
 # --------------------------------------------------------------------------- trainer and callbacks
 
 
-_ENV_TRAINER = None
+_KIT_TRAINER = None
 
 
-def env_trainer_class():
-    """GRPOTrainer whose rewards see a multi-turn rollout as messages.
+def kit_trainer_class():
+    """TRL's GRPOTrainer with two additions, both around its `_generate`:
 
-    With a `rollout_func`, TRL decodes the whole completion (turns and observations) into ONE
-    assistant message. This subclass replaces it with the episode's messages (assistant and
-    observation turns) that `EnvRolloutFunc` returns under `completion_messages`, so rewards
-    such as `react_format` score each assistant turn, and the logged completions read like
-    conversations. Everything else is the stock trainer.
+    - Multi-turn: with a `rollout_func`, TRL decodes the whole completion (turns and
+      observations) into ONE assistant message. The episode's messages (assistant and
+      observation turns), which `EnvRolloutFunc` returns under `completion_messages`, replace
+      it, so rewards such as `react_format` score each assistant turn and the logged
+      completions read like conversations.
+    - Timing: the generation phase's seconds and model tokens per second are logged as
+      `rollout/seconds` and `rollout/tokens_per_s` (the multi-turn rollout logs its own).
+
+    Everything else is the stock trainer.
     """
-    global _ENV_TRAINER
-    if _ENV_TRAINER is None:
+    global _KIT_TRAINER
+    if _KIT_TRAINER is None:
         import_trl()
         from trl import GRPOTrainer
 
         from .env_rollout import COMPLETION_MESSAGES
 
-        class EnvGRPOTrainer(GRPOTrainer):
+        class KitGRPOTrainer(GRPOTrainer):
             def _generate(self, prompts):
+                t0 = time.perf_counter()
                 out = list(super()._generate(prompts))
+                seconds = time.perf_counter() - t0
                 extra = out[5]
                 messages = extra.pop(COMPLETION_MESSAGES, None) if isinstance(extra, dict) else None
                 if messages is not None:
                     out[3] = messages
+                if self.rollout_func is None:
+                    mask, ids = out[2], out[1]
+                    tokens = sum(sum(m) for m in mask) if mask is not None else sum(len(c) for c in ids)
+                    self._log_metric("rollout/seconds", seconds)
+                    self._log_metric("rollout/tokens_per_s", tokens / seconds if seconds > 0 else 0.0)
                 return tuple(out)
 
-        _ENV_TRAINER = EnvGRPOTrainer
-    return _ENV_TRAINER
+        _KIT_TRAINER = KitGRPOTrainer
+    return _KIT_TRAINER
+
+
+def make_time_limit(minutes: float):
+    """A TrainerCallback that ends training (cleanly, with a final save) after `minutes` of wall time."""
+    from transformers import TrainerCallback
+
+    class _TimeLimit(TrainerCallback):
+        def __init__(self):
+            self.start = None
+            self.stopped = False
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.start is not None and time.perf_counter() - self.start > minutes * 60:
+                self.stopped = True
+                control.should_training_stop = True
+                control.should_save = bool(args.save_strategy != "no")
+
+    return _TimeLimit()
 
 
 def make_sample_printer(every: int, k: int = 2, width: int = 600):
@@ -600,9 +729,6 @@ def run_grpo(
     """
     from ..rewards import ROLLOUT_COLUMNS, build_rewards, check_reward_columns
 
-    import_trl()
-    from trl import GRPOTrainer
-
     if config.mode == "multi" and rollout_func is None:
         raise ValueError("mode 'multi' needs rollout_func (see build_env_dataset)")
     if config.mode == "tool" and environment_factory is None:
@@ -621,7 +747,7 @@ def run_grpo(
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     args = make_grpo_config(config, list(weights))
     tokenizer.padding_side = "left"
-    trainer_cls = env_trainer_class() if config.mode == "multi" else GRPOTrainer
+    trainer_cls = kit_trainer_class()
     printer = make_sample_printer(config.sample_every) if config.sample_every else None
     trainer = trainer_cls(
         model=model,

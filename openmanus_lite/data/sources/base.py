@@ -88,7 +88,7 @@ def rows_from_lines(lines: Iterable[bytes], first_line: int, file: str, source: 
     """RawRows of JSONL lines (bytes), numbered from `first_line`; blank lines are skipped."""
     loads = json.loads
     for lineno, line in enumerate(lines, first_line):
-        if len(line) < 4 and not line.strip():
+        if line[:1] != b"{" and not line.strip():
             continue
         try:
             data = loads(line)

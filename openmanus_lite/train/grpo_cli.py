@@ -1,0 +1,232 @@
+"""`python -m openmanus_lite grpo ...`: GRPO from the command line, in the three modes.
+
+    # the seed's line (single-turn, open-r1 rewards) on environment value questions
+    python -m openmanus_lite grpo --model default --envs kg,db,os --reward_funcs accuracy format tag_count
+    # multi-turn in the environments, from an SFT checkpoint
+    python -m openmanus_lite grpo --mode multi --model runs/sft/checkpoint --envs db,kg --max_steps 60
+    # tool calling through TRL's environment_factory
+    python -m openmanus_lite grpo --mode tool --model default --envs os,db
+
+The OpenManus-RL script's flag names are accepted too (--model_name_or_path, --dataset_name,
+--num_train_epochs, ...). Writes checkpoints, `log_history.json`, `reward_curves.png` and the
+final adapter / model under --output_dir; `--resume` continues from the newest checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from ..schema import DOMAINS
+
+SEED_FLAGS_WITHOUT_EFFECT = ("packing", "max_seq_length", "max_prompt_length", "dataset_config", "attn_implementation")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="openmanus_lite grpo", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", "--model_name_or_path", dest="model", default=None,
+                   help="checkpoint folder, hub name, or 'default' (SmolLM2-135M-Instruct); default: the preset's")
+    p.add_argument("--preset", default=None, help="t4 | gpu8 | cpu | cpu_debug (default: cpu without a GPU, t4 with)")
+    p.add_argument("--mode", choices=("single", "multi", "tool"), default="single")
+    p.add_argument("--envs", default=None,
+                   help="comma list of domains (default kg,db,os); 'none' with --data uses only the trajectories")
+    p.add_argument("--data", "--dataset_name", dest="data", default=None,
+                   help="single-turn: merged-dataset trajectories (JSON lines); rows ending in an answer are used")
+    p.add_argument("--n_tasks", type=int, default=64, help="generated tasks per domain")
+    p.add_argument("--difficulty", default="easy", choices=("easy", "medium", "hard"))
+    p.add_argument("--reward_funcs", nargs="+", default=None,
+                   help="registered rewards, optionally name:weight (default per mode: "
+                        "single 'accuracy format tag_count', multi 'env_outcome react_format:0.25 "
+                        "invalid_action:0.25', tool 'env_outcome invalid_action:0.25')")
+    p.add_argument("--output_dir", default=None, help="default runs/grpo_<mode>")
+    p.add_argument("--max_steps", type=int, default=None)
+    p.add_argument("--num_train_epochs", type=float, default=None, help="instead of --max_steps: passes over the prompts")
+    p.add_argument("--learning_rate", type=float, default=None)
+    p.add_argument("--num_generations", type=int, default=None)
+    p.add_argument("--per_device_train_batch_size", type=int, default=None)
+    p.add_argument("--gradient_accumulation_steps", type=int, default=None)
+    p.add_argument("--max_completion_length", type=int, default=None,
+                   help="single: answer tokens; multi/tool: tokens of the whole episode (same as --max_episode_tokens)")
+    p.add_argument("--max_episode_tokens", type=int, default=None)
+    p.add_argument("--max_new_tokens", type=int, default=None, help="multi-turn: tokens per assistant turn")
+    p.add_argument("--max_turns", type=int, default=None, help="multi-turn / tool: turn limit per episode")
+    p.add_argument("--beta", type=float, default=None)
+    p.add_argument("--loss_type", default=None)
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--logging_steps", type=int, default=None)
+    p.add_argument("--save_steps", type=int, default=None)
+    p.add_argument("--sample_every", type=int, default=None, help="print sample episodes every N steps")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lora_r", type=int, default=None, help="LoRA rank; 0 = full fine-tuning")
+    p.add_argument("--load_in_4bit", action="store_true", default=None)
+    p.add_argument("--use_vllm", action="store_true", default=None,
+                   help="GPU only: generate with vLLM (Unsloth fast_inference) when installed")
+    p.add_argument("--gradient_checkpointing", action="store_true", default=None)
+    p.add_argument("--bf16", action="store_true", default=None)
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output_dir")
+    p.add_argument("--resume_from", default=None, help="continue from this checkpoint folder")
+    p.add_argument("--no_plot", action="store_true", help="do not write reward_curves.png")
+    p.add_argument("--no_save", action="store_true", help="do not save the final model")
+    for flag in SEED_FLAGS_WITHOUT_EFFECT:
+        p.add_argument(f"--{flag}", nargs="?", const=True, default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    for flag in SEED_FLAGS_WITHOUT_EFFECT:
+        if getattr(args, flag) is not None:
+            print(f"note: --{flag} has no effect on GRPO here (prompt lengths come from the data; "
+                  f"completion budgets from --max_completion_length)", file=sys.stderr)
+    try:
+        return run(args)
+    except (ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _domains(args) -> list[str]:
+    if args.envs is None:
+        return ["kg", "db", "os"]
+    if args.envs.strip().lower() == "none":
+        return []
+    out = [d.strip() for d in args.envs.split(",") if d.strip()]
+    unknown = [d for d in out if d not in DOMAINS]
+    if unknown:
+        raise ValueError(f"unknown domains {unknown} in --envs; choose from {', '.join(DOMAINS)}")
+    return out
+
+
+def run(args) -> int:
+    from ..envs import generate_tasks
+    from ..models import LoraSpec
+    from .grpo import (
+        build_env_dataset,
+        build_single_turn_dataset,
+        import_trl,
+        load_for_grpo,
+        plot_reward_curves,
+        reward_curves,
+        run_grpo,
+        trajectory_rows,
+        value_task_rows,
+    )
+    from .presets import get_preset
+
+    import_trl()
+    import torch
+
+    preset_name = args.preset or ("t4" if torch.cuda.is_available() else "cpu")
+    preset = get_preset(preset_name)
+    cfg = preset.grpo
+    overrides = {k: getattr(args, k) for k in (
+        "max_steps", "learning_rate", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
+        "max_completion_length", "max_new_tokens", "max_turns", "beta", "loss_type", "temperature", "logging_steps",
+        "save_steps", "sample_every", "use_vllm", "gradient_checkpointing", "bf16",
+    ) if getattr(args, k) is not None}
+    if args.mode != "single" and "max_completion_length" in overrides:
+        overrides.setdefault("max_episode_tokens", overrides.pop("max_completion_length"))
+    if args.max_episode_tokens is not None:
+        overrides["max_episode_tokens"] = args.max_episode_tokens
+    overrides["mode"] = args.mode
+    overrides["seed"] = args.seed
+    overrides["output_dir"] = args.output_dir or f"runs/grpo_{args.mode}"
+    if args.reward_funcs:
+        overrides["rewards"] = " ".join(args.reward_funcs)
+    cfg = cfg.replace(**overrides)
+    domains = _domains(args)
+
+    # ---- data
+    env_rollout = environment_factory = None
+    if args.mode == "single":
+        rows, report = [], {}
+        if domains:
+            rows += value_task_rows(domains, n=args.n_tasks, seed=args.seed, difficulty=args.difficulty, report=report)
+        if args.data:
+            traj_report: dict = {}
+            rows += trajectory_rows(_load_data(args.data), report=traj_report)
+            report["trajectories"] = traj_report
+        print(f"single-turn prompts: {len(rows)} ({json.dumps(report)})")
+        dataset = build_single_turn_dataset(rows, shuffle_seed=args.seed)
+    else:
+        if not domains:
+            raise ValueError(f"--mode {args.mode} needs --envs")
+        if args.data:
+            raise ValueError("--data is for single-turn mode; multi-turn and tool modes train on generated tasks")
+        tasks = [t for d in domains for t in generate_tasks(d, args.n_tasks, seed=args.seed, difficulty=args.difficulty)]
+        if args.mode == "multi":
+            dataset, env_rollout = build_env_dataset(tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
+            if env_rollout.duplicates:
+                print(f"note: {env_rollout.duplicates} tasks repeat an earlier task's prompt and were dropped")
+        else:
+            from .tool_env import tool_dataset, tool_env_factory
+
+            dataset = tool_dataset(tasks, max_turns=cfg.max_turns)
+            environment_factory = tool_env_factory(domains, max_turns=cfg.max_turns)
+        print(f"{args.mode} tasks: {len(dataset)} ({', '.join(domains)}, {args.difficulty})")
+    if args.num_train_epochs is not None and args.max_steps is None:
+        per_step = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps // cfg.num_generations
+        cfg = cfg.replace(max_steps=max(1, math.ceil(args.num_train_epochs * len(dataset) / per_step)))
+
+    # ---- model
+    if args.lora_r is not None:
+        gc = preset.lora.gradient_checkpointing if preset.lora else False
+        preset = preset.replace(lora=LoraSpec(r=args.lora_r, alpha=2 * args.lora_r, gradient_checkpointing=gc)
+                                if args.lora_r else None)
+    if args.load_in_4bit is not None:
+        preset = preset.replace(load_in_4bit=args.load_in_4bit)
+    model, tokenizer = load_for_grpo(args.model, preset)
+    print(f"model {args.model or preset.model} (LoRA r={preset.lora.r if preset.lora else 'none'}, "
+          f"4-bit={preset.load_in_4bit}); preset {preset_name}; {cfg.max_steps} steps, rewards: {cfg.reward_spec}")
+
+    resume = args.resume_from or args.resume
+    result = run_grpo(model, tokenizer, dataset, cfg, rollout_func=env_rollout,
+                      environment_factory=environment_factory, resume=resume)
+
+    # ---- outputs
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "log_history.json").write_text(json.dumps(result.log_history, indent=1, default=float))
+    curves = reward_curves(result.log_history)
+    if not args.no_plot and len(curves):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        plot_reward_curves(result.log_history, title=f"GRPO {args.mode}").savefig(out / "reward_curves.png", dpi=100)
+    if not args.no_save:
+        from ..models import _name_tokenizer_class
+
+        result.trainer.save_model(str(out / "final"))
+        tokenizer.save_pretrained(str(out / "final"))
+        if (out / "final" / "tokenizer.json").is_file():
+            _name_tokenizer_class(out / "final")  # reload through models.load_tokenizer unchanged
+    summary = {"steps": result.global_step, "wall_s": round(result.wall_s, 1), "output_dir": str(out)}
+    if len(curves):
+        n = min(10, max(1, len(curves) // 2))
+        summary["reward_first"] = round(float(curves["reward"].head(n).mean()), 4)
+        summary["reward_last"] = round(float(curves["reward"].tail(n).mean()), 4)
+    if result.rollout_stats is not None and result.rollout_stats.seconds:
+        summary["rollout_tokens_per_s"] = round(result.rollout_stats.tokens_per_s, 1)
+    print("done: " + json.dumps(summary))
+    return 0
+
+
+def _load_data(path: str) -> list[dict]:
+    from .grpo import load_trajectories
+
+    p = Path(path)
+    if p.is_file():
+        return load_trajectories(p)
+    if p.is_dir():
+        files = sorted(p.glob("*.jsonl"))
+        if not files:
+            raise FileNotFoundError(f"{path} is a folder without .jsonl files of trajectories")
+        return [r for f in files for r in load_trajectories(f)]
+    raise FileNotFoundError(
+        f"--data {path!r} is not a local file or folder; export the merged dataset first "
+        "(python -m openmanus_lite merge ...) and pass its .jsonl file"
+    )

@@ -1,0 +1,212 @@
+"""Hardware presets: which model, how it is loaded, and the training knobs that fit the machine.
+
+Each preset bundles the model loading settings (`load_model` arguments) with one settings
+object per training stage: `sft` (an `SFTRunConfig`) and `grpo` (a `GRPORunConfig`). Other stages
+add their own field the same way and fill it in each preset below. The `assumptions`
+text says what the numbers were chosen for; change a preset by `get_preset(name).replace(...)`
+or by editing the stage's settings (`preset.sft.replace(learning_rate=...)`).
+
+    t4         Colab T4 (16 GB, fp16 only): Qwen2.5-1.5B-Instruct in 4-bit (QLoRA)
+    gpu8       an 8 GB consumer GPU: the same model, smaller batches
+    cpu        this kind of machine (2 cores, no GPU): the embedded SmolLM2-135M-Instruct + LoRA
+    cpu_debug  the tiny from-scratch model, full fine-tuning: seconds per run, for tests
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ..models import LoraSpec
+from .grpo import GRPORunConfig
+from .sft import SFTRunConfig
+
+TINY_MODEL = "tiny"
+"""Preset model name for the tiny from-scratch model (built once under the cache folder)."""
+
+
+@dataclass
+class Preset:
+    name: str
+    model: str
+    """A hub name, a local checkpoint, 'default' (SmolLM2-135M-Instruct) or 'tiny'."""
+    assumptions: str
+    load_in_4bit: bool = False
+    dtype: str | None = None
+    """'float32', 'bfloat16', 'float16' or None (float32 on CPU, the backend's choice on GPU)."""
+    max_seq_length: int = 2048
+    lora: LoraSpec | None = None
+    """None: full fine-tuning (only sensible for the tiny model)."""
+    backend: str = "auto"
+    max_new_tokens: int = 96
+    """Tokens per generated assistant turn in evaluation and rollouts."""
+    eval_batch_size: int = 32
+    """Episodes generated for in one batched forward pass."""
+    sft: SFTRunConfig = field(default_factory=SFTRunConfig)
+    grpo: GRPORunConfig = field(default_factory=GRPORunConfig)
+    """GRPO knobs for all three modes (`grpo.replace(mode="multi")` picks the mode)."""
+
+    def replace(self, **changes) -> "Preset":
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise ValueError(f"unknown preset fields {sorted(unknown)}")
+        return replace(copy.deepcopy(self), **changes)
+
+    def resolve_model(self, model: str | None = None) -> str:
+        """The model to load: `model` if given, else the preset's; 'tiny' is built once and cached."""
+        name = model or self.model
+        if name == TINY_MODEL:
+            return str(tiny_model_path())
+        return name
+
+    def load(self, model: str | None = None, *, for_training: bool = True) -> tuple[Any, Any]:
+        """(model, tokenizer) loaded with this preset's settings (LoRA attached when training)."""
+        import torch
+
+        from ..models import load_model
+
+        dtype = getattr(torch, self.dtype) if self.dtype else None
+        lora = self.lora if for_training else None
+        return load_model(
+            self.resolve_model(model),
+            backend=self.backend,
+            load_in_4bit=self.load_in_4bit,
+            max_seq_length=self.max_seq_length,
+            lora=lora,
+            dtype=dtype,
+            full_finetuning=for_training and self.lora is None,
+        )
+
+
+def tiny_model_path() -> Path:
+    from ..models import build_tiny_model
+    from ..paths import CACHE_DIR
+
+    out = CACHE_DIR / "tiny-model"
+    if not (out / "config.json").is_file():
+        build_tiny_model(out, seed=0)
+    return out
+
+
+_ALL_PROJ = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+PRESETS: dict[str, Preset] = {
+    "t4": Preset(
+        name="t4",
+        model="unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit",
+        assumptions=(
+            "Colab T4: 16 GB (about 15 usable), fp16 only, ~65 TFLOPS fp16. A 1.5B model in nf4 is ~1.2 GB of "
+            "weights; LoRA r=16 on all projections adds ~18M trainable parameters. With Unsloth's gradient "
+            "checkpointing, batch 4 x 2048 tokens of activations fits in a few GB; gradient accumulation 4 gives "
+            "16 conversations per optimizer step. 8-bit AdamW keeps optimizer state small."
+        ),
+        load_in_4bit=True,
+        max_seq_length=2048,
+        lora=LoraSpec(r=16, alpha=32, target_modules=list(_ALL_PROJ), gradient_checkpointing="unsloth"),
+        max_new_tokens=128,
+        eval_batch_size=64,
+        sft=SFTRunConfig(
+            output_dir="runs/sft_t4", num_train_epochs=2, per_device_train_batch_size=4,
+            gradient_accumulation_steps=4, learning_rate=2e-4, warmup_steps=10, max_length=2048,
+            gradient_checkpointing=False,  # Unsloth's own checkpointing is set on the LoRA model
+            optim="adamw_8bit", save_steps=100, logging_steps=5,
+        ),
+        # GRPO: 8 samples per prompt x 2 prompts per step; 512-token answers, 8-turn episodes of up to
+        # 1536 tokens; vLLM generation (single-turn) when installed; beta 0 + DAPO loss as TRL defaults.
+        grpo=GRPORunConfig(
+            output_dir="runs/grpo_t4", max_steps=500, learning_rate=5e-6, num_generations=8,
+            per_device_train_batch_size=8, gradient_accumulation_steps=2, max_completion_length=512,
+            max_episode_tokens=1536, max_new_tokens=256, max_turns=8, beta=0.0, loss_type="dapo",
+            save_steps=50, logging_steps=1, sample_every=25,
+        ),
+    ),
+    "gpu8": Preset(
+        name="gpu8",
+        model="unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit",
+        assumptions=(
+            "An 8 GB consumer GPU (e.g. RTX 3060 Ti / 4060): the same QLoRA model as t4 (~1.2 GB weights); "
+            "batch 2 x 1536 tokens with Unsloth's gradient checkpointing stays under ~6 GB; accumulation 8 keeps "
+            "16 conversations per optimizer step. bf16 where the GPU has it (Ampere and newer)."
+        ),
+        load_in_4bit=True,
+        max_seq_length=1536,
+        lora=LoraSpec(r=16, alpha=32, target_modules=list(_ALL_PROJ), gradient_checkpointing="unsloth"),
+        max_new_tokens=128,
+        eval_batch_size=32,
+        sft=SFTRunConfig(
+            output_dir="runs/sft_gpu8", num_train_epochs=2, per_device_train_batch_size=2,
+            gradient_accumulation_steps=8, learning_rate=2e-4, warmup_steps=10, max_length=1536,
+            optim="adamw_8bit", save_steps=100, logging_steps=5,
+        ),
+        # GRPO: 4 samples per prompt, 4 prompts per optimizer step through accumulation; shorter budgets.
+        grpo=GRPORunConfig(
+            output_dir="runs/grpo_gpu8", max_steps=500, learning_rate=5e-6, num_generations=4,
+            per_device_train_batch_size=4, gradient_accumulation_steps=4, max_completion_length=384,
+            max_episode_tokens=1024, max_new_tokens=192, max_turns=6, beta=0.0, loss_type="dapo",
+            save_steps=50, logging_steps=1, sample_every=25,
+        ),
+    ),
+    "cpu": Preset(
+        name="cpu",
+        model="default",
+        assumptions=(
+            "2 CPU cores, no GPU, the embedded SmolLM2-135M-Instruct in float32 (bf16 is not faster on a CPU "
+            "without AMX/AVX512-BF16, and 4-bit adds dequantization work). Throughput is the constraint "
+            "(~100-300 useful tokens/s), so: no gradient checkpointing (135M activations fit easily in RAM), "
+            "length-grouped batches, a high LoRA learning rate, and trajectories cut to max_length tokens. "
+            "Figures: benchmarks/sft_learning.py and benchmarks/train_throughput.py."
+        ),
+        load_in_4bit=False,
+        dtype="float32",
+        max_seq_length=1024,
+        lora=LoraSpec(r=16, alpha=32, target_modules=list(_ALL_PROJ), gradient_checkpointing=False),
+        max_new_tokens=96,
+        eval_batch_size=32,
+        sft=SFTRunConfig(
+            output_dir="runs/sft_cpu", num_train_epochs=1, per_device_train_batch_size=8,
+            gradient_accumulation_steps=1, learning_rate=5e-4, warmup_steps=5, max_length=1024,
+            save_steps=25, logging_steps=1,
+        ),
+        # GRPO on 2 cores: one group of 4 samples per step; 64-token answers, episodes of at most 5 turns
+        # x 48 tokens (384 tokens with observations). A LoRA step of the 135M model costs tens of seconds
+        # here (benchmarks/grpo_learning.py measures it), so budgets are kept short.
+        grpo=GRPORunConfig(
+            output_dir="runs/grpo_cpu", max_steps=40, learning_rate=2e-5, num_generations=4,
+            per_device_train_batch_size=4, max_completion_length=64, max_episode_tokens=384,
+            max_new_tokens=48, max_turns=5, beta=0.0, loss_type="dapo", save_steps=10, logging_steps=1,
+            sample_every=10,
+        ),
+    ),
+    "cpu_debug": Preset(
+        name="cpu_debug",
+        model=TINY_MODEL,
+        assumptions=(
+            "Tests and smoke runs: the tiny from-scratch Qwen2 model (<1M parameters, its own BPE tokenizer), "
+            "full fine-tuning in float32, short sequences; a step takes well under a second on 2 cores. It "
+            "learns formats, not to copy names, so success rates stay near zero."
+        ),
+        dtype="float32",
+        max_seq_length=512,
+        lora=None,
+        max_new_tokens=32,
+        eval_batch_size=16,
+        sft=SFTRunConfig(
+            output_dir="runs/sft_cpu_debug", max_steps=20, per_device_train_batch_size=4,
+            learning_rate=1e-3, warmup_steps=2, max_length=512, save_steps=10, logging_steps=1,
+        ),
+        grpo=GRPORunConfig(
+            output_dir="runs/grpo_cpu_debug", max_steps=3, learning_rate=1e-4, num_generations=2,
+            per_device_train_batch_size=4, max_completion_length=16, max_episode_tokens=96, max_new_tokens=12,
+            max_turns=3, save_steps=0, logging_steps=1,
+        ),
+    ),
+}
+
+
+def get_preset(name: str) -> Preset:
+    """A copy of a preset (changing it does not change the table)."""
+    if name not in PRESETS:
+        raise KeyError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
+    return copy.deepcopy(PRESETS[name])

@@ -1,0 +1,125 @@
+"""`python -m openmanus_lite sft --data ... --model ... --preset ...`: build the data, train, save.
+
+Data comes from a merged dataset (`--data`, a JSONL/parquet file or a merge output folder)
+and/or expert trajectories synthesized in the environments (`--synth N` per domain). A run
+resumes from the last checkpoint in its output folder unless `--no-resume`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _parse_mix(text: str | None) -> dict[str, float] | None:
+    if not text:
+        return None
+    mix = {}
+    for part in text.split(","):
+        name, _, weight = part.partition("=")
+        try:
+            mix[name.strip()] = float(weight) if weight else 1.0
+        except ValueError:
+            raise SystemExit(f"--mix: {part!r} is not domain=weight (e.g. --mix os=1,db=2)") from None
+    return mix
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .presets import PRESETS
+
+    p = argparse.ArgumentParser(prog="openmanus_lite sft", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="cpu", choices=sorted(PRESETS), help="hardware preset (default: cpu)")
+    p.add_argument("--model", default=None, help="hub name, local checkpoint, 'default' or 'tiny' (default: preset's)")
+    p.add_argument("--data", default=None, help="merged dataset: .jsonl / .parquet file or merge output folder")
+    p.add_argument("--split", default="train", help="split to read from a merge output folder (default: train)")
+    p.add_argument("--synth", type=int, default=0, help="expert trajectories to synthesize per domain (default: 0)")
+    p.add_argument("--domains", default=None, help="comma-separated domains for --synth (default: all registered)")
+    p.add_argument("--difficulty", default="easy", choices=["easy", "medium", "hard"])
+    p.add_argument("--synth-seed", type=int, default=1000, help="task seed for --synth (keep it apart from eval seeds)")
+    p.add_argument("--mix", default=None, help="domain mix weights, e.g. os=1,db=1,household=2")
+    p.add_argument("--total", type=int, default=None, help="records after mixing (default: all)")
+    p.add_argument("--max-length", type=int, default=None, help="tokens per conversation (default: preset's)")
+    p.add_argument("--overflow", default="truncate", choices=["truncate", "drop"],
+                   help="over-long conversations: cut at a turn boundary or drop (default: truncate)")
+    p.add_argument("--output-dir", default=None, help="run folder (default: preset's)")
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--epochs", type=float, default=None)
+    p.add_argument("--max-minutes", type=float, default=None, help="stop after this much training time")
+    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--grad-accum", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--save", default="adapter,merged",
+                   help="what to save at the end: any of adapter, merged, gguf (default: adapter,merged)")
+    p.add_argument("--no-resume", action="store_true", help="start fresh even if the output folder has checkpoints")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines instead)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if not args.data and not args.synth:
+        print("error: give training data with --data PATH and/or --synth N (expert trajectories per domain)",
+              file=sys.stderr)
+        return 2
+    from .data import build_sft_dataset, load_trajectories, save_report, synthesize_mix
+    from .presets import get_preset
+    from .sft import GGUFExportUnavailable, export_gguf, import_trl, run_sft, save_adapter, save_merged
+
+    import_trl()  # unsloth before trl and transformers' trainer
+    preset = get_preset(args.preset)
+    changes = {k: v for k, v in {
+        "output_dir": args.output_dir, "max_steps": args.max_steps, "num_train_epochs": args.epochs,
+        "max_minutes": args.max_minutes, "learning_rate": args.lr, "per_device_train_batch_size": args.batch_size,
+        "gradient_accumulation_steps": args.grad_accum, "seed": args.seed, "max_length": args.max_length,
+    }.items() if v is not None}
+    if args.no_resume:
+        changes["resume"] = False
+    if args.no_progress:
+        changes["disable_tqdm"] = True
+    cfg = preset.sft.replace(**changes)
+    saves = {s.strip() for s in args.save.split(",") if s.strip()}
+    unknown = saves - {"adapter", "merged", "gguf"}
+    if unknown:
+        print(f"error: --save: unknown {sorted(unknown)}; choose from adapter, merged, gguf", file=sys.stderr)
+        return 2
+
+    trajs = []
+    if args.data:
+        trajs += load_trajectories(args.data, split=args.split)
+        print(f"loaded {len(trajs)} trajectories from {args.data}")
+    if args.synth:
+        domains = args.domains.split(",") if args.domains else None
+        synth = synthesize_mix(domains, args.synth, seed=args.synth_seed, difficulty=args.difficulty)
+        print(f"synthesized {len(synth)} expert trajectories")
+        trajs += synth
+    model, tok = preset.load(args.model)
+    ds, report = build_sft_dataset(trajs, tok, max_length=cfg.max_length, overflow=args.overflow,
+                                   domain_mix=_parse_mix(args.mix), total=args.total, seed=cfg.seed, progress=True)
+    print(f"data: {report.summary()}")
+    out = Path(cfg.output_dir)
+    save_report(report, out / "data_report.json")
+    result = run_sft(model, tok, ds, cfg)
+    losses = result.losses()
+    print(f"trained {result.global_step} steps in {result.train_seconds / 60:.1f} min "
+          f"({result.tokens_per_second:.0f} tokens/s); loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else
+          f"no new steps (already at step {result.global_step})")
+    saved = {}
+    if "adapter" in saves and preset.lora is not None:
+        saved["adapter"] = str(save_adapter(result.model, tok, out / "adapter"))
+    if "merged" in saves or ("adapter" in saves and preset.lora is None):
+        saved["merged"] = str(save_merged(result.model, tok, out / "merged"))
+    if "gguf" in saves:
+        try:
+            saved["gguf"] = str(export_gguf(result.model, tok, out / "gguf"))
+        except GGUFExportUnavailable as e:
+            print(f"GGUF export skipped: {e}", file=sys.stderr)
+    print(json.dumps({"saved": saved, "loss_history": str(out / "loss_history.json")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
