@@ -190,7 +190,7 @@ def run_once(specs: list[SourceSpec], out: Path, formats: tuple[str, ...],
     """(wall seconds, CPU seconds of this process and its workers, result) of one merge + export."""
     c0, t0 = _cpu_seconds(), time.perf_counter()
     result = merge(specs, MergeConfig(strict=False, seed=0, workers=workers))
-    result.save(out, formats=formats, workers=workers)
+    result.save(out, formats=formats)
     return time.perf_counter() - t0, _cpu_seconds() - c0, result
 
 

@@ -26,6 +26,11 @@ _EXPORTS: dict[str, str] = {
     # rollouts and policies
     "run_episodes": "rollout", "ExpertPolicy": "policies", "RandomPolicy": "policies",
     "CallablePolicy": "policies", "as_policy": "policies",
+    # rewards
+    "get_reward_funcs": "rewards", "register_reward": "rewards", "build_rewards": "rewards",
+    "check_reward_columns": "rewards", "parse_reward_spec": "rewards",
+    # evaluation and search
+    "run_benchmark": "eval", "load_suite": "eval", "comparison_table": "eval",
     # models
     "load_model": "models", "prepare_default_model": "models", "build_tiny_model": "models",
     "load_tokenizer": "models", "ModelPolicy": "policies",

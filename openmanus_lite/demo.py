@@ -37,12 +37,12 @@ class DemoConfig:
     domains: tuple[str, ...] = ("os", "db", "web", "kg", "household", "ecommerce")
     train_per_domain: int = 120
     """Expert trajectories synthesized per domain for SFT (seeds disjoint from the suites)."""
-    eval_per_domain: int = 20
+    eval_per_domain: int = 10
     """Tasks per domain from the frozen dev suite (easy) for each evaluated checkpoint."""
-    eval_max_turns: int = 6
-    sft_minutes: float = 24.0
+    eval_max_turns: int = 5
+    sft_minutes: float = 20.0
     sft_max_length: int = 768
-    grpo_minutes: float = 8.0
+    grpo_minutes: float = 6.0
     grpo_steps: int = 12
     grpo_tasks_per_domain: int = 24
     grpo_num_generations: int = 4

@@ -39,6 +39,9 @@ class LoraSpec:
     target_modules: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
     gradient_checkpointing: bool | str = False
     seed: int = 3407
+    layers: list[int] | None = None
+    """Only these decoder layers get adapters (None: all). Adapters on the top layers only also
+    shorten the backward pass, which stops below the lowest adapted layer (no gradient checkpointing)."""
 
 
 def qwen25_chat_template() -> str:
@@ -319,6 +322,7 @@ def _load_unsloth(name, load_in_4bit, max_seq_length, lora, dtype, full_finetuni
             target_modules=lora.target_modules,
             use_gradient_checkpointing=lora.gradient_checkpointing,
             random_state=lora.seed,
+            layers_to_transform=lora.layers,
         )
     return model, tok
 
@@ -357,6 +361,7 @@ def _load_hf(name, load_in_4bit, lora, dtype):
             lora_alpha=lora.alpha,
             lora_dropout=lora.dropout,
             target_modules=lora.target_modules,
+            layers_to_transform=lora.layers,
             task_type="CAUSAL_LM",
         )
         model = get_peft_model(model, cfg)

@@ -651,10 +651,11 @@ def _extract_answer(text: str) -> str | None:
     patterns without building parse objects."""
     if "<answer>" in text:
         return extract_answer(text)
-    m = _first_label(text)
-    if m is None:
+    label = _first_label(text)
+    if label is None:
         return extract_answer(text)  # a bare "Final Answer: ..." or no answer
-    body = text[m.end():].strip()
+    ls, end, _ = label
+    body = text[end:].strip()
     if body[:1] == "a":  # Act: answer(...)
         am = _ANSWER.match(body)
         if am is not None:
@@ -664,7 +665,7 @@ def _extract_answer(text: str) -> str | None:
         if head.strip() == "Answer":
             fa = _FINAL_ANSWER.search(rest)
             return fa.group(1).strip() if fa is not None else None
-    return extract_answer(text[m.start():])
+    return extract_answer(text[ls:])
 
 
 def _last_boxed(text: str) -> str | None:
@@ -971,10 +972,10 @@ _NONSPACE = re.compile(r"\S")
 _STYLE_UNIFIED = "Act"
 
 
-def _first_label(t: str) -> re.Match | None:
-    """The label that react.parse_turn takes (the first line that is `Act:`, `Action:` or
-    `ACTION:` after spaces), matched from its line start; None when there is none. Every label
-    contains "Act" or "ACTION", so str.find jumps between candidate lines."""
+def _first_label(t: str) -> tuple[int, int, str] | None:
+    """The label react.parse_turn takes — the first line that is `Act:`, `Action:` or `ACTION:`
+    after spaces — as (start of its line, end of the colon, label word); None when there is
+    none. Every label contains "Act" or "ACTION", so str.find jumps between candidate lines."""
     pos, n = 0, len(t)
     while True:
         i = t.find(_ACT, pos)
@@ -982,9 +983,12 @@ def _first_label(t: str) -> re.Match | None:
         k = j if j >= 0 else i
         if k < 0:
             return None
-        m = _LABEL_AT.match(t, t.rfind("\n", 0, k) + 1)
+        if k == i and t.startswith("Act:", k) and (k == 0 or t[k - 1] == "\n"):
+            return k, k + 4, _STYLE_UNIFIED  # the usual "\nAct:" line
+        ls = t.rfind("\n", 0, k) + 1
+        m = _LABEL_AT.match(t, ls)
         if m is not None:
-            return m
+            return ls, m.end(), m.group(1)
         pos = t.find("\n", k)
         if pos < 0:
             return None
@@ -1026,11 +1030,11 @@ def react_turn_score(text: str, domain: str | None = None) -> float:
     if type(text) is not str:
         return 0.0
     try:
-        m = _first_label(text)
-        if m is None:  # no Act/Action label: only the Final Answer form can parse; never strict
+        label = _first_label(text)
+        if label is None:  # no Act/Action label: only the Final Answer form can parse; never strict
             return 0.0 if isinstance(parse_step(text, domain), ParseError) else 0.5
-        ls = m.start()
-        body = text[m.end():].strip()
+        ls, end, word = label
+        body = text[end:].strip()
         # parse_turn hands the body unchanged to parse_action unless it is empty or one of the
         # source styles it rewrites (Operation, Answer, Final Answer, Mind2Web's CAPS, ToolBench's
         # "with Action Input:"): those take the full path below.
@@ -1043,7 +1047,7 @@ def react_turn_score(text: str, domain: str | None = None) -> float:
                 allowed = DOMAIN_ACTION_KINDS.get(domain) if type(domain) is str else None
                 if allowed is not None and kind not in allowed:
                     return 0.0
-            if m.group(1) != _STYLE_UNIFIED:
+            if word != _STYLE_UNIFIED:
                 return 0.5
             return 1.0 if _thought_first(text, ls) else 0.5
         r = parse_step(text[ls:], domain)

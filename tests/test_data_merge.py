@@ -162,13 +162,26 @@ def test_lenient_mode_counts_bad_rows(tmp_path):
 
 def test_worker_processes_give_the_same_result(tmp_path):
     serial = merge(ALL, MergeConfig(seed=2, negatives=0.3))
-    parallel = merge(ALL, MergeConfig(seed=2, negatives=0.3, workers=2))
+    parallel = merge(ALL, MergeConfig(seed=2, negatives=0.3, workers=2, rejected_path=tmp_path / "rej.jsonl"))
     assert serial.report.to_dict() == parallel.report.to_dict()
     assert {k: _dicts(v) for k, v in serial.splits.items()} == {k: _dicts(v) for k, v in parallel.splits.items()}
-    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    write_jsonl(serial.trajectories, a, workers=0)
-    write_jsonl(serial.trajectories, b, workers=2)
-    assert a.read_bytes() == b.read_bytes()
+    assert len((tmp_path / "rej.jsonl").read_text().splitlines()) == serial.report.rejected
+    # rows serialised by the workers are re-serialised when edited after the merge
+    trajs = parallel.trajectories
+    trajs[0].messages[0].content += " (edited)"
+    trajs[1].messages[-1].train = not trajs[1].messages[-1].train
+    trajs[2].id += "-renamed"
+    trajs[3].meta["note"] = "added"
+    trajs[4].messages.append(trajs[4].messages[-1])
+    write_jsonl(trajs, tmp_path / "p.jsonl")
+    lines = (tmp_path / "p.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == _dicts(trajs)
+
+
+def test_jsonl_lines_are_the_records_as_json(merged, tmp_path):
+    write_jsonl(merged.trajectories, tmp_path / "a.jsonl")
+    lines = (tmp_path / "a.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == _dicts(merged.trajectories)
 
 
 # --------------------------------------------------------------------------- properties
@@ -210,6 +223,14 @@ def _load_unvalidated_parquet(path):
                 for r in pq.read_table(path).to_pylist()]
 
 
+def _as_row(line: str) -> dict:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        return {}
+    return row if isinstance(row, dict) else {}
+
+
 corruptions = st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(["truncate", "garbage", "drop_field",
                                                                           "wrong_type", "blank", "duplicate"])),
                        max_size=6)
@@ -230,11 +251,11 @@ def test_property_accounting_sums_to_input_rows_on_corrupted_input(tmp_path_fact
         elif kind == "garbage":
             lines[i] = (name, "\x00not json{")
         elif kind == "drop_field":
-            row = json.loads(line) if line.startswith("{") else {}
+            row = _as_row(line)
             row.pop("conversations", None)
             lines[i] = (name, json.dumps(row))
         elif kind == "wrong_type":
-            row = json.loads(line) if line.startswith("{") else {}
+            row = _as_row(line)
             row["conversations"] = "not a list"
             lines[i] = (name, json.dumps(row))
         elif kind == "blank":

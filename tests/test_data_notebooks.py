@@ -17,6 +17,7 @@ def test_notebooks_01_merge_then_02_explore(tmp_path):
     nb = run_notebook("01_merge_datasets.ipynb", {"OUT_DIR": str(out), "FORMATS": ["jsonl", "hf"],
                                                   "NEGATIVES": 0.2}, timeout=300)
     text = _outputs(nb)
+    assert _has_image(nb)
     assert "jsonl: loads back identical: True" in text and "hf: loads back identical: True" in text
     assert "broken: Issue(reason='grammar.wrong_action_kind'" in text
     report = load_report(out)
@@ -26,5 +27,9 @@ def test_notebooks_01_merge_then_02_explore(tmp_path):
     nb = run_notebook("02_explore_data.ipynb", {"MERGED_DIR": str(out), "EXAMPLES": 1}, timeout=300)
     text = _outputs(nb)
     assert "negative samples" in text and "TRAIN" in text
-    assert any(o.get("data", {}).get("image/png") for c in nb.cells if c.cell_type == "code"
+    assert _has_image(nb)
+
+
+def _has_image(nb) -> bool:
+    return any(o.get("data", {}).get("image/png") for c in nb.cells if c.cell_type == "code"
                for o in c.get("outputs", []))

@@ -163,3 +163,37 @@ def test_loaders_jsonl_json_parquet_and_split_names(tmp_path):
 def test_a_missing_path_that_is_no_hub_id_is_a_clear_error():
     with pytest.raises(InputError, match="no such file or folder"):
         list(read_rows("/no/such/dir/data.jsonl", "agentinstruct"))
+
+
+def test_hub_ids_are_read_through_datasets_load_dataset(monkeypatch):
+    import datasets
+
+    calls = []
+    rows = [json.loads(line) for line in (SAMPLES / "agentinstruct" / "db.jsonl").read_text().splitlines()]
+
+    def fake_load_dataset(path, name=None, split=None, **kwargs):
+        calls.append((path, name, split))
+        if path == "owner/broken":
+            raise ConnectionError("offline")
+        return rows if split else {"db": rows}
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    got = list(get_source("agentinstruct").load("THUDM/AgentInstruct"))
+    assert calls == [("THUDM/AgentInstruct", None, None)]
+    assert [(r.file, r.line, r.split) for r in got] == [("THUDM/AgentInstruct:db", 1, "db"), ("THUDM/AgentInstruct:db", 2, "db")]
+    assert get_source("agentinstruct").convert(got[0]).domain == "db"
+    got = list(get_source("agentbank").load("Solaris99/AgentBank", splits=["intercode_sql"]))
+    assert calls[-1] == ("Solaris99/AgentBank", "intercode_sql", "train") and got[0].split == "intercode_sql"
+    with pytest.raises(InputError, match="could not load the hub dataset .*offline"):
+        list(read_rows("owner/broken", "agentinstruct"))
+
+
+def test_convert_source_yields_rows_and_issues(tmp_path):
+    from openmanus_lite.data import SourceSpec, convert_source
+
+    bad = tmp_path / "db.jsonl"
+    bad.write_text('{"id": "db_1", "conversations": []}\n' + (SAMPLES / "agentinstruct" / "db.jsonl").read_text())
+    out = list(convert_source(SourceSpec("agentinstruct", str(bad)), strict=False))
+    assert out[0][1].reason == "schema.empty" and [o[1].id for o in out[1:]] == ["agentinstruct/db_1", "agentinstruct/db_2"]
+    with pytest.raises(InputError, match="line 1, field 'conversations': is empty"):
+        list(convert_source(SourceSpec("agentinstruct", str(bad))))

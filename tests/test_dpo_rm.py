@@ -31,7 +31,7 @@ def tiny(tmp_path_factory, toy_data):
 
     system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."  # the template's default
     texts = [system] * 5 + [m.content for e in toy_data.episodes[:20] for m in e.messages]
-    return str(build_tiny_model(tmp_path_factory.mktemp("tiny"), texts=texts, vocab_size=600, seed=0))
+    return str(build_tiny_model(tmp_path_factory.mktemp("tiny"), texts=texts, vocab_size=600, seed=0, hidden_size=64))
 
 
 # --------------------------------------------------------------------------- DPO

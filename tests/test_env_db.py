@@ -191,3 +191,19 @@ def test_clone_copies_the_database(db_tasks) -> None:
     assert env.step(act_sql(f'SELECT COUNT(*) FROM "{name}"')).observation == f"[({n},)]"
     assert twin.step(act_sql(f'SELECT COUNT(*) FROM "{name}"')).observation == "[(0,)]"
     assert "not authorized" in twin.step(act_sql("ATTACH DATABASE 'x.db' AS x")).observation  # guards copied too
+
+
+def test_clone_inside_an_open_transaction(db_tasks) -> None:
+    task = db_tasks["easy"][0]
+    name = task.spec["tables"][0]["name"]
+    env = make_env("db")
+    env.reset(task)
+    env.step(act_sql("BEGIN"))
+    env.step(act_sql(f'DELETE FROM "{name}"'))
+    t0 = time.perf_counter()
+    twin = env.clone()
+    assert time.perf_counter() - t0 < 1.0
+    assert twin.step(act_sql(f'SELECT COUNT(*) FROM "{name}"')).observation == "[(0,)]"
+    env.step(act_sql("ROLLBACK"))
+    n = len(task.spec["tables"][0]["rows"])
+    assert env.step(act_sql(f'SELECT COUNT(*) FROM "{name}"')).observation == f"[({n},)]"

@@ -286,6 +286,9 @@ def test_fuzz_step_never_raises_never_touches_the_host(domain: str, tmp_path: Pa
                 assert "internal_error" not in step.info, (text[:200], step.info.get("internal_error"))
             if step.done:
                 break
+        t0 = time.perf_counter()
+        twin = env.clone()  # whatever state the input left behind can be cloned, quickly
+        assert time.perf_counter() - t0 < 1.0 and twin.turn == env.turn
         assert not WATCH.events, WATCH.events[:3]
 
     fuzz()

@@ -68,7 +68,21 @@ class SourceSpec:
 
 @dataclass
 class MergeConfig:
-    """Everything a merge can be told. Defaults keep every label and drop nothing on purpose."""
+    """Everything a merge can be told. Defaults keep every label and drop nothing on purpose.
+
+    include / exclude    domain labels to keep / drop (`filter.label_excluded`)
+    strict               stop at the first unreadable row or schema error (InputError); False counts them
+    allow_free_text      keep training turns that hold no action (Agent-FLAN's chat-style parts)
+    dedup                "normalized" (default), "exact" or "none"
+    max_turns / max_chars / max_tokens (+ tokenizer)    length limits (`length.*`)
+    source_weights / domain_weights   below 1: keep that share; above 1: repeat training rows
+    source_caps / domain_caps         at most that many rows
+    seed, split_ratios   deterministic shuffle and train/validation/test shares (stratified by domain)
+    negatives            share of training rows to derive negative samples from (`negatives.py`)
+    rejected_path        a JSONL file that receives every rejected row with its reason
+    progress             progress bars (tqdm)
+    workers              processes that read and convert local JSONL inputs; None = 2 from 64 MB of input
+    """
 
     include: tuple[str, ...] | None = None
     exclude: tuple[str, ...] = ()
@@ -183,10 +197,11 @@ class MergeReport:
 
     def summary(self) -> str:
         """A plain-text table: per source, rows read / kept / rejected, then the reasons."""
-        lines = [f"{'source':<16}{'read':>8}{'kept':>8}{'rejected':>10}"]
+        width = max([len("source")] + [len(s) for s in self.input_rows]) + 2
+        lines = [f"{'source':<{width}}{'read':>8}{'kept':>8}{'rejected':>10}"]
         for source in sorted(self.input_rows):
             kept = sum(n for (s, _, r), n in self.outcomes.items() if s == source and r == "kept")
-            lines.append(f"{source:<16}{self.input_rows[source]:>8}{kept:>8}{self.input_rows[source] - kept:>10}")
+            lines.append(f"{source:<{width}}{self.input_rows[source]:>8}{kept:>8}{self.input_rows[source] - kept:>10}")
         reasons = {r: n for r, n in self.by_reason().items() if r != "kept"}
         if reasons:
             lines.append("rejections: " + ", ".join(f"{r}={n}" for r, n in sorted(reasons.items())))
@@ -211,10 +226,9 @@ class MergeResult:
     def trajectories(self) -> list[Trajectory]:
         return [t for name in SPLITS for t in self.splits.get(name, [])]
 
-    def save(self, out_dir: str | Path, formats: Iterable[str] = ("jsonl",),
-             workers: int | None = None) -> dict[str, list[Path]]:
+    def save(self, out_dir: str | Path, formats: Iterable[str] = ("jsonl",)) -> dict[str, list[Path]]:
         """Write the splits (see `save_splits`) and `report.json`."""
-        return save_splits(self.splits, out_dir, formats=formats, report=self.report, workers=workers)
+        return save_splits(self.splits, out_dir, formats=formats, report=self.report)
 
 
 # --------------------------------------------------------------------------- rejected rows
@@ -309,18 +323,35 @@ def _serial_outcomes(spec: SourceSpec, ctx: _Ctx) -> Iterator[Outcome]:
         yield _process_row(module, ctx, validator, deduper, row)
 
 
+_ROLE_CODE = {"system": "s", "user": "u", "assistant": "a"}
+_CODE_ROLE = {v: k for k, v in _ROLE_CODE.items()}
+
+
 def _pack(traj: Trajectory | None) -> tuple | None:
-    """A trajectory as plain tuples: much cheaper to send between processes than the dataclasses."""
+    """A trajectory as few plain objects (role letters, texts, train bits): cheap to send between processes."""
     if traj is None:
         return None
-    return (traj.id, traj.source, traj.domain, [(m.role, m.content, m.train) for m in traj.messages], traj.meta)
+    msgs = traj.messages
+    try:
+        codes = "".join([_ROLE_CODE[m.role] for m in msgs])
+    except KeyError:  # a role the schema does not know (a rejected row): send it as it is
+        return (traj.id, traj.source, traj.domain, None, [(m.role, m.content, m.train) for m in msgs], 0, traj.meta)
+    bits = 0
+    for i, m in enumerate(msgs):
+        if m.train:
+            bits |= 1 << i
+    return (traj.id, traj.source, traj.domain, codes, [m.content for m in msgs], bits, traj.meta)
 
 
 def _unpack(packed: tuple | Trajectory | None) -> Trajectory | None:
     if packed is None or isinstance(packed, Trajectory):
         return packed
-    tid, source, domain, msgs, meta = packed
-    return Trajectory(tid, source, domain, [Turn(r, c, t) for r, c, t in msgs], meta)
+    tid, source, domain, codes, contents, bits, meta = packed
+    if codes is None:
+        msgs = [Turn(r, c, t) for r, c, t in contents]
+    else:
+        msgs = [Turn(_CODE_ROLE[r], c, bool(bits >> i & 1)) for i, (r, c) in enumerate(zip(codes, contents))]
+    return Trajectory(tid, source, domain, msgs, meta)
 
 
 def _chunk_worker(task: tuple) -> list[Outcome]:
@@ -622,28 +653,15 @@ def to_arrow(trajs: list[Trajectory]):
     return pa.Table.from_pydict(_columns(trajs), schema=arrow_schema())
 
 
-def write_jsonl(trajs: Iterable[Trajectory], path: str | Path, workers: int | None = None) -> Path:
-    """One trajectory a line (meta as a JSON object).
-
-    Large lists are serialised by `workers` forked processes (auto: 2 from 20,000 rows
-    where the platform forks); the file is the same either way.
-    """
+def write_jsonl(trajs: Iterable[Trajectory], path: str | Path) -> Path:
+    """One trajectory a line (`dump_line`: the `Trajectory.to_dict` record as JSON)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     trajs = trajs if isinstance(trajs, list) else list(trajs)
-    n_workers = _write_workers(len(trajs), workers)
     with open(path, "w", encoding="utf-8") as f:
-        if n_workers:
-            for text in _parallel_dump(trajs, n_workers):
-                f.write(text)
-        else:
-            for lo in range(0, len(trajs), 2048):
-                f.write(_dump_lines(trajs, lo, lo + 2048))
+        for lo in range(0, len(trajs), 2048):
+            f.write("".join([dump_line(t) for t in trajs[lo:lo + 2048]]))
     return path
-
-
-_TO_DUMP: list[Trajectory] = []
-AUTO_PARALLEL_WRITE = 20_000
 
 
 _ROLE_HEAD = {r: f'{{"role": "{r}", "content": ' for r in ("system", "user", "assistant")}
@@ -667,33 +685,6 @@ def dump_line(t: Trajectory) -> str:
 
 def _role_head(role: str) -> str:
     return f'{{"role": {encode_basestring_ascii(role)}, "content": '
-
-
-def _dump_lines(trajs: list[Trajectory], lo: int, hi: int) -> str:
-    return "".join([dump_line(t) for t in trajs[lo:hi]])
-
-
-def _dump_worker(bounds: tuple[int, int]) -> str:
-    return _dump_lines(_TO_DUMP, *bounds)
-
-
-def _write_workers(n: int, workers: int | None) -> int:
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return 0  # workers read the list through fork's copy-on-write memory
-    if workers is None:
-        return min(2, os.cpu_count() or 1) if n >= AUTO_PARALLEL_WRITE else 0
-    return workers if workers >= 2 else 0
-
-
-def _parallel_dump(trajs: list[Trajectory], workers: int) -> Iterator[str]:
-    global _TO_DUMP
-    step = max(1024, len(trajs) // (workers * 8) + 1)
-    _TO_DUMP = trajs
-    try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            yield from pool.imap(_dump_worker, [(lo, lo + step) for lo in range(0, len(trajs), step)])
-    finally:
-        _TO_DUMP = []
 
 
 def read_jsonl(path: str | Path) -> list[Trajectory]:
@@ -745,7 +736,7 @@ def from_hf_dataset(ds) -> list[Trajectory]:
 
 
 def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, formats: Iterable[str] = ("jsonl",),
-                report: MergeReport | None = None, workers: int | None = None) -> dict[str, list[Path]]:
+                report: MergeReport | None = None) -> dict[str, list[Path]]:
     """Write each split as `<split>.jsonl` / `<split>.parquet` / `hf/` (DatasetDict), and `report.json`."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -756,7 +747,7 @@ def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, format
     written: dict[str, list[Path]] = defaultdict(list)
     for name, trajs in splits.items():
         if "jsonl" in formats:
-            written["jsonl"].append(write_jsonl(trajs, out / f"{name}.jsonl", workers=workers))
+            written["jsonl"].append(write_jsonl(trajs, out / f"{name}.jsonl"))
         if "parquet" in formats:
             written["parquet"].append(write_parquet(trajs, out / f"{name}.parquet"))
     if "hf" in formats:
@@ -778,17 +769,24 @@ def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, format
 
 
 def load_splits(out_dir: str | Path, fmt: str = "jsonl") -> dict[str, list[Trajectory]]:
-    """The splits written by `save_splits` (listed in its `splits.json`), from one of its formats."""
+    """The splits written by `save_splits` (listed in its `splits.json`), from one of its formats.
+
+    Without a `splits.json` (files written another way), the train/validation/test files present are read.
+    """
     out = Path(out_dir)
     manifest = out / "splits.json"
-    if not manifest.exists():
-        raise FileNotFoundError(f"no splits.json in {out}; write the splits with save_splits / MergeResult.save")
-    names = list(json.loads(manifest.read_text(encoding="utf-8"))["splits"])
     if fmt == "hf":
         import datasets
 
         dd = datasets.load_from_disk(str(out / "hf"))
+        names = list(json.loads(manifest.read_text(encoding="utf-8"))["splits"]) if manifest.exists() else list(dd)
         return {name: from_hf_dataset(dd[name]) for name in names}
+    if manifest.exists():
+        names = list(json.loads(manifest.read_text(encoding="utf-8"))["splits"])
+    else:
+        names = [n for n in SPLITS if (out / f"{n}.{fmt}").exists()]
+        if not names:
+            raise FileNotFoundError(f"no splits.json and no train/validation/test .{fmt} files in {out}")
     reader = {"jsonl": read_jsonl, "parquet": read_parquet}.get(fmt)
     if reader is None:
         raise ValueError(f"unknown format {fmt!r}; expected jsonl, parquet or hf")

@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, SchemaError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    written = result.save(out, formats=_labels(args.formats), workers=args.workers)
+    written = result.save(out, formats=_labels(args.formats))
     print(result.report.summary())
     for kind, paths in written.items():
         print(f"{kind}: " + ", ".join(str(p) for p in paths))

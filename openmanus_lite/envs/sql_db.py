@@ -139,10 +139,16 @@ class SafeDB:
         return out
 
     def __deepcopy__(self, memo) -> "SafeDB":
+        """A copy of what this connection sees. Inside an open transaction (the agent ran BEGIN)
+        an sqlite backup would wait forever, so the copy is made by serializing; the copy then
+        holds the uncommitted changes as committed ones."""
         dst = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self.conn.set_progress_handler(None, 0)
         try:
-            self.conn.backup(dst)
+            if self.conn.in_transaction:
+                dst.deserialize(self.conn.serialize())
+            else:
+                self.conn.backup(dst)
         finally:
             self.conn.set_progress_handler(self._progress, VM_STEPS_PER_CHECK)
         return SafeDB(_conn=dst)
@@ -835,7 +841,6 @@ def generate(rng: random.Random, difficulty: str, index: int) -> Task:
                     continue
         finally:
             db.close()
-        kind = category if category in MUTATION_TYPES else category
         think = _THINK["aggregation"].format(fn=category.split("-")[1]) if category.startswith("aggregation") \
             else _THINK[category]
         if label is not None:
@@ -843,7 +848,7 @@ def generate(rng: random.Random, difficulty: str, index: int) -> Task:
             final = f"The query returned {shown}, so that is the answer."
         else:
             final = "The statement ran without error, so the change is done and I commit my answer."
-        spec = {"tables": tables, "type": kind, "label": label if label is not None else [],
+        spec = {"tables": tables, "type": category, "label": label if label is not None else [],
                 "reference_sql": ref, "source": "generated", "think": think, "final_think": final}
         return Task(
             id=f"db-{difficulty}-{index:05d}-{rng.getrandbits(32):08x}",

@@ -34,14 +34,10 @@ MERGED_MARKER = "openmanus_merged_from.json"
 
 
 def import_trl():
-    """Import TRL the way this stack needs: Unsloth first (it patches TRL's CPU path), when installed."""
-    try:
-        import unsloth  # noqa: F401
-    except Exception:  # unsloth missing or without a usable backend: plain TRL still works on a GPU
-        pass
-    import trl
+    """`trl`, imported after Unsloth (shared with SFT: TRL's CPU path needs Unsloth's patch)."""
+    from .sft import import_trl as _import_trl
 
-    return trl
+    return _import_trl()
 
 
 def cpu_only() -> bool:
@@ -266,19 +262,8 @@ def run_dpo(
 
 
 def save_policy(model, tokenizer, out_dir: str | os.PathLike, merged: bool = True) -> Path:
-    """Save a DPO-trained policy: merged into a full checkpoint (loads like any model) or as its adapter."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    to_save = model
-    if merged and hasattr(model, "merge_and_unload"):
-        import copy
+    """Save a DPO-trained policy: merged into a standalone checkpoint (loads like any model), or its
+    LoRA adapter (whose base is the merged SFT checkpoint). The SFT module's savers do the work."""
+    from .sft import save_adapter, save_merged
 
-        to_save = copy.deepcopy(model).merge_and_unload()
-    to_save.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    cfg_path = out / "tokenizer_config.json"
-    if cfg_path.is_file():  # the kit loads tokenizer.json verbatim (see models.load_tokenizer)
-        cfg = json.loads(cfg_path.read_text())
-        cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
-        cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False))
-    return out
+    return save_merged(model, tokenizer, out_dir) if merged else save_adapter(model, tokenizer, out_dir)

@@ -117,6 +117,7 @@ def run(args) -> int:
     )
     from .presets import get_preset
 
+    domains = _domains(args)  # bad input fails before the slow imports
     import_trl()
     import torch
 
@@ -138,7 +139,6 @@ def run(args) -> int:
     if args.reward_funcs:
         overrides["rewards"] = " ".join(args.reward_funcs)
     cfg = cfg.replace(**overrides)
-    domains = _domains(args)
 
     # ---- data
     env_rollout = environment_factory = None

@@ -1,0 +1,275 @@
+"""Does GRPO learn on this machine? Single-turn and multi-turn runs, measured, not assumed.
+
+single  From the preset's model (cpu: SmolLM2-135M-Instruct + LoRA) after a short SFT on the
+        tag format, single-turn GRPO on environment value questions with `accuracy format
+        tag_count`. Reports mean format + tag_count over the first vs the last 10 steps, and
+        held-out accuracy (greedy) before vs after GRPO.
+multi   From the SFT checkpoint of the SFT benchmark (benchmarks/sft_learning.py saves
+        runs/sft_learning/checkpoint; --sft PATH, --wait_sft to poll for it), multi-turn GRPO in
+        the environments where that checkpoint already solves some probe tasks (GRPO learns only
+        where some rollouts of a group succeed). Reports the mean environment reward over the
+        first vs the last 10 steps, and held-out success (--eval_n tasks per domain, the same
+        seeds before and after) with 95% Wilson intervals and the paired flips.
+Both report the median step time and the rollout's generated tokens per second.
+
+Every run is bounded: --single_steps / --multi_steps and --single_minutes / --multi_minutes
+(the trainer stops cleanly at the time limit). The defaults are short because the machine is
+shared; raise them for the full measurement, e.g.
+
+    python benchmarks/grpo_learning.py --part single --single_steps 60 --single_minutes 60
+    python benchmarks/grpo_learning.py --part multi --sft runs/sft_learning/checkpoint --multi_steps 40
+
+Ends with one line `RESULT {json}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+SFT_CANDIDATES = ("runs/sft_learning/checkpoint", "runs/sft_learning/merged", "runs/sft_learning/adapter")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--part", choices=("single", "multi", "both"), default="both")
+    p.add_argument("--preset", default="cpu")
+    p.add_argument("--model", default=None, help="single-turn start (default: the preset's model)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (1 is faster on a contended machine)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/grpo_learning")
+    # single-turn
+    p.add_argument("--single_domains", default="kg,db")
+    p.add_argument("--train_n", type=int, default=32, help="training prompts per domain")
+    p.add_argument("--heldout_n", type=int, default=20, help="held-out prompts per domain")
+    p.add_argument("--warmup_steps", type=int, default=6, help="SFT steps on the tag format before GRPO")
+    p.add_argument("--single_steps", type=int, default=20)
+    p.add_argument("--single_minutes", type=float, default=30)
+    p.add_argument("--single_completion", type=int, default=None, help="answer tokens (default: the preset's)")
+    p.add_argument("--single_lr", type=float, default=None, help="GRPO learning rate (default: the preset's)")
+    p.add_argument("--num_generations", type=int, default=None, help="samples per prompt (default: the preset's)")
+    p.add_argument("--prompts_per_step", type=int, default=1, help="groups per optimizer step")
+    # multi-turn
+    p.add_argument("--sft", default="auto", help="SFT checkpoint (merged model or LoRA adapter); auto: look in runs/")
+    p.add_argument("--wait_sft", type=float, default=0, help="seconds to wait for the SFT checkpoint to appear")
+    p.add_argument("--multi_domains", default="db,kg,os", help="candidates; trained on those the SFT model solves")
+    p.add_argument("--probe_n", type=int, default=10, help="probe tasks per candidate domain")
+    p.add_argument("--multi_steps", type=int, default=20)
+    p.add_argument("--multi_minutes", type=float, default=30)
+    p.add_argument("--multi_lr", type=float, default=None, help="GRPO learning rate (default: the preset's)")
+    p.add_argument("--eval_n", type=int, default=50, help="held-out tasks per domain (same seeds before/after)")
+    p.add_argument("--max_turns", type=int, default=None)
+    p.add_argument("--max_new_tokens", type=int, default=None)
+    p.add_argument("--episode_tokens", type=int, default=None)
+    return p.parse_args(argv)
+
+
+def first_last(log_history, keys, n=10):
+    from openmanus_lite.train.grpo import first_last as _first_last
+
+    return _first_last(log_history, keys, n)
+
+
+def step_figures(log_history):
+    steps = [r["step_time"] for r in log_history if "step_time" in r]
+    tps = [r["rollout/tokens_per_s"] for r in log_history if r.get("rollout/tokens_per_s") is not None]
+    return {
+        "step_time_median_s": round(statistics.median(steps), 2) if steps else None,
+        "rollout_tokens_per_s_median": round(statistics.median(tps), 1) if tps else None,
+    }
+
+
+def run_single(args, preset):
+    from openmanus_lite.train import grpo
+    from openmanus_lite.train.sft import run_sft
+
+    t0 = time.perf_counter()
+    domains = [d for d in args.single_domains.split(",") if d]
+    model, tok = grpo.load_for_grpo(args.model, preset)
+    train_rows = grpo.value_task_rows(domains, n=args.train_n, seed=args.seed)
+    heldout = grpo.unseen_rows(grpo.value_task_rows(domains, n=args.heldout_n, seed=args.seed + 1000), train_rows)
+    cfg = preset.grpo.replace(mode="single", max_steps=args.single_steps, output_dir=f"{args.out}/single",
+                              save_steps=0, sample_every=0, seed=args.seed)
+    cfg = _common(cfg, args, args.single_lr)
+    if args.single_completion:
+        cfg = cfg.replace(max_completion_length=args.single_completion)
+    if args.warmup_steps:
+        run_sft(model, tok, grpo.format_warmup_trajectories(train_rows),
+                preset.sft.replace(max_steps=args.warmup_steps, output_dir=f"{args.out}/warmup", resume=False,
+                                   save_steps=10**6, max_length=2048, warmup_steps=1, disable_tqdm=True))
+    t_eval = time.perf_counter()
+    before = grpo.single_turn_accuracy(model, tok, heldout, max_new_tokens=cfg.max_completion_length)
+    eval_s = time.perf_counter() - t_eval
+    print(f"held-out before GRPO ({len(heldout)} prompts, {eval_s:.0f}s): "
+          f"{ {k: round(before[k], 3) for k in ('accuracy', 'format', 'tag_count')} }", flush=True)
+    res = grpo.run_grpo(model, tok, grpo.build_single_turn_dataset(train_rows, shuffle_seed=args.seed), cfg,
+                        callbacks=[grpo.make_time_limit(args.single_minutes)])
+    after = grpo.single_turn_accuracy(model, tok, heldout, max_new_tokens=cfg.max_completion_length)
+    print(f"held-out after GRPO: { {k: round(after[k], 3) for k in ('accuracy', 'format', 'tag_count')} }", flush=True)
+    _save_plot(res.log_history, f"{args.out}/single_rewards.png", "single-turn GRPO")
+    n_right = (sum(1 for _ in heldout), round(before["accuracy"] * len(heldout)), round(after["accuracy"] * len(heldout)))
+    return {
+        "domains": domains,
+        "train_prompts": len(train_rows),
+        "heldout_prompts": len(heldout),
+        "steps": res.global_step,
+        "format_plus_tag_count": first_last(res.log_history, ["rewards/format/mean", "rewards/tag_count/mean"]),
+        "reward": first_last(res.log_history, ["reward"]),
+        "accuracy_during_training": first_last(res.log_history, ["rewards/accuracy/mean"]),
+        "heldout_before": {k: round(before[k], 4) for k in ("accuracy", "format", "tag_count")},
+        "heldout_after": {k: round(after[k], 4) for k in ("accuracy", "format", "tag_count")},
+        "heldout_accuracy_ci_before": _ci(n_right[1], n_right[0]),
+        "heldout_accuracy_ci_after": _ci(n_right[2], n_right[0]),
+        **step_figures(res.log_history),
+        "wall_min": round((time.perf_counter() - t0) / 60, 1),
+    }
+
+
+def find_sft(args) -> str | None:
+    paths = [args.sft] if args.sft != "auto" else list(SFT_CANDIDATES)
+    deadline = time.time() + args.wait_sft
+    while True:
+        for p in paths:
+            if (Path(p) / "config.json").is_file() or (Path(p) / "adapter_config.json").is_file():
+                return p
+        if time.time() >= deadline:
+            return None
+        print(f"waiting for an SFT checkpoint at {paths} ...", flush=True)
+        time.sleep(min(60, max(1, deadline - time.time())))
+
+
+def run_multi(args, preset):
+    from openmanus_lite.envs import generate_tasks
+    from openmanus_lite.train import grpo
+
+    sft = find_sft(args)
+    if sft is None:
+        return {"skipped": f"no SFT checkpoint at {args.sft if args.sft != 'auto' else list(SFT_CANDIDATES)}; "
+                           "run benchmarks/sft_learning.py first or pass --sft PATH"}
+    t0 = time.perf_counter()
+    model, tok = grpo.load_for_grpo(sft, preset)
+    cfg = preset.grpo.replace(mode="multi", max_steps=args.multi_steps, output_dir=f"{args.out}/multi",
+                              save_steps=0, sample_every=0, seed=args.seed)
+    for flag, field_name in (("max_turns", "max_turns"), ("max_new_tokens", "max_new_tokens"),
+                             ("episode_tokens", "max_episode_tokens")):
+        if getattr(args, flag) is not None:
+            cfg = cfg.replace(**{field_name: getattr(args, flag)})
+    cfg = _common(cfg, args, args.multi_lr)
+    episode = dict(max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
+    candidates = [d for d in args.multi_domains.split(",") if d]
+    # 1. probe: where does the SFT checkpoint already succeed?
+    probe_tasks = [t for d in candidates for t in generate_tasks(d, args.probe_n, seed=args.seed + 2000)]
+    probe = grpo.env_success(model, tok, probe_tasks, **episode)
+    domains = [d for d in candidates if probe.get(d, {}).get("successes", 0) > 0]
+    note = None
+    if not domains:
+        best = max(candidates, key=lambda d: (probe[d]["score"], probe[d]["valid_rate"]))
+        domains, note = [best], f"the SFT checkpoint solved no probe task; training on {best} (best score) anyway"
+    print(f"probe ({args.probe_n}/domain): { {d: probe[d]['successes'] for d in candidates} } -> train on {domains}",
+          flush=True)
+    # 2. held-out success before
+    train_tasks = [t for d in domains for t in generate_tasks(d, 64, seed=args.seed)]
+    eval_tasks = grpo.heldout_tasks(domains, args.eval_n, train_tasks, seed=args.seed + 1000)
+    t_eval = time.perf_counter()
+    before = grpo.env_success(model, tok, eval_tasks, **episode)
+    print(f"held-out success before ({len(eval_tasks)} tasks, {time.perf_counter() - t_eval:.0f}s): "
+          f"{ {d: before[d]['successes'] for d in before} }", flush=True)
+    # 3. GRPO
+    dataset, rollout = grpo.build_env_dataset(train_tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
+    res = grpo.run_grpo(model, tok, dataset, cfg, rollout_func=rollout,
+                        callbacks=[grpo.make_time_limit(args.multi_minutes)])
+    after = grpo.env_success(model, tok, eval_tasks, **episode)
+    _save_plot(res.log_history, f"{args.out}/multi_rewards.png", "multi-turn GRPO")
+    per_domain = {}
+    for d in before:
+        b, a = before[d], after[d]
+        gained = sorted(set(a["solved_ids"]) - set(b["solved_ids"]))
+        lost = sorted(set(b["solved_ids"]) - set(a["solved_ids"]))
+        per_domain[d] = {
+            "n": b["n"],
+            "success_before": b["successes"], "success_after": a["successes"],
+            "ci_before": _ci(b["successes"], b["n"]), "ci_after": _ci(a["successes"], a["n"]),
+            "valid_rate_before": round(b["valid_rate"], 3), "valid_rate_after": round(a["valid_rate"], 3),
+            "flips_gained": len(gained), "flips_lost": len(lost),
+            "sign_test_p": round(_sign_test(len(gained), len(lost)), 4),
+        }
+    return {
+        "sft": sft,
+        "probe": {d: probe[d]["successes"] for d in candidates},
+        "domains": domains,
+        "note": note,
+        "steps": res.global_step,
+        "env_reward": first_last(res.log_history, ["rewards/env_outcome/mean"]),
+        "reward": first_last(res.log_history, ["reward"]),
+        "heldout": per_domain,
+        "rollout_tokens_per_s_total": round(rollout.total_stats.tokens_per_s, 1),
+        **step_figures(res.log_history),
+        "wall_min": round((time.perf_counter() - t0) / 60, 1),
+    }
+
+
+def _common(cfg, args, lr):
+    """Learning rate and group layout from the flags (one generation batch per optimizer step)."""
+    g = args.num_generations or cfg.num_generations
+    cfg = cfg.replace(num_generations=g, per_device_train_batch_size=g * args.prompts_per_step,
+                      gradient_accumulation_steps=1)
+    return cfg.replace(learning_rate=lr) if lr else cfg
+
+
+def _ci(k: int, n: int):
+    from openmanus_lite.eval.metrics import wilson_interval
+
+    lo, hi = wilson_interval(k, n)
+    return [round(lo, 3), round(hi, 3)]
+
+
+def _sign_test(gained: int, lost: int) -> float:
+    """Two-sided exact sign test on the discordant pairs (1.0 when there are none)."""
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    k = min(gained, lost)
+    p = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * p)
+
+
+def _save_plot(log_history, path, title):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from openmanus_lite.train.grpo import plot_reward_curves
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    plot_reward_curves(log_history, title=title, smooth=3).savefig(path, dpi=90)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    from openmanus_lite.train.grpo import import_trl
+
+    import_trl()
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from openmanus_lite.train.presets import get_preset
+
+    preset = get_preset(args.preset)
+    result = {"preset": args.preset, "threads": torch.get_num_threads(), "argv": sys.argv[1:]}
+    if args.part in ("single", "both"):
+        result["single"] = run_single(args, preset)
+    if args.part in ("multi", "both"):
+        result["multi"] = run_multi(args, preset)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "result.json").write_text(json.dumps(result, indent=1))
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

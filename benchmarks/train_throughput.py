@@ -1,0 +1,233 @@
+"""Training throughput (tokens/s) and peak memory: tiny and default models on CPU, a 1.5B config on GPU.
+
+Each measurement runs in its own process (clean peak memory): load the model through
+`load_model` (Unsloth or plain HF + PEFT), then time forward + backward + AdamW steps on
+batches of real expert trajectories (padding excluded from the token count) and report the
+median step time. LoRA variants show what makes CPU training faster:
+
+    all        adapters on all seven projections of every layer (the usual QLoRA setup)
+    attn       q/k/v/o projections only
+    top<N>     all seven projections of the top N layers only (backward stops below them)
+    full       full fine-tuning (no adapters)
+
+    python benchmarks/train_throughput.py                       # tiny + default on CPU, both backends
+    python benchmarks/train_throughput.py --models default --variants all,attn,top8,full
+    python benchmarks/train_throughput.py --gpu                 # 1.5B (random weights), 4-bit, GPU
+
+Ends with `RESULT {json}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+QWEN25_1P5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                   num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1e6,
+                   tie_word_embeddings=True)
+"""Qwen2.5-1.5B's architecture (weights are random: throughput and memory do not depend on them)."""
+
+
+def pick_threads(arg: str) -> int:
+    """'auto': 1 thread when the machine is busier than its cores (2 threads then lose to spinning), else all."""
+    cores = os.cpu_count() or 1
+    if arg != "auto":
+        return int(arg)
+    return 1 if os.getloadavg()[0] > cores else cores
+
+
+def random_1p5b(out: Path) -> Path:
+    """A Qwen2.5-1.5B-shaped checkpoint with random weights and the kit's tiny tokenizer padded to its vocab."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from openmanus_lite.models import build_tiny_model, load_tokenizer
+
+    if (out / "config.json").is_file():
+        return out
+    tiny = build_tiny_model(out)
+    tok = load_tokenizer(tiny)
+    cfg = Qwen2Config(**QWEN25_1P5B, eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
+                      pad_token_id=tok.pad_token_id, bos_token_id=None)
+    torch.manual_seed(0)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = Qwen2ForCausalLM(cfg).to(torch.bfloat16)
+    model.save_pretrained(out)
+    return out
+
+
+def batches(tok, batch_size: int, seq_len: int, n: int, seed: int = 0):
+    """`n` batches of real expert trajectories (all six domains), padded to the longest, cut at seq_len."""
+    import torch
+
+    from openmanus_lite.envs import list_domains
+    from openmanus_lite.train.data import build_sft_dataset
+    from openmanus_lite.train.measure import expert_trajectories, training_tasks
+
+    tasks, _ = training_tasks(list_domains(), max(2, batch_size * n // 6 + 1), seed=seed)
+    ds, _ = build_sft_dataset(expert_trajectories(tasks), tok, max_length=seq_len)
+    rows = ds.shuffle(seed=seed).select(range(min(len(ds), batch_size * n)))
+    out = []
+    for i in range(0, len(rows) - batch_size + 1, batch_size):
+        chunk = rows[i:i + batch_size]
+        width = max(len(x) for x in chunk["input_ids"])
+        ids = torch.full((batch_size, width), tok.pad_token_id)
+        att = torch.zeros((batch_size, width), dtype=torch.long)
+        labels = torch.full((batch_size, width), -100)
+        for j, (x, m) in enumerate(zip(chunk["input_ids"], chunk["assistant_masks"])):
+            ids[j, :len(x)] = torch.tensor(x)
+            att[j, :len(x)] = 1
+            labels[j, :len(x)] = torch.tensor([t if k else -100 for t, k in zip(x, m)])
+        out.append((ids, att, labels))
+    return out
+
+
+def measure_one(spec: dict) -> dict:
+    """One (model, backend, variant) measurement, in this process."""
+    import resource
+
+    import torch
+
+    torch.set_num_threads(spec["threads"])
+    from openmanus_lite.train.sft import import_trl
+
+    import_trl()
+    from openmanus_lite.models import LORA_TARGETS, LoraSpec, count_parameters, load_model, resolve_model_name
+    from openmanus_lite.train.presets import tiny_model_path
+
+    on_gpu = torch.cuda.is_available()
+    name = {"tiny": str(tiny_model_path()), "default": "default"}.get(spec["model"], spec["model"])
+    variant = spec["variant"]
+    lora = None
+    if variant != "full":
+        targets = ["q_proj", "k_proj", "v_proj", "o_proj"] if variant == "attn" else list(LORA_TARGETS)
+        layers = None
+        if variant.startswith("top"):
+            from transformers import AutoConfig
+
+            n_layers = AutoConfig.from_pretrained(resolve_model_name(name)).num_hidden_layers
+            k = int(variant[3:])
+            layers = list(range(n_layers - k, n_layers))
+        lora = LoraSpec(r=spec["rank"], alpha=2 * spec["rank"], target_modules=targets, layers=layers,
+                        gradient_checkpointing=("unsloth" if spec["backend"] == "unsloth" else True)
+                        if spec["grad_ckpt"] else False)
+    dtype = getattr(torch, spec["dtype"]) if spec["dtype"] else None
+    t0 = time.perf_counter()
+    model, tok = load_model(name, backend=spec["backend"], load_in_4bit=spec["load_in_4bit"], lora=lora,
+                            dtype=dtype, max_seq_length=spec["seq_len"], full_finetuning=lora is None)
+    load_s = time.perf_counter() - t0
+    device = next(model.parameters()).device
+    trainable, total = count_parameters(model)
+    data = batches(tok, spec["batch_size"], spec["seq_len"], spec["steps"] + spec["warmup"])
+    if len(data) < spec["steps"] + spec["warmup"]:
+        raise RuntimeError(f"only {len(data)} batches of data; lower --batch-size or --steps")
+    model.train()
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_gpu and spec["dtype"] != "float32" else None
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
+    times, tokens = [], []
+    for i, (ids, att, labels) in enumerate(data):
+        ids, att, labels = ids.to(device), att.to(device), labels.to(device)
+        if on_gpu:
+            torch.cuda.synchronize()
+        t = time.perf_counter()
+        if autocast is not None:
+            with autocast:
+                loss = model(input_ids=ids, attention_mask=att, labels=labels).loss
+        else:
+            loss = model(input_ids=ids, attention_mask=att, labels=labels).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if on_gpu:
+            torch.cuda.synchronize()
+        if i >= spec["warmup"]:
+            times.append(time.perf_counter() - t)
+            tokens.append(int(att.sum()))
+    step = statistics.median(times)
+    peak = (torch.cuda.max_memory_allocated() / 2**30 if on_gpu
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
+    return {**{k: spec[k] for k in ("model", "backend", "variant", "batch_size", "seq_len", "threads", "load_in_4bit")},
+            "device": "cuda" if on_gpu else "cpu", "trainable": trainable, "total": total,
+            "load_s": round(load_s, 1), "s_per_step": round(step, 3),
+            "tokens_per_s": round(statistics.median(tokens) / step, 1),
+            "peak_gib": round(peak, 2), "peak_kind": "cuda_allocated" if on_gpu else "process_maxrss",
+            "loss": round(float(loss), 3)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="tiny,default", help="tiny, default, a path, or 1p5b (with --gpu)")
+    p.add_argument("--backends", default="unsloth,hf")
+    p.add_argument("--variants", default="all", help="comma list of all, attn, top<N>, full")
+    p.add_argument("--rank", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--seq-len", type=int, default=768)
+    p.add_argument("--steps", type=int, default=4, help="timed steps (median reported)")
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--dtype", default="float32", help="float32 / bfloat16 / none (backend default)")
+    p.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing on")
+    p.add_argument("--load-in-4bit", action="store_true")
+    p.add_argument("--threads", default="auto", help="torch threads on CPU ('auto': 1 on a busy machine)")
+    p.add_argument("--gpu", action="store_true",
+                   help="GPU run: the 1.5B config (random weights) in 4-bit, bf16, gradient checkpointing, both backends")
+    p.add_argument("--timeout", type=int, default=1200, help="seconds per measurement")
+    p.add_argument("--_one", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args._one:
+        print("ONE " + json.dumps(measure_one(json.loads(args._one))), flush=True)
+        return 0
+    if args.gpu:
+        args.models, args.load_in_4bit, args.dtype, args.grad_ckpt = "1p5b", True, "none", True
+        if args.batch_size == 8 and args.seq_len == 768:
+            args.batch_size, args.seq_len = 4, 2048
+    threads = pick_threads(args.threads)
+    load = os.getloadavg()
+    models = args.models.split(",")
+    results, failures = [], []
+    tmp = Path(tempfile.gettempdir()) / "openmanus_lite_1p5b_random"
+    for model in models:
+        if model == "1p5b":
+            model = str(random_1p5b(tmp))
+        for backend in args.backends.split(","):
+            for variant in args.variants.split(","):
+                spec = {"model": model, "backend": backend, "variant": variant, "rank": args.rank,
+                        "batch_size": args.batch_size, "seq_len": args.seq_len, "steps": args.steps,
+                        "warmup": args.warmup, "dtype": None if args.dtype == "none" else args.dtype,
+                        "grad_ckpt": args.grad_ckpt, "load_in_4bit": args.load_in_4bit, "threads": threads}
+                cmd = [sys.executable, __file__, "--_one", json.dumps(spec)]
+                try:
+                    run = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=REPO)
+                except subprocess.TimeoutExpired:
+                    failures.append({**spec, "error": f"timed out after {args.timeout}s"})
+                    print(f"{model} {backend} {variant}: timed out", flush=True)
+                    continue
+                line = next((x for x in run.stdout.splitlines() if x.startswith("ONE ")), None)
+                if line is None:
+                    err = (run.stderr.strip().splitlines() or ["no output"])[-1]
+                    failures.append({**spec, "error": err})
+                    print(f"{model} {backend} {variant}: FAILED {err}", flush=True)
+                    continue
+                r = json.loads(line[4:])
+                results.append(r)
+                print(f"{Path(r['model']).name:>12} {backend:>8} {variant:>6}: {r['tokens_per_s']:>8.1f} tokens/s "
+                      f"({r['s_per_step']:.2f} s/step, batch {r['batch_size']}), peak {r['peak_gib']:.2f} GiB, "
+                      f"{r['trainable']:,} trainable", flush=True)
+    print("RESULT " + json.dumps({"results": results, "failures": failures, "threads": threads,
+                                  "loadavg_at_start": [round(x, 2) for x in load], "cpus": os.cpu_count()}))
+    return 0 if results else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,113 @@
+"""Measuring what training taught: held-out tasks, per-domain success and valid-action rate.
+
+Used by notebook 04 and benchmarks/sft_learning.py. Held-out tasks come from the task
+generators with an evaluation seed; training tasks that happen to equal an evaluation task
+(small easy task spaces repeat) are removed from the training data, and counted.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from ..schema import Task, Trajectory
+
+EVAL_SEED = 7001
+"""Task seed of held-out evaluation tasks (training data uses other seeds)."""
+
+
+def task_key(task: Task) -> str:
+    """What makes two generated tasks the same task (instruction and world)."""
+    return json.dumps([task.domain, task.instruction, task.spec], sort_keys=True, default=str)
+
+
+def heldout_tasks(domains: Iterable[str], n_per_domain: int, *, seed: int = EVAL_SEED,
+                  difficulty: str = "easy") -> list[Task]:
+    from ..envs import generate_tasks
+
+    out: list[Task] = []
+    for d in domains:
+        out.extend(generate_tasks(d, n_per_domain, seed=seed, difficulty=difficulty))
+    return out
+
+
+def training_tasks(domains: Iterable[str], n_per_domain: int, *, exclude: Iterable[Task] = (), seed: int = 1000,
+                   difficulty: str = "easy") -> tuple[list[Task], int]:
+    """Training tasks per domain that differ from every task in `exclude`; (tasks, how many were removed)."""
+    from ..envs import generate_tasks
+
+    banned = {task_key(t) for t in exclude}
+    out: list[Task] = []
+    removed = 0
+    for d in domains:
+        for t in generate_tasks(d, n_per_domain, seed=seed, difficulty=difficulty):
+            if task_key(t) in banned:
+                removed += 1
+            else:
+                out.append(t)
+    return out, removed
+
+
+def expert_trajectories(tasks: list[Task], max_turns: int | None = None) -> list[Trajectory]:
+    """The expert's episodes on `tasks` (successful ones only), as SFT-ready trajectories.
+
+    `max_turns` sets the environment's turn limit, which the first message states: use the
+    same value as in evaluation so that training and evaluation prompts agree.
+    """
+    from ..envs import make_env, run_expert
+    from ..schema import Turn
+
+    out = []
+    for task in tasks:
+        env = make_env(task.domain, **({"max_turns": max_turns} if max_turns else {}))
+        messages, last = run_expert(env, task)
+        if not last.info.get("success"):
+            continue
+        turns = [Turn(m["role"], m["content"], m["role"] == "assistant") for m in messages]
+        out.append(Trajectory(f"expert/{task.id}", "synth", task.domain, turns,
+                              {"task_id": task.id, "difficulty": task.difficulty, "success": True}))
+    return out
+
+
+def summarize_episodes(trajs: list[Trajectory]) -> dict[str, dict[str, float]]:
+    """Per domain (and 'all'): n, success rate with its 95% Wilson interval, valid-action rate, mean turns."""
+    from ..eval.metrics import wilson_interval
+
+    groups: dict[str, list[Trajectory]] = {}
+    for t in trajs:
+        groups.setdefault(t.domain, []).append(t)
+    groups["all"] = list(trajs)
+    out = {}
+    for d, ts in groups.items():
+        n = len(ts)
+        wins = sum(bool(t.meta.get("success")) for t in ts)
+        turns = sum(int(t.meta.get("turns", 0)) for t in ts)
+        invalid = sum(int(t.meta.get("invalid_actions", 0)) for t in ts)
+        lo, hi = wilson_interval(wins, n)
+        out[d] = {"n": n, "success": wins / n if n else 0.0, "success_lo": lo, "success_hi": hi,
+                  "valid_rate": 1 - invalid / turns if turns else 0.0, "mean_turns": turns / n if n else 0.0}
+    return out
+
+
+def evaluate(policy: Any, tasks: list[Task], *, max_turns: int | None = None, batch_size: int = 32,
+             progress: bool = True) -> tuple[dict[str, dict[str, float]], list[Trajectory]]:
+    """Play every task once with `policy`; (per-domain summary, trajectories)."""
+    from ..rollout import run_episodes
+
+    trajs = run_episodes(policy, tasks, max_turns=max_turns, batch_size=batch_size, progress=progress)
+    return summarize_episodes(trajs), trajs
+
+
+def summary_table(results: dict[str, dict[str, dict[str, float]]]) -> str:
+    """A text table: one row per run label, success% (valid-action%) per domain."""
+    labels = list(results)
+    domains = sorted({d for r in results.values() for d in r if d != "all"}) + ["all"]
+    head = f"{'':<14}" + "".join(f"{d:>18}" for d in domains)
+    lines = [head]
+    for label in labels:
+        row = results[label]
+        cells = "".join(
+            f"{100 * row[d]['success']:>8.0f}% ({100 * row[d]['valid_rate']:>3.0f}% ok)" if d in row else f"{'-':>18}"
+            for d in domains)
+        lines.append(f"{label:<14}{cells}")
+    return "\n".join(lines)
