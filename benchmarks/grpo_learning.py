@@ -109,6 +109,8 @@ def run_single(args, preset):
           f"{ {k: round(before[k], 3) for k in ('accuracy', 'format', 'tag_count')} }", flush=True)
     res = grpo.run_grpo(model, tok, grpo.build_single_turn_dataset(train_rows, shuffle_seed=args.seed), cfg,
                         callbacks=[grpo.make_time_limit(args.single_minutes)])
+    _partial(args, "single", res.log_history, format_plus_tag_count=first_last(
+        res.log_history, ["rewards/format/mean", "rewards/tag_count/mean"]), heldout_before=before)
     after = grpo.single_turn_accuracy(model, tok, heldout, max_new_tokens=cfg.max_completion_length)
     print(f"held-out after GRPO: { {k: round(after[k], 3) for k in ('accuracy', 'format', 'tag_count')} }", flush=True)
     _save_plot(res.log_history, f"{args.out}/single_rewards.png", "single-turn GRPO")
@@ -183,6 +185,8 @@ def run_multi(args, preset):
     dataset, rollout = grpo.build_env_dataset(train_tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
     res = grpo.run_grpo(model, tok, dataset, cfg, rollout_func=rollout,
                         callbacks=[grpo.make_time_limit(args.multi_minutes)])
+    _partial(args, "multi", res.log_history, env_reward=first_last(res.log_history, ["rewards/env_outcome/mean"]),
+             heldout_before={d: before[d]["successes"] for d in before})
     after = grpo.env_success(model, tok, eval_tasks, **episode)
     _save_plot(res.log_history, f"{args.out}/multi_rewards.png", "multi-turn GRPO")
     per_domain = {}
@@ -211,6 +215,16 @@ def run_multi(args, preset):
         **step_figures(res.log_history),
         "wall_min": round((time.perf_counter() - t0) / 60, 1),
     }
+
+
+def _partial(args, part, log_history, **figures):
+    """Training is done: keep its log and first figures on disk before the (slow) final evaluation."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{part}_log_history.json").write_text(json.dumps(log_history, indent=1, default=float))
+    figures = {k: ({kk: vv for kk, vv in v.items() if kk != "samples"} if isinstance(v, dict) else v)
+               for k, v in figures.items()}
+    print(f"PARTIAL {part} " + json.dumps({**figures, **step_figures(log_history)}, default=float), flush=True)
 
 
 def _common(cfg, args, lr):

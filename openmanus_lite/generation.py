@@ -109,6 +109,101 @@ def _stop_ids(tokenizer: Any, model: Any) -> list[int]:
     return sorted(ids)
 
 
+class PrefixCache:
+    """Keys/values of earlier turns, reused when a conversation comes back one turn longer.
+
+    In a multi-turn episode each prompt is the previous prompt + the model's reply + the new
+    observation, so re-encoding it from scratch costs the sum of all prefix lengths (quadratic
+    in turns). With a cache only the new tokens are encoded. Entries are found by their first
+    `key_tokens` tokens, reuse extends over the longest common token prefix (keys/values of a
+    prefix depend on that prefix only, so any entry sharing it is valid), and the least recently
+    used entries are dropped beyond `max_bytes`.
+    """
+
+    def __init__(self, max_bytes: int = 2 * 2**30, key_tokens: int = 32, min_reuse: int = 16):
+        self.max_bytes = max_bytes
+        self.key_tokens = key_tokens
+        self.min_reuse = min_reuse
+        self._entries: dict[int, tuple[Any, list]] = {}  # id -> (ids tensor, [(k, v) per layer])
+        self._by_key: dict[tuple, list[int]] = {}
+        self._bytes: dict[int, int] = {}
+        self._next = 0
+        self.reused_tokens = 0
+        self.encoded_tokens = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(self._bytes.values())
+
+    def _key(self, ids: list[int]) -> tuple:
+        return tuple(ids[: self.key_tokens])
+
+    def match(self, ids: list[int]) -> tuple[int | None, int]:
+        """(entry id, reusable prefix length) of the entry sharing the longest prefix with `ids`."""
+        import torch
+
+        best, best_len = None, 0
+        cands = self._by_key.get(self._key(ids), [])
+        if not cands:
+            return None, 0
+        query = torch.tensor(ids, dtype=torch.long)
+        for eid in cands:
+            stored = self._entries[eid][0]
+            n = min(len(stored), len(query))
+            eq = stored[:n] == query[:n]
+            common = n if bool(eq.all()) else int((~eq).int().argmax())
+            if common > best_len:
+                best, best_len = eid, common
+        if best is None or best_len < self.min_reuse:
+            return None, 0
+        self._touch(best)
+        return best, best_len
+
+    def layers(self, eid: int) -> list:
+        return self._entries[eid][1]
+
+    def length(self, eid: int) -> int:
+        return len(self._entries[eid][0])
+
+    def drop_superseded(self, eids: list[int | None], common: list[int]) -> None:
+        """Drop entries that a new, longer entry fully contains (the same conversation a turn later)."""
+        for eid, c in zip(eids, common):
+            if eid is not None and eid in self._entries and c >= self.length(eid):
+                self.drop(eid)
+
+    def add(self, ids: list[int], kv: list) -> None:
+        import torch
+
+        eid = self._next
+        self._next += 1
+        self._entries[eid] = (torch.tensor(ids, dtype=torch.long), kv)
+        self._by_key.setdefault(self._key(ids), []).append(eid)
+        self._bytes[eid] = sum(k.nbytes + v.nbytes for k, v in kv)
+        while self.nbytes > self.max_bytes and len(self._entries) > 1:
+            self.drop(next(iter(self._entries)))  # dicts keep insertion order: the oldest first
+
+    def drop(self, eid: int) -> None:
+        ids, _ = self._entries.pop(eid)
+        self._bytes.pop(eid, None)
+        key = self._key(ids.tolist())
+        rest = [e for e in self._by_key.get(key, []) if e != eid]
+        if rest:
+            self._by_key[key] = rest
+        else:
+            self._by_key.pop(key, None)
+
+    def _touch(self, eid: int) -> None:
+        self._entries[eid] = self._entries.pop(eid)  # most recently used last
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._by_key.clear()
+        self._bytes.clear()
+
+
 def generate_turns(
     model: Any,
     tokenizer: Any,
@@ -122,13 +217,15 @@ def generate_turns(
     max_prompt_tokens: int | None = None,
     return_ids: bool = False,
     return_logprobs: bool = False,
+    kv_cache: PrefixCache | None = None,
 ) -> GenerationResult:
     """Generate the next assistant turn for every conversation.
 
     temperature 0 means greedy. `seed` makes sampling reproducible (it seeds torch once per
     call). `batch_size` conversations share one `generate` call; conversations are grouped by
     prompt length so little padding is wasted. `max_prompt_tokens` keeps only the last tokens
-    of an over-long prompt (left truncation keeps the most recent observation).
+    of an over-long prompt (left truncation keeps the most recent observation). `kv_cache`
+    reuses the keys/values of earlier turns of the same conversations (see PrefixCache).
     """
     if not conversations:
         return GenerationResult([], [] if return_ids else None, [], [] if return_logprobs else None, [])
@@ -147,6 +244,7 @@ def generate_turns(
         seed=seed,
         batch_size=batch_size,
         return_logprobs=return_logprobs,
+        kv_cache=kv_cache,
     )
     result.prompt_ids = prompts if return_ids else None
     return result
@@ -163,6 +261,7 @@ def generate_from_ids(
     seed: int | None = None,
     batch_size: int = 16,
     return_logprobs: bool = False,
+    kv_cache: PrefixCache | None = None,
 ) -> GenerationResult:
     """`generate_turns` on prompts that are already token ids (multi-turn RL rollouts continue
     the exact sampled ids instead of re-rendering text). `max_new_tokens` may be one limit per
@@ -192,13 +291,7 @@ def generate_from_ids(
     with inference_mode(model), torch.inference_mode():
         for start in range(0, n, batch_size):
             idx = order[start:start + batch_size]
-            width = max(len(prompts[i]) for i in idx)
-            input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
-            attention = torch.zeros((len(idx), width), dtype=torch.long)
-            for row, i in enumerate(idx):
-                p = prompts[i]
-                input_ids[row, width - len(p):] = torch.tensor(p, dtype=torch.long)
-                attention[row, width - len(p):] = 1
+            input_ids, attention, past, width, matched = _batch_inputs(model, prompts, idx, pad_id, kv_cache)
             gen_kwargs: dict[str, Any] = dict(
                 input_ids=input_ids.to(device),
                 attention_mask=attention.to(device),
@@ -210,6 +303,8 @@ def generate_from_ids(
                 output_logits=return_logprobs,
                 use_cache=True,
             )
+            if past is not None:
+                gen_kwargs["past_key_values"] = past
             if sample:
                 gen_kwargs.update(temperature=float(temperature), top_p=float(top_p), top_k=0)
             else:
@@ -232,6 +327,10 @@ def generate_from_ids(
                 completions[i] = ids
                 if return_logprobs:
                     logps[i] = chosen[row][: len(ids)]
+            if kv_cache is not None:
+                _store(kv_cache, out.past_key_values, attention, width, [prompts[i] for i in idx],
+                       [completions[i] for i in idx])
+                kv_cache.drop_superseded([e for e, _ in matched], [c for _, c in matched])
     texts = [tokenizer.decode(c, skip_special_tokens=True).strip() for c in completions]
     return GenerationResult(
         texts=texts,
@@ -240,3 +339,75 @@ def generate_from_ids(
         logprobs=logps if return_logprobs else None,
         stopped=stopped,
     )
+
+
+def _batch_inputs(model: Any, prompts: list[list[int]], idx: list[int], pad_id: int, kv_cache: PrefixCache | None):
+    """Left-padded input ids and mask for rows `idx`, plus a DynamicCache of reused prefixes.
+
+    With reuse the layout per row is [pad | cached prefix | pad | new tokens]: the cached block
+    is as wide as the longest reused prefix, the new block as the longest remainder; the mask
+    marks the holes, and position ids (from the mask) stay those of the unpadded sequence.
+    """
+    import torch
+
+    hits, matched = [], []
+    for i in idx:
+        eid, common = kv_cache.match(prompts[i]) if kv_cache is not None else (None, 0)
+        matched.append((eid, common))
+        common = min(common, len(prompts[i]) - 1)  # at least one token to encode
+        hits.append((eid, common if eid is not None else 0))
+    width_past = max(c for _, c in hits)
+    width_new = max(len(prompts[i]) - c for i, (_, c) in zip(idx, hits))
+    width = width_past + width_new
+    input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(idx), width), dtype=torch.long)
+    for row, (i, (_, c)) in enumerate(zip(idx, hits)):
+        p = prompts[i]
+        input_ids[row, width_past - c:width_past] = torch.tensor(p[:c], dtype=torch.long)
+        attention[row, width_past - c:width_past] = 1
+        rest = p[c:]
+        input_ids[row, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
+        attention[row, width - len(rest):] = 1
+    if kv_cache is not None:
+        kv_cache.encoded_tokens += sum(len(prompts[i]) - c for i, (_, c) in zip(idx, hits))
+        kv_cache.reused_tokens += sum(c for _, c in hits)
+    if width_past == 0:
+        return input_ids, attention, None, width, matched
+    from transformers import DynamicCache
+
+    ref = next(kv_cache.layers(e) for e, c in hits if c > 0)
+    layers = []
+    for layer, (k0, v0) in enumerate(ref):
+        k = k0.new_zeros((len(idx), k0.shape[0], width_past, k0.shape[2]))
+        v = v0.new_zeros((len(idx), v0.shape[0], width_past, v0.shape[2]))
+        for row, (eid, c) in enumerate(hits):
+            if c > 0:
+                ek, ev = kv_cache.layers(eid)[layer]
+                k[row, :, width_past - c:] = ek[:, :c]
+                v[row, :, width_past - c:] = ev[:, :c]
+        layers.append((k, v))
+    return input_ids, attention, DynamicCache(layers, config=_config(model)), width, matched
+
+
+def _config(model: Any) -> Any:
+    return getattr(model, "config", None)
+
+
+def _store(kv_cache: PrefixCache, past: Any, attention: Any, width: int, prompts: list[list[int]],
+           completions: list[list[int]]) -> None:
+    """Keep each row's keys/values of prompt + reply (all but the last reply token, never fed back)."""
+    import torch
+
+    if past is None or not hasattr(past, "layers"):
+        return
+    for row, (prompt, completion) in enumerate(zip(prompts, completions)):
+        fed = max(0, len(completion) - 1)
+        positions = torch.cat([attention[row].nonzero().squeeze(-1), width + torch.arange(fed)])
+        ids = list(prompt) + list(completion[:fed])
+        kv = []
+        for layer in past.layers:
+            if layer.keys is None or layer.keys.shape[-2] < int(positions[-1]) + 1:
+                return  # a cache layout this code does not know (e.g. sliding windows): no reuse
+            pos = positions.to(layer.keys.device)
+            kv.append((layer.keys[row].index_select(-2, pos), layer.values[row].index_select(-2, pos)))
+        kv_cache.add(ids, kv)

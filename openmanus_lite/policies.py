@@ -78,6 +78,11 @@ class ModelPolicy:
     `temperature` is 0. Counters for compute budgets: `generated_tokens` (completion tokens,
     eos included), `model_calls` (calls into the generator, i.e. act_batch / sample_batch
     calls) and `turns_generated` (assistant turns produced).
+
+    `kv_cache=True` keeps the keys/values of earlier turns (`generation.PrefixCache`), so each
+    round of an episode encodes only the new observation instead of the whole conversation.
+    The cache empties itself when the weights change (e.g. training continues between two
+    evaluations with the same policy); pass `kv_cache=False` to encode every prompt in full.
     """
 
     def __init__(
@@ -93,6 +98,7 @@ class ModelPolicy:
         batch_size: int = 16,
         max_prompt_tokens: int | None = None,
         load_kwargs: dict | None = None,
+        kv_cache: bool = True,
     ):
         if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
             from .models import load_model
@@ -115,10 +121,25 @@ class ModelPolicy:
         self.generated_tokens = 0
         self.model_calls = 0
         self.turns_generated = 0
+        self.kv_cache = None
+        if kv_cache:
+            from .generation import PrefixCache
+
+            self.kv_cache = PrefixCache()
+        self._weights_version = None
+
+    def _weights_changed(self) -> bool:
+        """True when any parameter was modified in place since the last call (optimizer steps do that)."""
+        version = sum(p._version for p in self.model.parameters())
+        changed = version != self._weights_version
+        self._weights_version = version
+        return changed
 
     def _generate(self, conversations: list[Messages], temperature: float):
         from .generation import generate_turns
 
+        if self.kv_cache is not None and self._weights_changed():
+            self.kv_cache.clear()
         result = generate_turns(
             self.model,
             self.tokenizer,
@@ -130,6 +151,8 @@ class ModelPolicy:
             seed=self.seed + self.model_calls if temperature > 0 else None,
             batch_size=self.batch_size,
             max_prompt_tokens=self.max_prompt_tokens,
+            # a truncated prompt is no longer an extension of the previous one
+            kv_cache=self.kv_cache if not self.max_prompt_tokens else None,
         )
         self.model_calls += 1
         self.turns_generated += len(conversations)

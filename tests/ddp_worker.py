@@ -13,8 +13,8 @@ import json
 import os
 from pathlib import Path
 
-import unsloth  # noqa: F401  (before trl: it patches TRL's CPU kernels)
 import torch
+import unsloth  # noqa: F401  (before trl: it patches TRL's CPU kernels)
 
 
 def fingerprint(model) -> str:

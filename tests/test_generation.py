@@ -158,3 +158,38 @@ def test_model_policy_runs_episodes(tiny):
     assert [t.messages[1].content for t in trajs] == first.texts
     assert all(t.messages[1].role == "assistant" and "success" in t.meta for t in trajs)
     assert policy.model_calls >= 1
+
+
+def test_prefix_cache_gives_the_same_turns_and_encodes_less(tiny):
+    from openmanus_lite.generation import PrefixCache
+
+    model, tok, _ = tiny
+    cache = PrefixCache()
+    hist = [list(c) for c in CONVS]
+    for _ in range(3):
+        plain = generate_turns(model, tok, hist, max_new_tokens=16, batch_size=3, return_ids=True)
+        cached = generate_turns(model, tok, hist, max_new_tokens=16, batch_size=3, return_ids=True, kv_cache=cache)
+        assert cached.completion_ids == plain.completion_ids
+        for h, text in zip(hist, plain.texts):
+            h += [{"role": "assistant", "content": text}, {"role": "user", "content": "Nothing happens."}]
+    assert cache.reused_tokens > cache.encoded_tokens  # later turns encode only the new observation
+    assert len(cache) == len(CONVS)  # each conversation's entry replaced the one it extends
+
+
+def test_prefix_cache_memory_cap_and_invalidation(tiny):
+    from openmanus_lite.generation import PrefixCache
+
+    model, tok, _ = tiny
+    small = PrefixCache(max_bytes=1)
+    generate_turns(model, tok, CONVS, max_new_tokens=4, kv_cache=small)
+    assert len(small) == 1  # never more than the cap allows (always keeps the newest)
+    policy = ModelPolicy(model, tok, max_new_tokens=8)
+    policy.act_batch(CONVS[:2], [None, None])
+    assert len(policy.kv_cache) == 2
+    policy.act_batch(CONVS[:2], [None, None])
+    assert len(policy.kv_cache) == 2 and policy.kv_cache.reused_tokens > 0
+    with torch.no_grad():
+        next(model.parameters()).add_(0.0)  # an in-place update, as an optimizer step makes
+    before = policy.kv_cache.reused_tokens
+    policy.act_batch(CONVS[:1], [None])
+    assert policy.kv_cache.reused_tokens == before  # stale keys/values were dropped, not reused

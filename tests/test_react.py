@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from openmanus_lite import react
-from openmanus_lite.react import Action, ParseError, ParsedTurn, parse_action, parse_step, parse_turn
+from openmanus_lite.react import Action, ParsedTurn, ParseError, parse_action, parse_step, parse_turn
 
 SAMPLES = [
     ("os", react.bash("ls -l /etc | wc -l")),

@@ -51,6 +51,9 @@ class SFTRunConfig:
     """Stop after this many minutes of training (evaluation at marks not counted)."""
     mark_minutes: tuple[float, ...] = ()
     """Training-time marks (minutes) at which a checkpoint is saved and `on_mark` is called."""
+    clock: str = "wall"
+    """How training time is counted: "wall" seconds, or "cpu" (this process's CPU seconds / torch threads,
+    an estimate of wall time on an idle machine when other processes share the CPU)."""
     per_device_train_batch_size: int = 4
     gradient_accumulation_steps: int = 1
     learning_rate: float = 2e-4
@@ -155,8 +158,21 @@ def make_sft_config(cfg: SFTRunConfig):
 # --------------------------------------------------------------------------- callbacks
 
 
+def _clock(kind: str) -> Callable[[], float]:
+    if kind == "wall":
+        return time.perf_counter
+    if kind == "cpu":
+        import torch
+
+        threads = max(1, torch.get_num_threads())
+        return lambda: time.process_time() / threads
+    raise ValueError(f"clock must be 'wall' or 'cpu', got {kind!r}")
+
+
 def _callbacks(cfg: SFTRunConfig, on_mark: Callable | None, history: list, marks: list):
     from transformers import TrainerCallback
+
+    now_fn = _clock(cfg.clock)
 
     class Clock(TrainerCallback):
         """Training time (evaluation at marks excluded), loss history, time budget and marks."""
@@ -168,13 +184,13 @@ def _callbacks(cfg: SFTRunConfig, on_mark: Callable | None, history: list, marks
             self.stopped_by_time = False
 
         def _tick(self):
-            now = time.perf_counter()
+            now = now_fn()
             if self.last is not None:
                 self.train_s += now - self.last
             self.last = now
 
         def on_train_begin(self, args, state, control, **kw):
-            self.last = time.perf_counter()
+            self.last = now_fn()
 
         def on_step_end(self, args, state, control, **kw):
             self._tick()
@@ -199,7 +215,7 @@ def _callbacks(cfg: SFTRunConfig, on_mark: Callable | None, history: list, marks
                 if on_mark is not None:
                     entry["result"] = on_mark(model, entry)
                 marks.append(entry)
-                self.last = time.perf_counter()  # the evaluation's time is not training time
+                self.last = now_fn()  # the evaluation's time is not training time
 
         def on_log(self, args, state, control, logs=None, **kw):
             if logs and "loss" in logs:

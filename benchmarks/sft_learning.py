@@ -1,0 +1,221 @@
+"""The learning curve of SFT on CPU: does the default model learn the six environments?
+
+SmolLM2-135M-Instruct (the embedded default) with LoRA, trained on expert trajectories of
+all six domains (easy), evaluated on held-out easy tasks (30 per domain by default, the same
+tasks every time) before training and at training-time marks (default 15, 30, 60 minutes).
+Per domain: success rate (95% Wilson interval) and valid-action rate, next to the random
+policy's success on the same tasks. The final model is saved as a LoRA adapter and a
+merged checkpoint (`<out>/checkpoint`, loadable with `load_model(path)`) for GRPO and eval.
+
+Training time excludes evaluation. On a shared machine wall time is inflated by the other
+processes; `--clock cpu` counts this process's CPU time divided by its threads instead (an
+estimate of the time on an idle machine). The load average is reported either way.
+
+    python benchmarks/sft_learning.py                              # 15/30/60 min, 30 tasks/domain
+    python benchmarks/sft_learning.py --minutes 5,10 --tasks 10    # shorter
+    python benchmarks/sft_learning.py --quick                      # a smoke run with the tiny model
+
+Ends with `RESULT {json}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+# Turn limits for training prompts and evaluation (the first message states them). The expert
+# needs at most 2 (os, db), 4 (kg, ecommerce), 6 (web) and 12 (household) turns on easy tasks;
+# these leave room for a mistake or two without paying for 40 turns of a lost episode.
+EVAL_MAX_TURNS = {"os": 5, "db": 5, "kg": 7, "ecommerce": 7, "web": 9, "household": 16}
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--minutes", default="15,30,60", help="training-time marks in minutes; training stops at the last")
+    p.add_argument("--tasks", type=int, default=30, help="held-out easy tasks per domain")
+    p.add_argument("--train-tasks", type=int, default=250, help="training tasks per domain (expert-solved)")
+    p.add_argument("--domains", default=None, help="comma list (default: all registered)")
+    p.add_argument("--model", default="default")
+    p.add_argument("--rank", type=int, default=16)
+    p.add_argument("--alpha", type=int, default=None, help="LoRA alpha (default: 2 x rank)")
+    p.add_argument("--targets", default="all", help="all | attn | comma list of projection names")
+    p.add_argument("--top-layers", type=int, default=0, help="adapters on the top N layers only (0: all layers)")
+    p.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--scheduler", default="constant_with_warmup")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--grad-accum", type=int, default=1)
+    p.add_argument("--max-length", type=int, default=1024)
+    p.add_argument("--no-group-by-length", action="store_true")
+    p.add_argument("--grad-ckpt", action="store_true")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--eval-batch", type=int, default=48)
+    p.add_argument("--threads", default="auto", help="torch threads ('auto': 1 when the machine is overloaded)")
+    p.add_argument("--clock", default="wall", choices=["wall", "cpu"])
+    p.add_argument("--skip-base", action="store_true", help="do not evaluate the untrained model")
+    p.add_argument("--out", default="runs/sft_learning")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true", help="smoke run: tiny model, 2 domains, seconds")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.model, args.minutes, args.tasks, args.train_tasks = "tiny", "0.1,0.2", 3, 6
+        args.domains = args.domains or "os,db"
+        args.full, args.lr, args.max_new_tokens, args.out = True, 1e-3, 16, "runs/sft_learning_quick"
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    from benchmarks.train_throughput import pick_threads
+
+    threads = pick_threads(args.threads)
+    torch.set_num_threads(threads)
+    from openmanus_lite.train.sft import import_trl
+
+    import_trl()
+    from openmanus_lite.envs import list_domains
+    from openmanus_lite.models import LORA_TARGETS, LoraSpec, count_parameters, load_model, resolve_model_name
+    from openmanus_lite.policies import ModelPolicy, RandomPolicy
+    from openmanus_lite.train import sft as sft_mod
+    from openmanus_lite.train.data import build_sft_dataset, save_report
+    from openmanus_lite.train.measure import (
+        evaluate,
+        expert_trajectories,
+        heldout_tasks,
+        summary_table,
+        training_tasks,
+    )
+    from openmanus_lite.train.presets import tiny_model_path
+
+    marks = sorted(float(m) for m in args.minutes.split(","))
+    domains = args.domains.split(",") if args.domains else list_domains()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    load_start = os.getloadavg()
+    t_start = time.perf_counter()
+
+    # ---------------------------------------------------------------- tasks and data
+    eval_tasks = heldout_tasks(domains, args.tasks)
+    train_tasks, removed = training_tasks(domains, args.train_tasks, exclude=eval_tasks, seed=1000 + args.seed)
+    trajs = []
+    for d in domains:  # each domain's turn limit, as in evaluation
+        trajs += expert_trajectories([t for t in train_tasks if t.domain == d], max_turns=EVAL_MAX_TURNS.get(d))
+    print(f"{len(eval_tasks)} held-out tasks; {len(trajs)} expert trajectories for training "
+          f"({removed} generated training tasks equal to held-out ones removed)", flush=True)
+
+    # ---------------------------------------------------------------- model
+    name = str(tiny_model_path()) if args.model == "tiny" else resolve_model_name(args.model)
+    lora = None
+    if not args.full:
+        targets = {"all": list(LORA_TARGETS), "attn": ["q_proj", "k_proj", "v_proj", "o_proj"]}.get(
+            args.targets, args.targets.split(","))
+        layers = None
+        if args.top_layers:
+            from transformers import AutoConfig
+
+            n = AutoConfig.from_pretrained(name).num_hidden_layers
+            layers = list(range(max(0, n - args.top_layers), n))
+        lora = LoraSpec(r=args.rank, alpha=args.alpha or 2 * args.rank, target_modules=targets, layers=layers,
+                        gradient_checkpointing=args.grad_ckpt)
+    model, tok = load_model(name, lora=lora, dtype=getattr(torch, args.dtype), full_finetuning=lora is None,
+                            max_seq_length=args.max_length)
+    trainable, total = count_parameters(model)
+    ds, report = build_sft_dataset(trajs, tok, max_length=args.max_length, seed=args.seed)
+    save_report(report, out / "data_report.json")
+    print(f"data: {report.summary()}", flush=True)
+    print(f"model {name}: {trainable:,} trainable of {total:,}; threads {threads}; load {load_start}", flush=True)
+
+    results: dict[str, dict] = {}
+    timings: dict[str, float] = {}
+
+    def run_eval(label: str, policy, episodes_model=None) -> dict:
+        t = time.perf_counter()
+        by_domain = {}
+        for d in domains:  # per-domain turn limits
+            summ, _ = evaluate(policy, [x for x in eval_tasks if x.domain == d], max_turns=EVAL_MAX_TURNS.get(d),
+                               batch_size=args.eval_batch, progress=False)
+            by_domain[d] = summ[d]
+        n = sum(v["n"] for v in by_domain.values())
+        by_domain["all"] = {
+            "n": n,
+            "success": sum(v["success"] * v["n"] for v in by_domain.values()) / n,
+            "valid_rate": sum(v["valid_rate"] * v["n"] for v in by_domain.values()) / n,
+        }
+        timings[label] = round(time.perf_counter() - t, 1)
+        results[label] = by_domain
+        print(f"\n[{label}] evaluated in {timings[label]:.0f}s (load {os.getloadavg()[0]:.1f})\n"
+              f"{summary_table({label: by_domain})}", flush=True)
+        (out / "curve.json").write_text(json.dumps({"results": results, "eval_seconds": timings}, indent=1))
+        return by_domain
+
+    run_eval("random", RandomPolicy(seed=0))
+    policy = ModelPolicy(model, tok, name="sft", max_new_tokens=args.max_new_tokens, batch_size=args.eval_batch)
+    if not args.skip_base:
+        run_eval("base", policy)
+
+    # ---------------------------------------------------------------- training with marks
+    cfg = sft_mod.SFTRunConfig(
+        output_dir=str(out / "trainer"), max_steps=-1, num_train_epochs=1000, max_minutes=marks[-1],
+        mark_minutes=tuple(marks), per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=args.grad_accum, learning_rate=args.lr, lr_scheduler_type=args.scheduler,
+        warmup_steps=5, max_length=args.max_length, group_by_length=not args.no_group_by_length,
+        gradient_checkpointing=False, save_steps=10**6, save_total_limit=None, resume=False, seed=args.seed,
+        disable_tqdm=False, logging_steps=5, clock=args.clock,
+    )
+
+    def on_mark(m, info):
+        label = f"{info['train_minutes']:.0f}min" if info["train_minutes"] >= 1 else f"{info['train_minutes']:.2f}min"
+        print(f"\nmark: step {info['step']}, {info['train_minutes']:.1f} training minutes, "
+              f"{info['tokens_seen']:,} tokens seen", flush=True)
+        return run_eval(label, policy)
+
+    result = sft_mod.run_sft(model, tok, ds, cfg, on_mark=on_mark)
+    if len(result.marks) < len(marks):  # data ran out before the last mark: evaluate the end point too
+        run_eval(f"end{result.train_seconds / 60:.0f}min", policy)
+
+    # ---------------------------------------------------------------- save
+    ckpt = out / "checkpoint"
+    if lora is not None:
+        sft_mod.save_adapter(result.model, tok, out / "adapter")
+    sft_mod.save_merged(result.model, tok, ckpt)
+    curve = [{"label": lbl, **{k: m[k] for k in ("step", "train_minutes", "tokens_seen")}}
+             for lbl, m in zip([k for k in results if k not in ("random", "base")], result.marks)]
+    final = list(results)[-1]
+    summary = {
+        "model": Path(name).name, "domains": domains, "tasks_per_domain": args.tasks,
+        "train_trajectories": len(trajs), "train_tokens_available": report.tokens,
+        "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": lora.target_modules,
+                                           "layers": "all" if lora.layers is None else f"top{len(lora.layers)}"},
+        "lr": args.lr, "batch_size": args.batch_size, "max_length": args.max_length, "threads": threads,
+        "clock": args.clock, "steps": result.global_step, "tokens_seen": result.tokens_seen,
+        "train_minutes": round(result.train_seconds / 60, 2),
+        "tokens_per_s": round(result.tokens_per_second, 1), "marks": curve,
+        "success": {lbl: {d: round(v["success"], 3) for d, v in r.items()} for lbl, r in results.items()},
+        "valid_rate": {lbl: {d: round(v["valid_rate"], 3) for d, v in r.items()}
+                       for lbl, r in results.items() if lbl != "random"},
+        "random_ci95_hi": {d: round(v.get("success_hi", 0.0), 3) for d, v in results["random"].items() if d != "all"},
+        "beats_random": [d for d in domains
+                         if results[final][d].get("success_lo", 0.0) > results["random"][d].get("success_hi", 1.0)],
+        "eval_seconds": timings, "checkpoint": str(ckpt),
+        "loadavg_start": [round(x, 2) for x in load_start],
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "wall_minutes": round((time.perf_counter() - t_start) / 60, 1),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print("\n" + summary_table(results), flush=True)
+    print("RESULT " + json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
