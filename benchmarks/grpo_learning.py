@@ -32,6 +32,10 @@ import sys
 import time
 from pathlib import Path
 
+DEFAULT_TURNS = {"os": 5, "db": 5, "kg": 7, "ecommerce": 7, "web": 9, "household": 16}
+"""Turn limits per domain, the same as benchmarks/sft_learning.py trains and evaluates with (the
+first message states them, so GRPO starts from the prompts the SFT checkpoint learned)."""
+
 SFT_CANDIDATES = ("runs/sft_learning/checkpoint", "runs/sft_learning/merged", "runs/sft_learning/adapter")
 
 
@@ -63,7 +67,7 @@ def parse_args(argv=None):
     p.add_argument("--multi_minutes", type=float, default=30)
     p.add_argument("--multi_lr", type=float, default=None, help="GRPO learning rate (default: the preset's)")
     p.add_argument("--eval_n", type=int, default=50, help="held-out tasks per domain (same seeds before/after)")
-    p.add_argument("--max_turns", type=int, default=None)
+    p.add_argument("--max_turns", default=None, help="N or domain=N,... (default: DEFAULT_TURNS)")
     p.add_argument("--max_new_tokens", type=int, default=None)
     p.add_argument("--episode_tokens", type=int, default=None)
     return p.parse_args(argv)
@@ -157,8 +161,8 @@ def run_multi(args, preset):
     model, tok = grpo.load_for_grpo(sft, preset)
     cfg = preset.grpo.replace(mode="multi", max_steps=args.multi_steps, output_dir=f"{args.out}/multi",
                               save_steps=0, sample_every=0, seed=args.seed)
-    for flag, field_name in (("max_turns", "max_turns"), ("max_new_tokens", "max_new_tokens"),
-                             ("episode_tokens", "max_episode_tokens")):
+    cfg = cfg.replace(max_turns=_turns(args.max_turns))
+    for flag, field_name in (("max_new_tokens", "max_new_tokens"), ("episode_tokens", "max_episode_tokens")):
         if getattr(args, flag) is not None:
             cfg = cfg.replace(**{field_name: getattr(args, flag)})
     cfg = _common(cfg, args, args.multi_lr)
@@ -225,6 +229,14 @@ def _partial(args, part, log_history, **figures):
     figures = {k: ({kk: vv for kk, vv in v.items() if kk != "samples"} if isinstance(v, dict) else v)
                for k, v in figures.items()}
     print(f"PARTIAL {part} " + json.dumps({**figures, **step_figures(log_history)}, default=float), flush=True)
+
+
+def _turns(spec):
+    if spec is None:
+        return dict(DEFAULT_TURNS)
+    if "=" not in spec:
+        return int(spec)
+    return {k.strip(): int(v) for k, v in (item.split("=") for item in spec.split(",") if item.strip())}
 
 
 def _common(cfg, args, lr):

@@ -97,7 +97,9 @@ def main(argv=None) -> int:
     p.add_argument("--rm-lr", type=float, default=1e-4)
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--best-of", default="4,8")
-    p.add_argument("--skip", default="", help="comma-separated phases to skip: dpo, rm, bestof, beam")
+    p.add_argument("--skip", default="",
+                   help="comma-separated phases to skip: eval (no generation at all: also skips dpo, bestof, "
+                        "beam), dpo, rm, bestof, beam. With --samples 0 and --skip eval the run needs no generation")
     p.add_argument("--quick", action="store_true", help="tiny settings for a plumbing check")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(ROOT / "runs" / "preference_learning"))
@@ -133,6 +135,8 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     skip = {s for s in args.skip.split(",") if s}
+    if "eval" in skip:
+        skip |= {"dpo", "bestof", "beam"}
     domains = [d for d in args.domains.split(",") if d]
     if args.model == "tiny":
         start = tiny_checkpoint(out)
@@ -158,8 +162,9 @@ def main(argv=None) -> int:
 
     # ---- 1. data
     t0 = time.perf_counter()
-    sft_model, sft_tok = load_model(start)
-    sampler = policy(sft_model, sft_tok, "sft-sample", args.temperature)
+    needs_model = args.samples > 0 or "eval" not in skip
+    sft_model, sft_tok = load_model(start) if needs_model else (None, None)
+    sampler = policy(sft_model, sft_tok, "sft-sample", args.temperature) if args.samples > 0 else None
     data = build_preference_data(train_tasks, policy=sampler, samples_per_task=args.samples,
                                  mistakes_per_task=args.mistakes, max_turns=args.max_turns, seed=args.seed,
                                  progress=True)
@@ -167,17 +172,20 @@ def main(argv=None) -> int:
     timings["data"] = time.perf_counter() - t0
     print(json.dumps(data.counts, indent=1), file=sys.stderr)
 
-    # ---- 2. the start policy, greedy, held-out
-    t0 = time.perf_counter()
-    sft_eval = run_benchmark(policy(sft_model, sft_tok, "sft"), eval_suite, label="sft", max_turns=args.max_turns)
-    sft_eval.save(out / "eval_sft.json")
-    timings["eval_sft"] = time.perf_counter() - t0
     result: dict = {
         "start": start, "domains": domains, "difficulty": args.difficulty, "train_tasks": len(train_tasks),
         "train_eval_overlaps_removed": overlaps, "eval_tasks": len(eval_suite.tasks), "data": data.counts,
-        "sft": rate([r.success for r in sft_eval.records]),
-        "sft_by_domain": {d: rate([r.success for r in sft_eval.records if r.domain == d]) for d in domains},
     }
+
+    # ---- 2. the start policy, greedy, held-out
+    if "eval" not in skip:
+        t0 = time.perf_counter()
+        sft_eval = run_benchmark(policy(sft_model, sft_tok, "sft"), eval_suite, label="sft",
+                                 max_turns=args.max_turns)
+        sft_eval.save(out / "eval_sft.json")
+        timings["eval_sft"] = time.perf_counter() - t0
+        result["sft"] = rate([r.success for r in sft_eval.records])
+        result["sft_by_domain"] = {d: rate([r.success for r in sft_eval.records if r.domain == d]) for d in domains}
 
     # ---- 3. DPO
     if "dpo" not in skip:
@@ -288,7 +296,7 @@ def main(argv=None) -> int:
 
     # ---- plot
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    bars = {"SFT": result["sft"]["success"]}
+    bars = {"SFT": result["sft"]["success"]} if "sft" in result else {}
     if "dpo" in result:
         bars["DPO"] = result["dpo"]["success"]
     axes[0].bar(list(bars), list(bars.values()), color=["#888", "#3a7"][: len(bars)])

@@ -82,7 +82,8 @@ class ModelPolicy:
     `kv_cache=True` keeps the keys/values of earlier turns (`generation.PrefixCache`), so each
     round of an episode encodes only the new observation instead of the whole conversation.
     The cache empties itself when the weights change (e.g. training continues between two
-    evaluations with the same policy); pass `kv_cache=False` to encode every prompt in full.
+    evaluations with the same policy); pass `kv_cache=False` to encode every prompt in full, or a
+    `PrefixCache(max_bytes=...)` for another memory cap (default 2 GiB).
     """
 
     def __init__(
@@ -98,7 +99,7 @@ class ModelPolicy:
         batch_size: int = 16,
         max_prompt_tokens: int | None = None,
         load_kwargs: dict | None = None,
-        kv_cache: bool = True,
+        kv_cache=True,
     ):
         if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
             from .models import load_model
@@ -122,10 +123,12 @@ class ModelPolicy:
         self.model_calls = 0
         self.turns_generated = 0
         self.kv_cache = None
-        if kv_cache:
+        if kv_cache is True:
             from .generation import PrefixCache
 
             self.kv_cache = PrefixCache()
+        elif kv_cache:
+            self.kv_cache = kv_cache  # a PrefixCache of the caller's (e.g. with another memory cap)
         self._weights_version = None
 
     def _weights_changed(self) -> bool:

@@ -21,7 +21,7 @@ def run_episodes(
     policy: Any,
     tasks: list[Task],
     *,
-    max_turns: int | None = None,
+    max_turns: int | dict[str, int] | None = None,
     batch_size: int = 32,
     progress: bool = True,
     source: str | None = None,
@@ -29,6 +29,8 @@ def run_episodes(
     """Play one episode per task; returns trajectories with the outcome in `meta`.
 
     meta: task_id, difficulty, success, score, turns, invalid_actions, wall_s.
+    `max_turns` may be one limit or a limit per domain ({"household": 16, ...}; domains not
+    named keep their environment's default), so episodes of all domains can share batches.
     """
     policy = as_policy(policy)
     results: list[Trajectory | None] = [None] * len(tasks)
@@ -36,7 +38,7 @@ def run_episodes(
     for start in range(0, len(tasks), batch_size):
         chunk = list(range(start, min(start + batch_size, len(tasks))))
         t0 = time.perf_counter()
-        envs = {i: make_env(tasks[i].domain, **({"max_turns": max_turns} if max_turns else {})) for i in chunk}
+        envs = {i: _make_env(tasks[i].domain, max_turns) for i in chunk}
         histories = {i: [{"role": "user", "content": envs[i].reset(tasks[i])}] for i in chunk}
         last_info: dict[int, dict] = {i: {} for i in chunk}
         active = list(chunk)
@@ -73,3 +75,8 @@ def run_episodes(
             )
     bar.close()
     return results  # type: ignore[return-value]
+
+
+def _make_env(domain: str, max_turns: int | dict[str, int] | None):
+    limit = max_turns.get(domain) if isinstance(max_turns, dict) else max_turns
+    return make_env(domain, **({"max_turns": limit} if limit else {}))

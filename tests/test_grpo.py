@@ -78,16 +78,18 @@ def test_single_turn_steps_log_rewards_per_function_and_domain(tiny_dir, tmp_pat
 def test_env_mask_covers_exactly_the_observation_tokens(tiny_dir):
     model, tok = _model(tiny_dir)
     tasks = generate_tasks("db", 2, seed=0) + generate_tasks("os", 1, seed=0)
-    _, rollout = build_env_dataset(tasks, max_turns=3)
+    limits = {"db": 3, "os": 2}  # a turn limit per domain
+    _, rollout = build_env_dataset(tasks, max_turns=limits)
     prompts = [rollout.prompt_for(t) for t in tasks]
+    assert all(f"You have {limits[t.domain]} turns" in p[-1]["content"] for p, t in zip(prompts, tasks))
     torch.manual_seed(0)
-    eps = run_episode_tokens(model, tok, tasks, render_prompts(tok, prompts), max_turns=3, max_new_tokens=12,
+    eps = run_episode_tokens(model, tok, tasks, render_prompts(tok, prompts), max_turns=limits, max_new_tokens=12,
                              max_completion_tokens=400)
     renderer = ObservationRenderer(tok)
     assert renderer.head == "\n<|im_start|>user\n" and renderer.tail == "<|im_end|>\n<|im_start|>assistant\n"
     for ep in eps:
         assert len(ep.completion_ids) == len(ep.env_mask) == len(ep.logprobs)
-        assert ep.num_turns >= 2  # the random tiny model never answers: the turn limit or budget ends it
+        assert ep.num_turns == limits[ep.task.domain]  # the random tiny model never answers: the turn limit ends it
         # split the completion into runs of model tokens (1) and environment tokens (0)
         runs, cur, cur_mask = [], [], None
         for t, m in zip(ep.completion_ids, ep.env_mask):

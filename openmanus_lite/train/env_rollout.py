@@ -88,6 +88,13 @@ class RolloutStats:
         return self.generated_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
+def turn_limit(max_turns: int | dict[str, int] | None, domain: str) -> dict[str, int]:
+    """make_env kwargs for a turn limit given as one number, a {domain: turns} dict, or None
+    (the environment's own limit)."""
+    n = max_turns.get(domain) if isinstance(max_turns, dict) else max_turns
+    return {"max_turns": int(n)} if n else {}
+
+
 def prompt_key(prompt: Any) -> str:
     """The key that maps a (repeated, deep-copied) prompt back to its task."""
     if isinstance(prompt, str):
@@ -139,7 +146,7 @@ def run_episode_tokens(
     tasks: list[Task],
     prompts: list[list[int]],
     *,
-    max_turns: int | None = None,
+    max_turns: int | dict[str, int] | None = None,
     max_new_tokens: int = 96,
     max_completion_tokens: int = 512,
     temperature: float = 1.0,
@@ -151,14 +158,15 @@ def run_episode_tokens(
     """Play one episode per (task, prompt ids), all in lock step; see the module docstring.
 
     `max_new_tokens` caps one assistant turn, `max_completion_tokens` the whole completion
-    (assistant + observation tokens); `max_turns` overrides the environment's turn limit.
+    (assistant + observation tokens); `max_turns` (a number or {domain: turns}) overrides the
+    environments' turn limits.
     """
     from ..generation import generate_from_ids
 
     renderer = renderer or ObservationRenderer(tokenizer)
     stats = stats if stats is not None else RolloutStats()
     t0 = time.perf_counter()
-    envs = [make_env(t.domain, **({"max_turns": max_turns} if max_turns else {})) for t in tasks]
+    envs = [make_env(t.domain, **turn_limit(max_turns, t.domain)) for t in tasks]
     for env, task in zip(envs, tasks):
         env.reset(task)
     eps = [EpisodeTokens(task=t, prompt_ids=list(p)) for t, p in zip(tasks, prompts)]
@@ -224,7 +232,7 @@ class EnvRolloutFunc:
         self,
         tasks: Iterable[Task],
         *,
-        max_turns: int | None = None,
+        max_turns: int | dict[str, int] | None = None,
         max_new_tokens: int = 96,
         system_prompt: str | None = None,
         batch_size: int = 64,
@@ -236,7 +244,7 @@ class EnvRolloutFunc:
         self.tasks: dict[str, Task] = {}
         self.duplicates = 0
         for task in tasks:
-            env = make_env(task.domain, **({"max_turns": max_turns} if max_turns else {}))
+            env = make_env(task.domain, **turn_limit(max_turns, task.domain))
             key = prompt_key(task_prompt(env, task, system_prompt))
             if key in self.tasks:
                 self.duplicates += 1  # same visible prompt: the first task stands for both
@@ -248,7 +256,7 @@ class EnvRolloutFunc:
         self._renderer: ObservationRenderer | None = None
 
     def prompt_for(self, task: Task) -> list[dict[str, str]]:
-        env = make_env(task.domain, **({"max_turns": self.max_turns} if self.max_turns else {}))
+        env = make_env(task.domain, **turn_limit(self.max_turns, task.domain))
         return task_prompt(env, task, self.system_prompt)
 
     def _task(self, prompt: Any) -> Task:

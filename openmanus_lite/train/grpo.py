@@ -88,8 +88,8 @@ class GRPORunConfig:
     """Multi-turn / tool: tokens of the whole episode after the prompt (turns + observations)."""
     max_new_tokens: int = 96
     """Multi-turn: tokens per assistant turn."""
-    max_turns: int | None = None
-    """Multi-turn / tool: turn limit (None = the environment's own)."""
+    max_turns: int | dict[str, int] | None = None
+    """Multi-turn / tool: turn limit, one number or {domain: turns} (None = the environment's own)."""
     max_tool_calling_iterations: int | None = 6
     temperature: float = 1.0
     top_p: float = 1.0
@@ -570,7 +570,7 @@ def env_success(
     tokenizer: Any,
     tasks: Sequence[Task],
     *,
-    max_turns: int | None = None,
+    max_turns: int | dict[str, int] | None = None,
     max_new_tokens: int = 96,
     batch_size: int = 32,
     progress: bool = False,
@@ -581,7 +581,13 @@ def env_success(
     from ..rollout import run_episodes
 
     policy = ModelPolicy(model, tokenizer, name="grpo-eval", max_new_tokens=max_new_tokens, batch_size=batch_size)
-    trajs = run_episodes(policy, list(tasks), max_turns=max_turns, batch_size=batch_size, progress=progress)
+    if isinstance(max_turns, dict):  # run_episodes takes one limit: play each domain with its own
+        trajs = []
+        for d in dict.fromkeys(t.domain for t in tasks):
+            trajs += run_episodes(policy, [t for t in tasks if t.domain == d], max_turns=max_turns.get(d),
+                                  batch_size=batch_size, progress=progress)
+    else:
+        trajs = run_episodes(policy, list(tasks), max_turns=max_turns, batch_size=batch_size, progress=progress)
     groups: dict[str, list] = {}
     for t in trajs:
         groups.setdefault(t.domain, []).append(t)

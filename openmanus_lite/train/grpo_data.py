@@ -302,7 +302,7 @@ def _task_key(task: Task) -> str:
 def build_env_dataset(
     tasks: Sequence[Task],
     *,
-    max_turns: int | None = None,
+    max_turns: int | dict[str, int] | None = None,
     max_new_tokens: int = 96,
     system_prompt: str | None = None,
     batch_size: int = 64,

@@ -89,9 +89,10 @@ def summarize_episodes(trajs: list[Trajectory]) -> dict[str, dict[str, float]]:
     return out
 
 
-def evaluate(policy: Any, tasks: list[Task], *, max_turns: int | None = None, batch_size: int = 32,
+def evaluate(policy: Any, tasks: list[Task], *, max_turns: int | dict[str, int] | None = None, batch_size: int = 32,
              progress: bool = True) -> tuple[dict[str, dict[str, float]], list[Trajectory]]:
-    """Play every task once with `policy`; (per-domain summary, trajectories)."""
+    """Play every task once with `policy`; (per-domain summary, trajectories). `max_turns`: one limit
+    or one per domain."""
     from ..rollout import run_episodes
 
     trajs = run_episodes(policy, tasks, max_turns=max_turns, batch_size=batch_size, progress=progress)

@@ -328,7 +328,8 @@ def _play(env: Env, messages: Messages, text: str) -> None:
 
 
 def _finish_with_expert(env: Env, messages: Messages) -> bool:
-    """The expert plays until the episode ends; False if the expert broke down (episode ended by 'give up')."""
+    """The expert plays until the episode ends. False if the expert broke down in this state: the
+    episode is then ended with an empty answer (and callers flag it in meta['expert_broke'])."""
     while not env.done:
         text = _safe_expert(env)
         if text is None:
@@ -342,8 +343,8 @@ def expert_episode(task: Task, max_turns: int | None = None) -> Trajectory:
     """The expert's episode on `task`, recorded like a rollout."""
     env, first = _new_env(task, max_turns)
     messages = [{"role": "user", "content": first}]
-    _finish_with_expert(env, messages)
-    return _episode(task, env, messages, "expert", 0)
+    ok = _finish_with_expert(env, messages)
+    return _episode(task, env, messages, "expert", 0, None if ok else {"expert_broke": True})
 
 
 _NUMBER = re.compile(r"\d+")
@@ -434,8 +435,11 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
             else:
                 mistake = corrupt_turn(_safe_expert(env) or "", task.domain, rng)
             _play(env, messages, mistake)
-        _finish_with_expert(env, messages)
-        out.append(_episode(task, env, messages, f"mistake:{kind}", i, {"mistake": {"turn": at, "kind": kind}}))
+        extra: dict[str, Any] = {"mistake": {"turn": at, "kind": kind}}
+        finished = _finish_with_expert(env, messages)
+        if broke or not finished:
+            extra["expert_broke"] = True  # the episode ended with a give-up answer, not the expert's own
+        out.append(_episode(task, env, messages, f"mistake:{kind}", i, extra))
     return out
 
 

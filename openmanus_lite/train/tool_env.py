@@ -24,6 +24,7 @@ from typing import Any, Sequence
 from ..envs import make_env
 from ..react import format_turn
 from ..schema import Task
+from .env_rollout import turn_limit
 
 TOOL_INSTRUCTIONS = (
     "Act only by calling the tools you are given, one call at a time; each call returns what happened. "
@@ -53,7 +54,7 @@ class ToolEnv:
         if self.domain_name and task.domain != self.domain_name:
             raise ValueError(f"{type(self).__name__} plays {self.domain_name!r} tasks, got a {task.domain!r} task")
         self._task = task
-        self._env = make_env(task.domain, **({"max_turns": self.max_turns} if self.max_turns else {}))
+        self._env = make_env(task.domain, **turn_limit(self.max_turns, task.domain))
         self._env.reset(task)
         self._last_info = {}
         return None
@@ -328,17 +329,19 @@ TOOL_ENVS: dict[str, type[ToolEnv]] = {
 }
 
 
-def tool_env_class(domain: str, max_turns: int | None = None) -> type[ToolEnv]:
-    """The adapter class for a domain (a subclass with `max_turns` set when given)."""
+def tool_env_class(domain: str, max_turns: int | dict[str, int] | None = None) -> type[ToolEnv]:
+    """The adapter class for a domain (a subclass with `max_turns` set when given: a number or
+    a {domain: turns} dict)."""
     if domain not in TOOL_ENVS:
         raise KeyError(f"no tool adapter for domain {domain!r}; available: {sorted(TOOL_ENVS)}")
     cls = TOOL_ENVS[domain]
-    if max_turns is None:
+    limit = turn_limit(max_turns, domain).get("max_turns")
+    if limit is None:
         return cls
-    return type(cls.__name__, (cls,), {"max_turns": max_turns, "__doc__": cls.__doc__})
+    return type(cls.__name__, (cls,), {"max_turns": limit, "__doc__": cls.__doc__})
 
 
-def tool_env_factory(domains: Sequence[str], max_turns: int | None = None):
+def tool_env_factory(domains: Sequence[str], max_turns: int | dict[str, int] | None = None):
     """What `GRPOTrainer(environment_factory=...)` takes: one class for one domain, else a
     {domain: class} dict (rows then carry an `environment` column naming their domain)."""
     domains = list(dict.fromkeys(domains))
@@ -347,15 +350,15 @@ def tool_env_factory(domains: Sequence[str], max_turns: int | None = None):
     return {d: tool_env_class(d, max_turns) for d in domains}
 
 
-def tool_prompt(task: Task, max_turns: int | None = None) -> list[dict[str, str]]:
+def tool_prompt(task: Task, max_turns: int | dict[str, int] | None = None) -> list[dict[str, str]]:
     """The user message of a task in tool mode: the domain's intro, how to act, the task."""
-    env = make_env(task.domain, **({"max_turns": max_turns} if max_turns else {}))
+    env = make_env(task.domain, **turn_limit(max_turns, task.domain))
     env.reset(task)
     text = f"{env.intro.strip()}\n\n{TOOL_INSTRUCTIONS}\n\nTask: {task.instruction}{env._initial_observation()}"
     return [{"role": "user", "content": text}]
 
 
-def tool_dataset(tasks: Sequence[Task], max_turns: int | None = None):
+def tool_dataset(tasks: Sequence[Task], max_turns: int | dict[str, int] | None = None):
     """Rows for tool mode: prompt, task (JSON), domain, task_id, and `environment` when the
     tasks span several domains (TRL routes each row to its domain's adapter by it)."""
     from datasets import Dataset
