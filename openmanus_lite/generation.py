@@ -9,6 +9,11 @@ The model is switched to inference mode for the call (Unsloth's `for_inference` 
 Unsloth model, `eval()` otherwise) and switched back to training afterwards if it was
 training: on this stack, generating in train mode with gradient checkpointing on gives
 garbage.
+
+Multi-turn episodes re-send the whole conversation every turn. A `PrefixCache` keeps the
+keys/values of earlier turns so only the new tokens are encoded (ModelPolicy uses one): on
+CPU this is most of an evaluation's cost (a 16-turn household episode re-reads its first
+turns 16 times without it).
 """
 
 from __future__ import annotations

@@ -270,7 +270,7 @@ def load_model(
     `"auto"` picks Unsloth when it imports (it also runs on CPU). `lora` attaches a LoRA
     adapter (QLoRA when `load_in_4bit`); without it the model is returned as loaded (for
     inference, or full fine-tuning of a from-scratch model). `dtype=None` means float32 on
-    CPU and the backend's choice on GPU.
+    CPU and the backend's choice on GPU. On CPU, grouped-query models get `attention.NAME`.
     """
     import torch
 
@@ -300,6 +300,9 @@ def load_model(
     elif tok.pad_token is None:
         tok.pad_token = tok.eos_token
     model.openmanus_backend = backend
+    from .attention import use_grouped_attention
+
+    use_grouped_attention(model)  # CPU decoding ~2x faster for grouped-query models (see attention.py)
     return model, tok
 
 

@@ -193,3 +193,31 @@ def test_prefix_cache_memory_cap_and_invalidation(tiny):
     before = policy.kv_cache.reused_tokens
     policy.act_batch(CONVS[:1], [None])
     assert policy.kv_cache.reused_tokens == before  # stale keys/values were dropped, not reused
+
+
+def test_grouped_attention_gives_the_stock_results(tiny):
+    """attention.NAME (no key/value copies) = transformers' sdpa: logits, cached multi-turn generation."""
+    from openmanus_lite.attention import NAME, sdpa_gqa_attention, use_grouped_attention
+
+    model, tok, path = tiny
+    batch = tok(["Count", "Go to the fridge and open it"], return_tensors="pt", padding=True, padding_side="left")
+    prompts = CONVS + [CONVS[2] + [{"role": "assistant", "content": REPLY}, {"role": "user", "content": "ok"}]]
+    with torch.no_grad():
+        stock_logits = model(**batch).logits
+    stock = generate_turns(model, tok, prompts, max_new_tokens=16, batch_size=5, return_ids=True)
+    assert use_grouped_attention(model) and model.config._attn_implementation == NAME
+    try:
+        with torch.no_grad():
+            assert torch.allclose(model(**batch).logits, stock_logits, atol=1e-5)
+        grouped = generate_turns(model, tok, prompts, max_new_tokens=16, batch_size=5, return_ids=True)
+        assert grouped.completion_ids == stock.completion_ids
+    finally:
+        model.config._attn_implementation = "sdpa"
+    # no mask, new queries after cached keys: each query sees the past and its own prefix
+    q, k, v = torch.randn(1, 4, 3, 8), torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8)
+    out, _ = sdpa_gqa_attention(model.model.layers[0].self_attn, q, k, v, None)
+    mask = torch.ones(3, 5, dtype=torch.bool).tril(2)
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1),
+                                                           attn_mask=mask)
+    assert torch.allclose(out, ref.transpose(1, 2), atol=1e-6)
+    assert load_model(path, backend="hf")[0].config._attn_implementation == NAME  # CPU loads switch to it

@@ -48,3 +48,13 @@ def test_cli_multi_turn_and_bad_input(tmp_path, capsys):
     assert "rewards/env_outcome/mean" in log[0] and "rollout/tokens_per_s" in log[0]
     assert main(["--mode", "multi", "--envs", "mars"]) == 2
     assert "unknown domains ['mars']" in capsys.readouterr().err
+
+
+def test_every_preset_has_its_own_grpo_settings():
+    from openmanus_lite.train.grpo import GRPORunConfig
+    from openmanus_lite.train.presets import PRESETS
+
+    for name in PRESETS:
+        cfg = get_preset(name).grpo
+        assert cfg.output_dir != GRPORunConfig().output_dir, f"preset {name!r} lost its grpo=GRPORunConfig(...)"
+        assert cfg.num_generations >= 2 and cfg.per_device_train_batch_size % cfg.num_generations == 0

@@ -149,3 +149,18 @@ def test_gguf_export_says_what_is_missing(tiny, tmp_path):
     model, tok = load_model(tiny, backend="unsloth")
     with pytest.raises(GGUFExportUnavailable, match="llama.cpp"):
         export_gguf(model, tok, tmp_path / "gguf")
+
+
+def test_cli_trains_and_saves(tmp_path, monkeypatch):
+    from openmanus_lite.cli import main
+
+    monkeypatch.setenv("OPENMANUS_CACHE", str(tmp_path / "cache"))
+    import openmanus_lite.paths as paths
+
+    monkeypatch.setattr(paths, "CACHE_DIR", tmp_path / "cache")
+    out = tmp_path / "run"
+    code = main(["sft", "--preset", "cpu_debug", "--synth", "3", "--domains", "os,db", "--max-steps", "2",
+                 "--output-dir", str(out), "--no-progress", "--save", "adapter,merged,gguf"])
+    assert code == 0
+    assert (out / "merged" / "config.json").is_file() and (out / "data_report.json").is_file()
+    assert main(["sft", "--preset", "cpu_debug"]) == 2  # no data given: a clear error, not a crash

@@ -154,8 +154,9 @@ PRESETS: dict[str, Preset] = {
         assumptions=(
             "2 CPU cores, no GPU, the embedded SmolLM2-135M-Instruct in float32 (bf16 is not faster on a CPU "
             "without AMX/AVX512-BF16, and 4-bit adds dequantization work). Throughput is the constraint "
-            "(~100-300 useful tokens/s), so: no gradient checkpointing (135M activations fit easily in RAM), "
-            "length-grouped batches, a high LoRA learning rate, and trajectories cut to max_length tokens. "
+            "(~100-150 tokens/s on an idle 2-core machine), so: no gradient checkpointing (at batch 4 x ~700 tokens "
+            "activations and logits take ~5 GB), length-grouped batches, small batches and a high LoRA learning "
+            "rate (1e-3) for many updates per token, and trajectories cut to max_length tokens. "
             "Figures: benchmarks/sft_learning.py and benchmarks/train_throughput.py."
         ),
         load_in_4bit=False,
@@ -165,16 +166,17 @@ PRESETS: dict[str, Preset] = {
         max_new_tokens=96,
         eval_batch_size=32,
         sft=SFTRunConfig(
-            output_dir="runs/sft_cpu", num_train_epochs=1, per_device_train_batch_size=8,
-            gradient_accumulation_steps=1, learning_rate=5e-4, warmup_steps=5, max_length=1024,
+            output_dir="runs/sft_cpu", num_train_epochs=1, per_device_train_batch_size=4,
+            gradient_accumulation_steps=1, learning_rate=1e-3, warmup_steps=5, max_length=1024,
             save_steps=25, logging_steps=1,
         ),
-        # GRPO on 2 cores: one group of 4 samples per step; 64-token answers, episodes of at most 5 turns
-        # x 48 tokens (384 tokens with observations). A LoRA step of the 135M model costs tens of seconds
-        # here (benchmarks/grpo_learning.py measures it), so budgets are kept short.
+        # GRPO on 2 cores: one group of 4 samples per step; 48-token answers, episodes of at most 5 turns
+        # x 48 tokens (384 tokens with observations). A LoRA step of the 135M model took ~45-90 s on the
+        # shared 2-core machine (benchmarks/grpo_learning.py), so budgets are short and the learning rate
+        # high (2e-5 moved nothing in 24 steps; 1e-4 did, see the benchmark's figures).
         grpo=GRPORunConfig(
-            output_dir="runs/grpo_cpu", max_steps=40, learning_rate=2e-5, num_generations=4,
-            per_device_train_batch_size=4, max_completion_length=64, max_episode_tokens=384,
+            output_dir="runs/grpo_cpu", max_steps=40, learning_rate=1e-4, num_generations=4,
+            per_device_train_batch_size=4, max_completion_length=48, max_episode_tokens=384,
             max_new_tokens=48, max_turns=5, beta=0.0, loss_type="dapo", save_steps=10, logging_steps=1,
             sample_every=10,
         ),
