@@ -30,10 +30,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-# Turn limits for training prompts and evaluation (the first message states them). The expert
-# needs at most 2 (os, db), 4 (kg, ecommerce), 6 (web) and 12 (household) turns on easy tasks;
-# these leave room for a mistake or two without paying for 40 turns of a lost episode.
-EVAL_MAX_TURNS = {"os": 5, "db": 5, "kg": 7, "ecommerce": 7, "web": 9, "household": 16}
 
 
 def parse_args(argv):
@@ -91,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     from openmanus_lite.train import sft as sft_mod
     from openmanus_lite.train.data import build_sft_dataset, save_report
     from openmanus_lite.train.measure import (
+        EASY_TURN_LIMITS,
         evaluate,
         expert_trajectories,
         heldout_tasks,
@@ -109,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     # ---------------------------------------------------------------- tasks and data
     eval_tasks = heldout_tasks(domains, args.tasks)
     train_tasks, removed = training_tasks(domains, args.train_tasks, exclude=eval_tasks, seed=1000 + args.seed)
-    trajs = []
-    for d in domains:  # each domain's turn limit, as in evaluation
-        trajs += expert_trajectories([t for t in train_tasks if t.domain == d], max_turns=EVAL_MAX_TURNS.get(d))
+    trajs = expert_trajectories(train_tasks, max_turns=EASY_TURN_LIMITS)  # the limits stated in evaluation too
     print(f"{len(eval_tasks)} held-out tasks; {len(trajs)} expert trajectories for training "
           f"({removed} generated training tasks equal to held-out ones removed)", flush=True)
 
@@ -141,11 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     timings: dict[str, float] = {}
 
     # all domains in shared batches, grouped by turn limit (a batch lasts as long as its longest episode)
-    eval_order = sorted(eval_tasks, key=lambda t: (EVAL_MAX_TURNS.get(t.domain, 99), t.domain))
+    eval_order = sorted(eval_tasks, key=lambda t: (EASY_TURN_LIMITS.get(t.domain, 99), t.domain))
 
     def run_eval(label: str, policy) -> dict:
         t = time.perf_counter()
-        by_domain, _ = evaluate(policy, eval_order, max_turns=EVAL_MAX_TURNS, batch_size=args.eval_batch,
+        by_domain, _ = evaluate(policy, eval_order, max_turns=EASY_TURN_LIMITS, batch_size=args.eval_batch,
                                 progress=True)
         timings[label] = round(time.perf_counter() - t, 1)
         results[label] = by_domain

@@ -39,7 +39,8 @@ class DemoConfig:
     """Expert trajectories synthesized per domain for SFT (seeds disjoint from the suites)."""
     eval_per_domain: int = 10
     """Tasks per domain from the frozen dev suite (easy) for each evaluated checkpoint."""
-    eval_max_turns: int = 5
+    eval_max_turns: int | None = None
+    """Turn limit of training prompts and evaluation; None: per domain (train.measure.EASY_TURN_LIMITS)."""
     sft_minutes: float = 20.0
     sft_max_length: int = 768
     grpo_minutes: float = 6.0
@@ -95,7 +96,7 @@ def _stage(state: RunState, name: str, fn: Callable[[], Any]) -> Any:
 def stage_data(cfg: DemoConfig, run_dir: Path) -> dict[str, Any]:
     """Merge the shipped samples (and the real samples when present) and synthesize expert data."""
     from .data import MergeConfig, SourceSpec, merge, write_jsonl
-    from .train.data import synthesize_mix
+    from .train.measure import expert_trajectories, training_tasks
 
     specs = [SourceSpec(p.name, str(p)) for p in sorted((DATA_DIR / "samples").iterdir()) if p.is_dir()]
     if REAL_SAMPLES_DIR.is_dir():
@@ -105,11 +106,26 @@ def stage_data(cfg: DemoConfig, run_dir: Path) -> dict[str, Any]:
     merged = merge(specs, MergeConfig(seed=cfg.seed, strict=False, rejected_path=run_dir / "rejected.jsonl"))
     (run_dir / "merge_report.txt").write_text(merged.report.summary())
     six = [t for t in merged.splits.get("train", []) if t.domain in cfg.domains]
-    synth = synthesize_mix(cfg.domains, cfg.train_per_domain, seed=cfg.seed + 5000, difficulty="easy")
+    # expert episodes on generated easy tasks, minus any equal to an evaluation task
+    tasks, removed = training_tasks(cfg.domains, cfg.train_per_domain, exclude=_eval_suite(cfg).tasks,
+                                    seed=cfg.seed + 5000)
+    synth = expert_trajectories(tasks, max_turns=_turn_limits(cfg))
     write_jsonl(six + synth, run_dir / "train.jsonl")
     print(merged.report.summary())
     return {"merged_rows": sum(merged.report.input_rows.values()), "merged_train_six_domains": len(six),
-            "synthesized": len(synth), "train_file": str(run_dir / "train.jsonl")}
+            "synthesized": len(synth), "removed_equal_to_eval": removed, "train_file": str(run_dir / "train.jsonl")}
+
+
+def _eval_suite(cfg: DemoConfig):
+    from .eval import load_suite
+
+    return load_suite("dev", domains=cfg.domains, difficulties=["easy"], limit=cfg.eval_per_domain)
+
+
+def _turn_limits(cfg: DemoConfig) -> int | dict[str, int]:
+    from .train.measure import EASY_TURN_LIMITS
+
+    return cfg.eval_max_turns or EASY_TURN_LIMITS
 
 
 def _load(preset, model_path: str | None, for_training: bool):
@@ -119,16 +135,18 @@ def _load(preset, model_path: str | None, for_training: bool):
 def stage_eval(cfg: DemoConfig, preset, run_dir: Path, label: str, model=None, tokenizer=None,
                model_path: str | None = None) -> dict[str, Any]:
     """Greedy episodes on the frozen dev suite; the result is saved as JSON for the comparison."""
-    from .eval import load_suite, run_benchmark
+    from .eval import run_benchmark
     from .policies import ModelPolicy
 
     if model is None:
         model, tokenizer = _load(preset, model_path, for_training=False)
-    suite = load_suite("dev", domains=cfg.domains, difficulties=["easy"], limit=cfg.eval_per_domain)
+    suite = _eval_suite(cfg)
     policy = ModelPolicy(model, tokenizer, name=label, max_new_tokens=preset.max_new_tokens,
                          batch_size=preset.eval_batch_size)
-    result = run_benchmark(policy, suite, max_turns=cfg.eval_max_turns, batch_size=preset.eval_batch_size,
-                           label=label)
+    # episodes with the same turn limit share batches (a batch lasts as long as its longest episode)
+    limits = _turn_limits(cfg)
+    tasks = sorted(suite.tasks, key=lambda t: (limits.get(t.domain, 0) if isinstance(limits, dict) else 0, t.domain))
+    result = run_benchmark(policy, tasks, max_turns=limits, batch_size=preset.eval_batch_size, label=label)
     path = run_dir / f"eval_{label}.json"
     result.save(path)
     row = result.row()
@@ -170,7 +188,7 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     gcfg = GRPORunConfig(
         mode="multi", output_dir=str(run_dir / "grpo"), max_steps=cfg.grpo_steps,
         num_generations=cfg.grpo_num_generations, per_device_train_batch_size=cfg.grpo_num_generations * 2,
-        max_turns=cfg.grpo_max_turns, max_new_tokens=preset.max_new_tokens, learning_rate=2e-5,
+        max_turns=cfg.grpo_max_turns, max_new_tokens=preset.max_new_tokens, learning_rate=preset.grpo.learning_rate,
         max_episode_tokens=cfg.grpo_max_turns * (preset.max_new_tokens + 160), save_steps=4,
     )
     result = run_grpo(model, tok, dataset, gcfg, rollout_func=rollout, resume=True,

@@ -127,7 +127,7 @@ class ModelPolicy:
             from .generation import PrefixCache
 
             self.kv_cache = PrefixCache()
-        elif kv_cache:
+        elif kv_cache is not False and kv_cache is not None:  # an empty PrefixCache is falsy (len 0)
             self.kv_cache = kv_cache  # a PrefixCache of the caller's (e.g. with another memory cap)
         self._weights_version = None
 

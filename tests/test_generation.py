@@ -193,6 +193,9 @@ def test_prefix_cache_memory_cap_and_invalidation(tiny):
     before = policy.kv_cache.reused_tokens
     policy.act_batch(CONVS[:1], [None])
     assert policy.kv_cache.reused_tokens == before  # stale keys/values were dropped, not reused
+    own = PrefixCache(max_bytes=2**20)
+    assert ModelPolicy(model, tok, kv_cache=own).kv_cache is own  # a caller's empty cache is used, not dropped
+    assert ModelPolicy(model, tok, kv_cache=False).kv_cache is None
 
 
 def test_grouped_attention_gives_the_stock_results(tiny):

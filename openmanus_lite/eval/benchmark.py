@@ -196,7 +196,7 @@ def resolve_policy(policy: Any, seed: int = 0) -> Any:
 
 
 def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domains=None, difficulties=None,
-                  limit: int | None = None, max_turns: int | None = None, batch_size: int = 32,
+                  limit: int | None = None, max_turns: int | dict[str, int] | None = None, batch_size: int = 32,
                   progress: bool = True, seed: int = 0, label: str | None = None,
                   meta: dict[str, Any] | None = None) -> BenchmarkResult:
     """Play one episode per task of `suite` and summarise.

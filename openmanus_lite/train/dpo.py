@@ -26,6 +26,7 @@ from typing import Any
 from ..models import LoraSpec, load_model, load_tokenizer, resolve_model_name
 from ..paths import CACHE_DIR
 from .preferences import Messages, fit_prompt
+from .sft import import_trl  # noqa: F401  (unsloth before trl; reward_model imports it from here)
 
 MERGED_MARKER = "openmanus_merged_from.json"
 
@@ -33,11 +34,6 @@ MERGED_MARKER = "openmanus_merged_from.json"
 # --------------------------------------------------------------------------- shared training plumbing
 
 
-def import_trl():
-    """`trl`, imported after Unsloth (shared with SFT: TRL's CPU path needs Unsloth's patch)."""
-    from .sft import import_trl as _import_trl
-
-    return _import_trl()
 
 
 def cpu_only() -> bool:

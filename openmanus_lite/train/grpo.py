@@ -46,6 +46,7 @@ from .grpo_data import (  # noqa: F401  (re-exported: the kit's GRPO API in one 
     value_solution,
     value_task_rows,
 )
+from .sft import import_trl  # noqa: F401  (unsloth before trl; re-exported for notebooks)
 
 MODES = ("single", "multi", "tool")
 DEFAULT_REWARDS = {
@@ -55,15 +56,6 @@ DEFAULT_REWARDS = {
 }
 
 
-def import_trl():
-    """`trl`, imported after unsloth when unsloth is installed (TRL's CPU kernels need its patch)."""
-    try:
-        import unsloth  # noqa: F401
-    except Exception:
-        pass
-    import trl
-
-    return trl
 
 
 # --------------------------------------------------------------------------- configuration

@@ -15,6 +15,12 @@ from ..schema import Task, Trajectory
 EVAL_SEED = 7001
 """Task seed of held-out evaluation tasks (training data uses other seeds)."""
 
+EASY_TURN_LIMITS = {"os": 5, "db": 5, "kg": 7, "ecommerce": 7, "web": 9, "household": 16}
+"""Turn limits for easy tasks, in training prompts (the first message states the limit) and in
+evaluation alike. The expert needs at most 2 (os, db), 4 (kg, ecommerce), 6 (web) and 12
+(household) turns; these leave room for a mistake or two without paying for 40 turns of a
+lost episode."""
+
 
 def task_key(task: Task) -> str:
     """What makes two generated tasks the same task (instruction and world)."""
@@ -48,18 +54,19 @@ def training_tasks(domains: Iterable[str], n_per_domain: int, *, exclude: Iterab
     return out, removed
 
 
-def expert_trajectories(tasks: list[Task], max_turns: int | None = None) -> list[Trajectory]:
+def expert_trajectories(tasks: list[Task], max_turns: int | dict[str, int] | None = None) -> list[Trajectory]:
     """The expert's episodes on `tasks` (successful ones only), as SFT-ready trajectories.
 
-    `max_turns` sets the environment's turn limit, which the first message states: use the
-    same value as in evaluation so that training and evaluation prompts agree.
+    `max_turns` (one limit, or one per domain) sets the environment's turn limit, which the
+    first message states: use the same value as in evaluation so that prompts agree.
     """
     from ..envs import make_env, run_expert
     from ..schema import Turn
 
     out = []
     for task in tasks:
-        env = make_env(task.domain, **({"max_turns": max_turns} if max_turns else {}))
+        limit = max_turns.get(task.domain) if isinstance(max_turns, dict) else max_turns
+        env = make_env(task.domain, **({"max_turns": limit} if limit else {}))
         messages, last = run_expert(env, task)
         if not last.info.get("success"):
             continue
