@@ -58,6 +58,9 @@ def parse_args(argv):
     p.add_argument("--threads", default="auto", help="torch threads ('auto': 1 when the machine is overloaded)")
     p.add_argument("--clock", default="wall", choices=["wall", "cpu"])
     p.add_argument("--skip-base", action="store_true", help="do not evaluate the untrained model")
+    p.add_argument("--base-only", action="store_true",
+                   help="evaluate only the untrained model, domain by domain (saved after each), then stop; "
+                        "run beside a --skip-base run with the same --tasks to use the other core")
     p.add_argument("--out", default="runs/sft_learning")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="smoke run: tiny model, 2 domains, seconds")
@@ -152,6 +155,20 @@ def main(argv: list[str] | None = None) -> int:
     run_eval("random", RandomPolicy(seed=0))
     policy = ModelPolicy(model, tok, name="sft", max_new_tokens=args.max_new_tokens, batch_size=args.eval_batch,
                          kv_cache=PrefixCache(max_bytes=int(args.kv_cache_gib * 2**30)))
+    if args.base_only:
+        base: dict[str, dict] = {}
+        for d in sorted(domains, key=lambda d: EASY_TURN_LIMITS.get(d, 99)):  # the cheap domains first
+            part, _ = evaluate(policy, [t for t in eval_tasks if t.domain == d], max_turns=EASY_TURN_LIMITS,
+                               batch_size=args.eval_batch, progress=True)
+            base[d] = part[d]
+            results["base"] = base
+            print(f"[base] {d}: {summary_table({'base': {d: part[d]}})}", flush=True)
+            (out / "curve.json").write_text(json.dumps({"results": results}, indent=1))
+
+        print("RESULT " + json.dumps({"base": {d: {k: round(v[k], 3) for k in ("success", "valid_rate")}
+                                               for d, v in base.items()}, "tasks_per_domain": args.tasks,
+                                      "threads": threads, "wall_minutes": round((time.perf_counter() - t_start) / 60, 1)}))
+        return 0
     if not args.skip_base:
         run_eval("base", policy)
 

@@ -39,11 +39,16 @@ QWEN25_1P5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=2
 
 
 def pick_threads(arg: str) -> int:
-    """'auto': 1 thread when the machine is busier than its cores (2 threads then lose to spinning), else all."""
+    """'auto': all cores, or 1 when other jobs already keep the machine well over busy (threads would then
+    lose to spinning). The 1-minute load average lags: right after other jobs end it still looks busy,
+    so the threshold is 1.5 x cores and the choice is printed; pass a number to be sure."""
     cores = os.cpu_count() or 1
     if arg != "auto":
         return int(arg)
-    return 1 if os.getloadavg()[0] > cores else cores
+    load = os.getloadavg()[0]
+    threads = 1 if load > 1.5 * cores else cores
+    print(f"threads: {threads} (auto: load average {load:.1f} on {cores} cores)", flush=True)
+    return threads
 
 
 def random_1p5b(out: Path) -> Path:
