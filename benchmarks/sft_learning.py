@@ -138,12 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     timings: dict[str, float] = {}
 
-    # all domains in shared batches, grouped by turn limit (a batch lasts as long as its longest episode)
-    eval_order = sorted(eval_tasks, key=lambda t: (EASY_TURN_LIMITS.get(t.domain, 99), t.domain))
 
     def run_eval(label: str, policy) -> dict:
         t = time.perf_counter()
-        by_domain, _ = evaluate(policy, eval_order, max_turns=EASY_TURN_LIMITS, batch_size=args.eval_batch,
+        by_domain, _ = evaluate(policy, eval_tasks, max_turns=EASY_TURN_LIMITS, batch_size=args.eval_batch,
                                 progress=True)
         timings[label] = round(time.perf_counter() - t, 1)
         results[label] = by_domain

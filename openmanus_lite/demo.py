@@ -144,10 +144,8 @@ def stage_eval(cfg: DemoConfig, preset, run_dir: Path, label: str, model=None, t
     suite = _eval_suite(cfg)
     policy = ModelPolicy(model, tokenizer, name=label, max_new_tokens=preset.max_new_tokens,
                          batch_size=preset.eval_batch_size)
-    # episodes with the same turn limit share batches (a batch lasts as long as its longest episode)
-    limits = _turn_limits(cfg)
-    tasks = sorted(suite.tasks, key=lambda t: (limits.get(t.domain, 0) if isinstance(limits, dict) else 0, t.domain))
-    result = run_benchmark(policy, tasks, max_turns=limits, batch_size=preset.eval_batch_size, label=label)
+    result = run_benchmark(policy, suite, max_turns=_turn_limits(cfg), batch_size=preset.eval_batch_size,
+                           label=label)
     path = run_dir / f"eval_{label}.json"
     result.save(path)
     row = result.row()

@@ -35,8 +35,13 @@ def run_episodes(
     policy = as_policy(policy)
     results: list[Trajectory | None] = [None] * len(tasks)
     bar = tqdm(total=len(tasks), desc=f"episodes ({policy.name})", disable=not progress)
+    # with per-domain limits, episodes of equal limit share batches (a batch lasts as long as its
+    # longest episode); results stay in input order
+    order = list(range(len(tasks)))
+    if isinstance(max_turns, dict):
+        order.sort(key=lambda i: max_turns.get(tasks[i].domain, 0))
     for start in range(0, len(tasks), batch_size):
-        chunk = list(range(start, min(start + batch_size, len(tasks))))
+        chunk = order[start:start + batch_size]
         t0 = time.perf_counter()
         envs = {i: _make_env(tasks[i].domain, max_turns) for i in chunk}
         histories = {i: [{"role": "user", "content": envs[i].reset(tasks[i])}] for i in chunk}
