@@ -32,10 +32,6 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_TURNS = {"os": 5, "db": 5, "kg": 7, "ecommerce": 7, "web": 9, "household": 16}
-"""Turn limits per domain, the same as benchmarks/sft_learning.py trains and evaluates with (the
-first message states them, so GRPO starts from the prompts the SFT checkpoint learned)."""
-
 SFT_CANDIDATES = ("runs/sft_learning/checkpoint", "runs/sft_learning/merged", "runs/sft_learning/adapter")
 
 
@@ -67,7 +63,7 @@ def parse_args(argv=None):
     p.add_argument("--multi_minutes", type=float, default=30)
     p.add_argument("--multi_lr", type=float, default=None, help="GRPO learning rate (default: the preset's)")
     p.add_argument("--eval_n", type=int, default=50, help="held-out tasks per domain (same seeds before/after)")
-    p.add_argument("--max_turns", default=None, help="N or domain=N,... (default: DEFAULT_TURNS)")
+    p.add_argument("--max_turns", default=None, help="N or domain=N,... (default: the per-domain limits the SFT benchmark trained with)")
     p.add_argument("--max_new_tokens", type=int, default=None)
     p.add_argument("--episode_tokens", type=int, default=None)
     return p.parse_args(argv)
@@ -232,8 +228,10 @@ def _partial(args, part, log_history, **figures):
 
 
 def _turns(spec):
-    if spec is None:
-        return dict(DEFAULT_TURNS)
+    if spec is None:  # the first message states the limit: keep the prompts the SFT checkpoint learned
+        from openmanus_lite.train.measure import EASY_TURN_LIMITS
+
+        return dict(EASY_TURN_LIMITS)
     if "=" not in spec:
         return int(spec)
     return {k.strip(): int(v) for k, v in (item.split("=") for item in spec.split(",") if item.strip())}
