@@ -237,17 +237,26 @@ def stage_report(cfg: DemoConfig, run_dir: Path, state: RunState, total_s: float
         "",
         "## Training",
         f"SFT: {d['sft']['steps']} steps in {d['sft']['train_s'] / 60:.1f} min ({d['sft']['tokens_per_s']} tokens/s), "
-        f"final loss {d['sft']['final_loss']}. Curve: `sft_loss.png`.",
+        f"final loss {_fmt(d['sft']['final_loss'])}. Curve: `sft_loss.png`.",
     ]
     if "grpo" in d:
         lines.append(f"GRPO (multi-turn, domains {', '.join(d['grpo']['domains'])}): {d['grpo']['steps']} steps, "
-                     f"mean reward first {d['grpo']['reward_first']} -> last {d['grpo']['reward_last']}. "
+                     f"mean reward first {_fmt(d['grpo']['reward_first'])} -> last {_fmt(d['grpo']['reward_last'])}. "
                      "Curves: `grpo_rewards.png`.")
-    lines += ["", "## Success on the dev suite (95% Wilson intervals)", "", "```", str(table), "```", "",
-              "Chart: `comparison.png`."]
+    lines += ["", "## Success on the dev suite (95% Wilson intervals)", "",
+              "| checkpoint | success, all domains | invalid actions | evaluation time |", "|---|---|---|---|"]
+    for lab, res in zip(labels, results):
+        row = res.row()
+        lines.append(f"| {lab} | {row.success_rate:.1%} [{row.ci_low:.1%}, {row.ci_high:.1%}] n={row.n} | "
+                     f"{row.invalid_action_rate:.1%} | {state.done[f'eval_{lab}']['seconds'] / 60:.1f} min |")
+    lines += ["", "```", str(table), "```", "", "Chart: `comparison.png`."]
     text = "\n".join(lines) + "\n"
     (run_dir / "report.md").write_text(text)
     return str(table)
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 # --------------------------------------------------------------------------- driver
