@@ -138,7 +138,6 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict] = {}
     timings: dict[str, float] = {}
 
-
     def run_eval(label: str, policy) -> dict:
         t = time.perf_counter()
         by_domain, _ = evaluate(policy, eval_tasks, max_turns=EASY_TURN_LIMITS, batch_size=args.eval_batch,

@@ -39,7 +39,7 @@ def run_episodes(
     # longest episode); results stay in input order
     order = list(range(len(tasks)))
     if isinstance(max_turns, dict):
-        order.sort(key=lambda i: max_turns.get(tasks[i].domain, 0))
+        order.sort(key=lambda i: (max_turns.get(tasks[i].domain, 0), tasks[i].domain))
     for start in range(0, len(tasks), batch_size):
         chunk = order[start:start + batch_size]
         t0 = time.perf_counter()
