@@ -4,8 +4,14 @@ SmolLM2-135M-Instruct (the embedded default) with LoRA, trained on expert trajec
 all six domains (easy), evaluated on held-out easy tasks (30 per domain by default, the same
 tasks every time) before training and at training-time marks (default 15, 30, 60 minutes).
 Per domain: success rate (95% Wilson interval) and valid-action rate, next to the random
-policy's success on the same tasks. The final model is saved as a LoRA adapter and a
-merged checkpoint (`<out>/checkpoint`, loadable with `load_model(path)`) for GRPO and eval.
+policy's success on the same tasks. Each mark's checkpoint (the LoRA adapter) stays under
+`<out>/trainer/`; the final model is also saved merged (`<out>/checkpoint`, loadable with
+`load_model(path)`) for GRPO and eval.
+
+The whole curve takes hours on a CPU (one 180-episode evaluation ~50 minutes on 2 cores), so
+it can be split: `--defer-eval` trains only (the trainer saves a checkpoint at every mark) and
+`--eval-saved` evaluates the saved marks later, one label at a time, skipping those already in
+`curve.json` (`--labels` picks some); the summary is rewritten after each evaluation.
 
 Training time excludes evaluation. On a shared machine wall time is inflated by the other
 processes; `--clock cpu` counts this process's CPU time divided by its threads instead (an
@@ -14,6 +20,8 @@ estimate of the time on an idle machine). The load average is reported either wa
     python benchmarks/sft_learning.py                              # 15/30/60 min, 30 tasks/domain
     python benchmarks/sft_learning.py --minutes 5,10 --tasks 10    # shorter
     python benchmarks/sft_learning.py --quick                      # a smoke run with the tiny model
+    python benchmarks/sft_learning.py --defer-eval                 # train only (about an hour) ...
+    python benchmarks/sft_learning.py --eval-saved --labels base   # ... evaluate one label per sitting
 
 Ends with `RESULT {json}`.
 """
@@ -29,7 +37,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-
 
 
 def parse_args(argv):
@@ -58,9 +65,12 @@ def parse_args(argv):
     p.add_argument("--threads", default="auto", help="torch threads ('auto': 1 when the machine is overloaded)")
     p.add_argument("--clock", default="wall", choices=["wall", "cpu"])
     p.add_argument("--skip-base", action="store_true", help="do not evaluate the untrained model")
-    p.add_argument("--base-only", action="store_true",
-                   help="evaluate only the untrained model, domain by domain (saved after each), then stop; "
-                        "run beside a --skip-base run with the same --tasks to use the other core")
+    p.add_argument("--defer-eval", action="store_true",
+                   help="train and save the marks' checkpoints only; evaluate them later with --eval-saved")
+    p.add_argument("--eval-saved", action="store_true",
+                   help="evaluate what is not yet in <out>/curve.json: random, base and the saved marks "
+                        "(the training run's settings are read from <out>/train.json)")
+    p.add_argument("--labels", default=None, help="with --eval-saved: only these labels (e.g. base,15min)")
     p.add_argument("--out", default="runs/sft_learning")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="smoke run: tiny model, 2 domains, seconds")
@@ -68,8 +78,76 @@ def parse_args(argv):
     if args.quick:
         args.model, args.minutes, args.tasks, args.train_tasks = "tiny", "0.1,0.2", 3, 6
         args.domains = args.domains or "os,db"
-        args.full, args.lr, args.max_new_tokens, args.out = True, 1e-3, 16, "runs/sft_learning_quick"
+        args.full, args.lr, args.max_new_tokens = True, 1e-3, 16
+        args.out = args.out if args.out != "runs/sft_learning" else "runs/sft_learning_quick"
+    if args.labels and not args.eval_saved:
+        p.error("--labels goes with --eval-saved")
+    if args.defer_eval and args.eval_saved:
+        p.error("--defer-eval trains, --eval-saved evaluates: one at a time")
     return args
+
+
+def mark_label(minutes: float) -> str:
+    return f"{minutes:.0f}min" if minutes >= 1 else f"{minutes:.2f}min"
+
+
+class Curve:
+    """The held-out results of one run (`<out>/curve.json`), saved after every evaluation."""
+
+    def __init__(self, out: Path):
+        self.path = out / "curve.json"
+        saved = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        self.results: dict[str, dict] = saved.get("results", {})
+        self.seconds: dict[str, float] = saved.get("eval_seconds", {})
+
+    def evaluate(self, label: str, policy, tasks, batch_size: int) -> dict:
+        from openmanus_lite.train.measure import EASY_TURN_LIMITS, evaluate, summary_table
+
+        t = time.perf_counter()
+        by_domain, _ = evaluate(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=batch_size, progress=True)
+        self.seconds[label] = round(time.perf_counter() - t, 1)
+        self.results[label] = by_domain
+        print(f"\n[{label}] evaluated in {self.seconds[label]:.0f}s (load {os.getloadavg()[0]:.1f})\n"
+              f"{summary_table({label: by_domain})}", flush=True)
+        self.path.write_text(json.dumps({"results": self.results, "eval_seconds": self.seconds}, indent=1))
+        return by_domain
+
+
+def eval_cache(args):
+    """Keys/values of earlier turns, reused within an evaluation (ModelPolicy drops them when weights change)."""
+    from openmanus_lite.generation import PrefixCache
+
+    return PrefixCache(max_bytes=int(args.kv_cache_gib * 2**30))
+
+
+def write_summary(out: Path, train: dict, curve: Curve) -> dict:
+    """summary.json from the training record and whatever has been evaluated so far."""
+    from openmanus_lite.train.measure import summary_table
+
+    results = curve.results
+    order = ["random", "base"] + [m["label"] for m in train["marks"]]
+    results = {k: results[k] for k in order if k in results}
+    final = train["marks"][-1]["label"] if train["marks"] else None
+    beats = None
+    if final in results and "random" in results:
+        beats = [d for d in train["domains"]
+                 if results[final][d].get("success_lo", 0.0) > results["random"][d].get("success_hi", 1.0)]
+    summary = {
+        **train,
+        "success": {lbl: {d: round(v["success"], 3) for d, v in r.items()} for lbl, r in results.items()},
+        "valid_rate": {lbl: {d: round(v["valid_rate"], 3) for d, v in r.items()}
+                       for lbl, r in results.items() if lbl != "random"},
+        "random_ci95_hi": ({d: round(v.get("success_hi", 0.0), 3) for d, v in results["random"].items() if d != "all"}
+                           if "random" in results else None),
+        "beats_random": beats,
+        "evaluated": list(results),
+        "not_evaluated": [k for k in order if k not in results],
+        "eval_seconds": curve.seconds,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if results:
+        print("\n" + summary_table(results), flush=True)
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,26 +161,26 @@ def main(argv: list[str] | None = None) -> int:
     from openmanus_lite.train.sft import import_trl
 
     import_trl()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.eval_saved:
+        return eval_saved(args, out, threads)
+    return train_with_marks(args, out, threads)
+
+
+def train_with_marks(args, out: Path, threads: int) -> int:
+    import torch
+
     from openmanus_lite.envs import list_domains
-    from openmanus_lite.generation import PrefixCache
     from openmanus_lite.models import LORA_TARGETS, LoraSpec, count_parameters, load_model, resolve_model_name
     from openmanus_lite.policies import ModelPolicy, RandomPolicy
     from openmanus_lite.train import sft as sft_mod
     from openmanus_lite.train.data import build_sft_dataset, save_report
-    from openmanus_lite.train.measure import (
-        EASY_TURN_LIMITS,
-        evaluate,
-        expert_trajectories,
-        heldout_tasks,
-        summary_table,
-        training_tasks,
-    )
+    from openmanus_lite.train.measure import EASY_TURN_LIMITS, expert_trajectories, heldout_tasks, training_tasks
     from openmanus_lite.train.presets import tiny_model_path
 
     marks = sorted(float(m) for m in args.minutes.split(","))
     domains = args.domains.split(",") if args.domains else list_domains()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     load_start = os.getloadavg()
     t_start = time.perf_counter()
 
@@ -135,39 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"data: {report.summary()}", flush=True)
     print(f"model {name}: {trainable:,} trainable of {total:,}; threads {threads}; load {load_start}", flush=True)
 
-    results: dict[str, dict] = {}
-    timings: dict[str, float] = {}
-
-    def run_eval(label: str, policy) -> dict:
-        t = time.perf_counter()
-        by_domain, _ = evaluate(policy, eval_tasks, max_turns=EASY_TURN_LIMITS, batch_size=args.eval_batch,
-                                progress=True)
-        timings[label] = round(time.perf_counter() - t, 1)
-        results[label] = by_domain
-        print(f"\n[{label}] evaluated in {timings[label]:.0f}s (load {os.getloadavg()[0]:.1f})\n"
-              f"{summary_table({label: by_domain})}", flush=True)
-        (out / "curve.json").write_text(json.dumps({"results": results, "eval_seconds": timings}, indent=1))
-        return by_domain
-
-    run_eval("random", RandomPolicy(seed=0))
+    curve = Curve(out)
+    curve.results.clear()  # a new training run: earlier results in this folder are of another model
+    curve.seconds.clear()
     policy = ModelPolicy(model, tok, name="sft", max_new_tokens=args.max_new_tokens, batch_size=args.eval_batch,
-                         kv_cache=PrefixCache(max_bytes=int(args.kv_cache_gib * 2**30)))
-    if args.base_only:
-        base: dict[str, dict] = {}
-        for d in sorted(domains, key=lambda d: EASY_TURN_LIMITS.get(d, 99)):  # the cheap domains first
-            part, _ = evaluate(policy, [t for t in eval_tasks if t.domain == d], max_turns=EASY_TURN_LIMITS,
-                               batch_size=args.eval_batch, progress=True)
-            base[d] = part[d]
-            results["base"] = base
-            print(f"[base] {d}: {summary_table({'base': {d: part[d]}})}", flush=True)
-            (out / "curve.json").write_text(json.dumps({"results": results}, indent=1))
-
-        print("RESULT " + json.dumps({"base": {d: {k: round(v[k], 3) for k in ("success", "valid_rate")}
-                                               for d, v in base.items()}, "tasks_per_domain": args.tasks,
-                                      "threads": threads, "wall_minutes": round((time.perf_counter() - t_start) / 60, 1)}))
-        return 0
-    if not args.skip_base:
-        run_eval("base", policy)
+                         kv_cache=eval_cache(args))
+    if not args.defer_eval:
+        curve.evaluate("random", RandomPolicy(seed=0), eval_tasks, args.eval_batch)
+        if not args.skip_base:
+            curve.evaluate("base", policy, eval_tasks, args.eval_batch)
 
     # ---------------------------------------------------------------- training with marks
     cfg = sft_mod.SFTRunConfig(
@@ -180,45 +234,76 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def on_mark(m, info):
-        label = f"{info['train_minutes']:.0f}min" if info["train_minutes"] >= 1 else f"{info['train_minutes']:.2f}min"
         print(f"\nmark: step {info['step']}, {info['train_minutes']:.1f} training minutes, "
               f"{info['tokens_seen']:,} tokens seen", flush=True)
-        return run_eval(label, policy)
+        if not args.defer_eval:
+            return curve.evaluate(mark_label(info["train_minutes"]), policy, eval_tasks, args.eval_batch)
 
     result = sft_mod.run_sft(model, tok, ds, cfg, on_mark=on_mark)
-    if len(result.marks) < len(marks):  # data ran out before the last mark: evaluate the end point too
-        run_eval(f"end{result.train_seconds / 60:.0f}min", policy)
 
     # ---------------------------------------------------------------- save
     ckpt = out / "checkpoint"
-    if lora is not None:
-        sft_mod.save_adapter(result.model, tok, out / "adapter")
     sft_mod.save_merged(result.model, tok, ckpt)
-    curve = [{"label": lbl, **{k: m[k] for k in ("step", "train_minutes", "tokens_seen")}}
-             for lbl, m in zip([k for k in results if k not in ("random", "base")], result.marks)]
-    final = list(results)[-1]
-    summary = {
-        "model": Path(name).name, "domains": domains, "tasks_per_domain": args.tasks,
+    mark_rows = [{"label": mark_label(m["train_minutes"]), "checkpoint": m["checkpoint"],
+                  **{k: m[k] for k in ("step", "train_minutes", "tokens_seen")}} for m in result.marks]
+    if len(result.marks) < len(marks):  # data ran out before the last mark: the end point is a mark too
+        end = {"label": f"end{result.train_seconds / 60:.0f}min", "checkpoint": str(ckpt), "step": result.global_step,
+               "train_minutes": round(result.train_seconds / 60, 3), "tokens_seen": result.tokens_seen}
+        mark_rows.append(end)
+        if not args.defer_eval:
+            curve.evaluate(end["label"], policy, eval_tasks, args.eval_batch)
+    train = {
+        "model": name, "domains": domains, "tasks_per_domain": args.tasks, "max_new_tokens": args.max_new_tokens,
         "train_trajectories": len(trajs), "train_tokens_available": report.tokens,
         "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": lora.target_modules,
                                            "layers": "all" if lora.layers is None else f"top{len(lora.layers)}"},
         "lr": args.lr, "batch_size": args.batch_size, "max_length": args.max_length, "threads": threads,
         "clock": args.clock, "steps": result.global_step, "tokens_seen": result.tokens_seen,
         "train_minutes": round(result.train_seconds / 60, 2),
-        "tokens_per_s": round(result.tokens_per_second, 1), "marks": curve,
-        "success": {lbl: {d: round(v["success"], 3) for d, v in r.items()} for lbl, r in results.items()},
-        "valid_rate": {lbl: {d: round(v["valid_rate"], 3) for d, v in r.items()}
-                       for lbl, r in results.items() if lbl != "random"},
-        "random_ci95_hi": {d: round(v.get("success_hi", 0.0), 3) for d, v in results["random"].items() if d != "all"},
-        "beats_random": [d for d in domains
-                         if results[final][d].get("success_lo", 0.0) > results["random"][d].get("success_hi", 1.0)],
-        "eval_seconds": timings, "checkpoint": str(ckpt),
-        "loadavg_start": [round(x, 2) for x in load_start],
-        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-        "wall_minutes": round((time.perf_counter() - t_start) / 60, 1),
+        "tokens_per_s": round(result.tokens_per_second, 1), "marks": mark_rows, "checkpoint": str(ckpt),
+        "loadavg_start": [round(x, 2) for x in load_start], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "train_wall_minutes": round((time.perf_counter() - t_start) / 60, 1),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    print("\n" + summary_table(results), flush=True)
+    (out / "train.json").write_text(json.dumps(train, indent=1))
+    summary = write_summary(out, train, curve)
+    if args.defer_eval:
+        print(f"trained; evaluate the marks with: python benchmarks/sft_learning.py --eval-saved --out {out}")
+    print("RESULT " + json.dumps(summary))
+    return 0
+
+
+def eval_saved(args, out: Path, threads: int) -> int:
+    """Evaluate the labels of a finished training run that curve.json does not have yet."""
+    from openmanus_lite.models import load_model
+    from openmanus_lite.policies import ModelPolicy, RandomPolicy
+    from openmanus_lite.train.measure import heldout_tasks
+    from openmanus_lite.train.sft import load_trained
+
+    record = out / "train.json"
+    if not record.is_file():
+        raise SystemExit(f"{record} not found: train first (python benchmarks/sft_learning.py --defer-eval --out {out})")
+    train = json.loads(record.read_text())
+    sources = {"random": None, "base": train["model"], **{m["label"]: m["checkpoint"] for m in train["marks"]}}
+    wanted = args.labels.split(",") if args.labels else list(sources)
+    unknown = [w for w in wanted if w not in sources]
+    if unknown:
+        raise SystemExit(f"unknown labels {unknown}; this run has {list(sources)}")
+    curve = Curve(out)
+    todo = [w for w in wanted if w not in curve.results]
+    print(f"already evaluated: {sorted(curve.results)}; now: {todo}", flush=True)
+    eval_tasks = heldout_tasks(train["domains"], train["tasks_per_domain"])  # the same tasks as every mark
+    batch = args.eval_batch
+    summary = write_summary(out, train, curve) if not todo else None
+    for label in todo:
+        if label == "random":
+            policy = RandomPolicy(seed=0)
+        else:
+            model, tok = load_model(sources[label]) if label == "base" else load_trained(sources[label], backend="auto")
+            policy = ModelPolicy(model, tok, name=label, max_new_tokens=train["max_new_tokens"], batch_size=batch,
+                                 kv_cache=eval_cache(args))
+        curve.evaluate(label, policy, eval_tasks, batch)
+        summary = write_summary(out, train, curve)  # after each label: a later sitting resumes from here
+    summary["eval_threads"] = threads
     print("RESULT " + json.dumps(summary))
     return 0
 

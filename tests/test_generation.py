@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -193,6 +195,18 @@ def test_prefix_cache_memory_cap_and_invalidation(tiny):
     before = policy.kv_cache.reused_tokens
     policy.act_batch(CONVS[:1], [None])
     assert policy.kv_cache.reused_tokens == before  # stale keys/values were dropped, not reused
+    # a fused optimizer step changes the weights without bumping version counters: still detected
+    policy = ModelPolicy(copy.deepcopy(model), tok, max_new_tokens=8)  # the fixture's model stays untouched
+    policy.act_batch(CONVS[:1], [None])
+    before = policy.kv_cache.reused_tokens
+    trainable = [p for p in policy.model.parameters() if p.requires_grad]
+    versions = [p._version for p in trainable]
+    for p in trainable:
+        p.grad = torch.ones_like(p)
+    torch.optim.AdamW(trainable, lr=1e-3, fused=True).step()
+    assert [p._version for p in trainable] == versions  # the blind spot this guards against
+    policy.act_batch(CONVS[:1], [None])
+    assert policy.kv_cache.reused_tokens == before
     own = PrefixCache(max_bytes=2**20)
     assert ModelPolicy(model, tok, kv_cache=own).kv_cache is own  # a caller's empty cache is used, not dropped
     assert ModelPolicy(model, tok, kv_cache=False).kv_cache is None

@@ -573,13 +573,7 @@ def env_success(
     from ..rollout import run_episodes
 
     policy = ModelPolicy(model, tokenizer, name="grpo-eval", max_new_tokens=max_new_tokens, batch_size=batch_size)
-    if isinstance(max_turns, dict):  # run_episodes takes one limit: play each domain with its own
-        trajs = []
-        for d in dict.fromkeys(t.domain for t in tasks):
-            trajs += run_episodes(policy, [t for t in tasks if t.domain == d], max_turns=max_turns.get(d),
-                                  batch_size=batch_size, progress=progress)
-    else:
-        trajs = run_episodes(policy, list(tasks), max_turns=max_turns, batch_size=batch_size, progress=progress)
+    trajs = run_episodes(policy, list(tasks), max_turns=max_turns, batch_size=batch_size, progress=progress)
     groups: dict[str, list] = {}
     for t in trajs:
         groups.setdefault(t.domain, []).append(t)

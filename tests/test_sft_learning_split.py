@@ -1,0 +1,46 @@
+"""The SFT learning benchmark split over sittings: train now, evaluate the saved marks later."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from benchmarks.sft_learning import main  # noqa: E402
+
+
+def test_defer_then_evaluate_saved_marks_one_label_at_a_time(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    assert main(["--quick", "--threads", "1", "--defer-eval", "--out", out]) == 0
+    train = json.loads((tmp_path / "run" / "train.json").read_text())
+    labels = [m["label"] for m in train["marks"]]
+    assert len(labels) == 2 and all(Path(m["checkpoint"]).is_dir() for m in train["marks"])
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["evaluated"] == [] and summary["not_evaluated"] == ["random", "base", *labels]
+
+    # one sitting: the untrained model and the first mark
+    assert main(["--quick", "--threads", "1", "--eval-saved", "--labels", f"base,{labels[0]}", "--out", out]) == 0
+    curve = json.loads((tmp_path / "run" / "curve.json").read_text())["results"]
+    assert set(curve) == {"base", labels[0]} and curve["base"]["all"]["n"] == 6  # 3 tasks x 2 domains
+
+    # the next sitting does only what is missing
+    capsys.readouterr()
+    assert main(["--quick", "--threads", "1", "--eval-saved", "--out", out]) == 0
+    assert f"now: ['random', '{labels[1]}']" in capsys.readouterr().out
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["evaluated"] == ["random", "base", *labels] and summary["not_evaluated"] == []
+    assert summary["beats_random"] is not None
+
+
+def test_eval_saved_needs_a_training_record_and_known_labels(tmp_path):
+    with pytest.raises(SystemExit, match="train first"):
+        main(["--quick", "--eval-saved", "--out", str(tmp_path)])
+    (tmp_path / "train.json").write_text(json.dumps({"model": "x", "domains": ["os"], "tasks_per_domain": 1,
+                                                     "max_new_tokens": 4, "marks": []}))
+    with pytest.raises(SystemExit, match="unknown labels"):
+        main(["--quick", "--eval-saved", "--labels", "60min", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        main(["--labels", "base"])  # --labels without --eval-saved is a usage error
