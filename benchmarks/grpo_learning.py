@@ -62,6 +62,8 @@ def parse_args(argv=None):
     p.add_argument("--multi_steps", type=int, default=20)
     p.add_argument("--multi_minutes", type=float, default=30)
     p.add_argument("--multi_lr", type=float, default=None, help="GRPO learning rate (default: the preset's)")
+    p.add_argument("--multi_rewards", default=None,
+                   help="reward spec, e.g. 'env_outcome' (default: env_outcome react_format:0.25 invalid_action:0.25)")
     p.add_argument("--eval_n", type=int, default=50, help="held-out tasks per domain (same seeds before/after)")
     p.add_argument("--max_turns", default=None, help="N or domain=N,... (default: the per-domain limits the SFT benchmark trained with)")
     p.add_argument("--max_new_tokens", type=int, default=None)
@@ -162,6 +164,8 @@ def run_multi(args, preset):
         if getattr(args, flag) is not None:
             cfg = cfg.replace(**{field_name: getattr(args, flag)})
     cfg = _common(cfg, args, args.multi_lr)
+    if args.multi_rewards:
+        cfg = cfg.replace(rewards=args.multi_rewards)
     episode = dict(max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
     candidates = [d for d in args.multi_domains.split(",") if d]
     # 1. probe: where does the SFT checkpoint already succeed?
@@ -207,6 +211,7 @@ def run_multi(args, preset):
         "probe": {d: probe[d]["successes"] for d in candidates},
         "domains": domains,
         "note": note,
+        "rewards": cfg.reward_spec, "lr": cfg.learning_rate,
         "steps": res.global_step,
         "env_reward": first_last(res.log_history, ["rewards/env_outcome/mean"]),
         "reward": first_last(res.log_history, ["reward"]),
