@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-SFT_CANDIDATES = ("runs/sft_learning/checkpoint", "runs/sft_learning/merged", "runs/sft_learning/adapter")
+SFT_CANDIDATES = ("runs/sft_learning/checkpoint",)  # where benchmarks/sft_learning.py saves its final model
 
 
 def parse_args(argv=None):
