@@ -109,8 +109,11 @@ class Curve:
         self.results[label] = by_domain
         print(f"\n[{label}] evaluated in {self.seconds[label]:.0f}s (load {os.getloadavg()[0]:.1f})\n"
               f"{summary_table({label: by_domain})}", flush=True)
-        self.path.write_text(json.dumps({"results": self.results, "eval_seconds": self.seconds}, indent=1))
+        self.save()
         return by_domain
+
+    def save(self) -> None:
+        self.path.write_text(json.dumps({"results": self.results, "eval_seconds": self.seconds}, indent=1))
 
 
 def eval_cache(args):
@@ -214,8 +217,9 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     print(f"model {name}: {trainable:,} trainable of {total:,}; threads {threads}; load {load_start}", flush=True)
 
     curve = Curve(out)
-    curve.results.clear()  # a new training run: earlier results in this folder are of another model
-    curve.seconds.clear()
+    curve.results.clear()  # a new training run: earlier results in this folder are of another model,
+    curve.seconds.clear()  # and --eval-saved must not skip labels because of them
+    curve.save()
     policy = ModelPolicy(model, tok, name="sft", max_new_tokens=args.max_new_tokens, batch_size=args.eval_batch,
                          kv_cache=eval_cache(args))
     if not args.defer_eval:

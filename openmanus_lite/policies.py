@@ -129,7 +129,7 @@ class ModelPolicy:
             self.kv_cache = PrefixCache()
         elif kv_cache is not False and kv_cache is not None:  # an empty PrefixCache is falsy (len 0)
             self.kv_cache = kv_cache  # a PrefixCache of the caller's (e.g. with another memory cap)
-        self._weights_version = None
+        self._weights_fingerprint = None
 
     def _weights_changed(self) -> bool:
         """True when the weights differ from the last call's (training continued in between).
@@ -145,8 +145,8 @@ class ModelPolicy:
         with torch.no_grad():
             sums = torch.stack([p.detach().sum(dtype=torch.float64) for p in trainable]).cpu() if trainable else None
         version = sum(p._version for p in params)
-        last = self._weights_version
-        self._weights_version = (version, sums)
+        last = self._weights_fingerprint
+        self._weights_fingerprint = (version, sums)
         if last is None:
             return True
         return version != last[0] or (sums is not None and not torch.equal(sums, last[1]))
