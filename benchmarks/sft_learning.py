@@ -53,6 +53,8 @@ def parse_args(argv):
     p.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--scheduler", default="constant_with_warmup")
+    p.add_argument("--max-steps", type=int, default=-1,
+                   help="the step horizon of a decaying --scheduler (training still stops at the last mark)")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--grad-accum", type=int, default=1)
     p.add_argument("--max-length", type=int, default=1024)
@@ -229,7 +231,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
 
     # ---------------------------------------------------------------- training with marks
     cfg = sft_mod.SFTRunConfig(
-        output_dir=str(out / "trainer"), max_steps=-1, num_train_epochs=1000, max_minutes=marks[-1],
+        output_dir=str(out / "trainer"), max_steps=args.max_steps, num_train_epochs=1000, max_minutes=marks[-1],
         mark_minutes=tuple(marks), per_device_train_batch_size=args.batch_size,
         gradient_accumulation_steps=args.grad_accum, learning_rate=args.lr, lr_scheduler_type=args.scheduler,
         warmup_steps=5, max_length=args.max_length, group_by_length=not args.no_group_by_length,
@@ -250,7 +252,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     sft_mod.save_merged(result.model, tok, ckpt)
     mark_rows = [{"label": mark_label(m["train_minutes"]), "checkpoint": m["checkpoint"],
                   **{k: m[k] for k in ("step", "train_minutes", "tokens_seen")}} for m in result.marks]
-    if len(result.marks) < len(marks):  # data ran out before the last mark: the end point is a mark too
+    if len(result.marks) < len(marks):  # --max-steps came before the last mark: the end point is a mark too
         end = {"label": f"end{result.train_seconds / 60:.0f}min", "checkpoint": str(ckpt), "step": result.global_step,
                "train_minutes": round(result.train_seconds / 60, 3), "tokens_seen": result.tokens_seen}
         mark_rows.append(end)
@@ -261,7 +263,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
         "train_trajectories": len(trajs), "train_tokens_available": report.tokens,
         "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": lora.target_modules,
                                            "layers": "all" if lora.layers is None else f"top{len(lora.layers)}"},
-        "lr": args.lr, "batch_size": args.batch_size, "max_length": args.max_length, "threads": threads,
+        "lr": args.lr, "scheduler": args.scheduler, "max_steps": args.max_steps, "batch_size": args.batch_size, "max_length": args.max_length, "threads": threads,
         "clock": args.clock, "steps": result.global_step, "tokens_seen": result.tokens_seen,
         "train_minutes": round(result.train_seconds / 60, 2),
         "tokens_per_s": round(result.tokens_per_second, 1), "marks": mark_rows, "checkpoint": str(ckpt),

@@ -14,8 +14,10 @@ from benchmarks.sft_learning import main  # noqa: E402
 
 def test_defer_then_evaluate_saved_marks_one_label_at_a_time(tmp_path, capsys):
     out = str(tmp_path / "run")
-    assert main(["--quick", "--threads", "1", "--defer-eval", "--out", out]) == 0
+    assert main(["--quick", "--threads", "1", "--defer-eval", "--scheduler", "cosine", "--max-steps", "100000",
+                 "--out", out]) == 0
     train = json.loads((tmp_path / "run" / "train.json").read_text())
+    assert (train["scheduler"], train["max_steps"]) == ("cosine", 100000)  # the schedule is on record
     labels = [m["label"] for m in train["marks"]]
     assert len(labels) == 2 and all(Path(m["checkpoint"]).is_dir() for m in train["marks"])
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
