@@ -4,11 +4,11 @@ SmolLM2-135M-Instruct (the embedded default) with LoRA, trained on expert trajec
 all six domains (easy), evaluated on held-out easy tasks (30 per domain by default, the same
 tasks every time) before training and at training-time marks (default 15, 30, 60 minutes).
 Per domain: success rate (95% Wilson interval) and valid-action rate, next to the random
-policy's success on the same tasks. Each mark's checkpoint (the LoRA adapter) stays under
-`<out>/trainer/`; the final model is also saved merged (`<out>/checkpoint`, loadable with
-`load_model(path)`) for GRPO and eval.
+policy's success on the same tasks; every episode is kept in `<out>/episodes/<label>.jsonl`.
+Each mark's checkpoint (the LoRA adapter) stays under `<out>/trainer/`; the final model is also
+saved merged (`<out>/checkpoint`, loadable with `load_model(path)`) for GRPO and eval.
 
-The whole curve takes hours on a CPU (one 180-episode evaluation ~50 minutes on 2 cores), so
+The whole curve takes hours on a CPU (one 180-episode evaluation 20-50 minutes on 2 cores), so
 it can be split: `--defer-eval` trains only (the trainer saves a checkpoint at every mark) and
 `--eval-saved` evaluates the saved marks later, one label at a time, skipping those already in
 `curve.json` (`--labels` picks some); the summary is rewritten after each evaluation.
@@ -18,6 +18,8 @@ processes; `--clock cpu` counts this process's CPU time divided by its threads i
 estimate of the time on an idle machine). The load average is reported either way.
 
     python benchmarks/sft_learning.py                              # 15/30/60 min, 30 tasks/domain
+    # the measured curve (README): batch 4, cosine decay reaching ~0 at the 60-minute mark (~290 steps)
+    python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine --max-steps 300 --clock cpu --threads 2
     python benchmarks/sft_learning.py --minutes 5,10 --tasks 10    # shorter
     python benchmarks/sft_learning.py --quick                      # a smoke run with the tiny model
     python benchmarks/sft_learning.py --defer-eval                 # train only (about an hour) ...
@@ -106,8 +108,11 @@ class Curve:
         from openmanus_lite.train.measure import EASY_TURN_LIMITS, evaluate, summary_table
 
         t = time.perf_counter()
-        by_domain, _ = evaluate(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=batch_size, progress=True)
+        by_domain, trajs = evaluate(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=batch_size, progress=True)
         self.seconds[label] = round(time.perf_counter() - t, 1)
+        episodes = self.path.parent / "episodes" / f"{label}.jsonl"  # to read the failures without re-running
+        episodes.parent.mkdir(exist_ok=True)
+        episodes.write_text("".join(tr.to_json() + "\n" for tr in trajs))
         self.results[label] = by_domain
         print(f"\n[{label}] evaluated in {self.seconds[label]:.0f}s (load {os.getloadavg()[0]:.1f})\n"
               f"{summary_table({label: by_domain})}", flush=True)
