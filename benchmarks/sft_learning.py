@@ -56,7 +56,8 @@ def parse_args(argv):
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--scheduler", default="constant_with_warmup")
     p.add_argument("--max-steps", type=int, default=-1,
-                   help="the step horizon of a decaying --scheduler (training still stops at the last mark)")
+                   help="the step horizon of a decaying --scheduler; training stops here or at the last mark, "
+                        "whichever comes first")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--grad-accum", type=int, default=1)
     p.add_argument("--max-length", type=int, default=1024)
@@ -268,7 +269,8 @@ def train_with_marks(args, out: Path, threads: int) -> int:
         "train_trajectories": len(trajs), "train_tokens_available": report.tokens,
         "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": lora.target_modules,
                                            "layers": "all" if lora.layers is None else f"top{len(lora.layers)}"},
-        "lr": args.lr, "scheduler": args.scheduler, "max_steps": args.max_steps, "batch_size": args.batch_size, "max_length": args.max_length, "threads": threads,
+        "lr": args.lr, "scheduler": args.scheduler, "max_steps": args.max_steps, "batch_size": args.batch_size,
+        "max_length": args.max_length, "threads": threads,
         "clock": args.clock, "steps": result.global_step, "tokens_seen": result.tokens_seen,
         "train_minutes": round(result.train_seconds / 60, 2),
         "tokens_per_s": round(result.tokens_per_second, 1), "marks": mark_rows, "checkpoint": str(ckpt),
