@@ -106,14 +106,13 @@ class Curve:
         self.seconds: dict[str, float] = saved.get("eval_seconds", {})
 
     def evaluate(self, label: str, policy, tasks, batch_size: int) -> dict:
+        from openmanus_lite.data import write_jsonl
         from openmanus_lite.train.measure import EASY_TURN_LIMITS, evaluate, summary_table
 
         t = time.perf_counter()
         by_domain, trajs = evaluate(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=batch_size, progress=True)
         self.seconds[label] = round(time.perf_counter() - t, 1)
-        episodes = self.path.parent / "episodes" / f"{label}.jsonl"  # to read the failures without re-running
-        episodes.parent.mkdir(exist_ok=True)
-        episodes.write_text("".join(tr.to_json() + "\n" for tr in trajs))
+        write_jsonl(trajs, self.path.parent / "episodes" / f"{label}.jsonl")  # failures readable without re-running
         self.results[label] = by_domain
         print(f"\n[{label}] evaluated in {self.seconds[label]:.0f}s (load {os.getloadavg()[0]:.1f})\n"
               f"{summary_table({label: by_domain})}", flush=True)

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch")
 
 from benchmarks.sft_learning import main  # noqa: E402
-from openmanus_lite.schema import Trajectory  # noqa: E402
+from openmanus_lite.data import read_jsonl  # noqa: E402
 
 
 def test_defer_then_evaluate_saved_marks_one_label_at_a_time(tmp_path, capsys):
@@ -28,8 +28,8 @@ def test_defer_then_evaluate_saved_marks_one_label_at_a_time(tmp_path, capsys):
     assert main(["--quick", "--threads", "1", "--eval-saved", "--labels", f"base,{labels[0]}", "--out", out]) == 0
     curve = json.loads((tmp_path / "run" / "curve.json").read_text())["results"]
     assert set(curve) == {"base", labels[0]} and curve["base"]["all"]["n"] == 6  # 3 tasks x 2 domains
-    episodes = (tmp_path / "run" / "episodes" / "base.jsonl").read_text().splitlines()
-    assert len(episodes) == 6 and all("success" in Trajectory.from_json(e).meta for e in episodes)
+    episodes = read_jsonl(tmp_path / "run" / "episodes" / "base.jsonl")
+    assert len(episodes) == 6 and all("success" in e.meta for e in episodes)
 
     # the next sitting does only what is missing
     capsys.readouterr()
