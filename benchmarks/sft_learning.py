@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -118,6 +119,14 @@ class Curve:
               f"{summary_table({label: by_domain})}", flush=True)
         self.save()
         return by_domain
+
+    def reset(self) -> None:
+        """Forget results and episodes of an earlier model in this folder, so that --eval-saved does
+        not skip labels because of them and no episode file outlives its model."""
+        self.results.clear()
+        self.seconds.clear()
+        shutil.rmtree(self.path.parent / "episodes", ignore_errors=True)
+        self.save()
 
     def save(self) -> None:
         self.path.write_text(json.dumps({"results": self.results, "eval_seconds": self.seconds}, indent=1))
@@ -224,9 +233,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     print(f"model {name}: {trainable:,} trainable of {total:,}; threads {threads}; load {load_start}", flush=True)
 
     curve = Curve(out)
-    curve.results.clear()  # a new training run: earlier results in this folder are of another model,
-    curve.seconds.clear()  # and --eval-saved must not skip labels because of them
-    curve.save()
+    curve.reset()  # a new training run: what this folder holds is of another model
     policy = ModelPolicy(model, tok, name="sft", max_new_tokens=args.max_new_tokens, batch_size=args.eval_batch,
                          kv_cache=eval_cache(args))
     if not args.defer_eval:

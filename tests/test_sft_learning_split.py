@@ -15,10 +15,14 @@ from openmanus_lite.data import read_jsonl  # noqa: E402
 
 def test_defer_then_evaluate_saved_marks_one_label_at_a_time(tmp_path, capsys):
     out = str(tmp_path / "run")
+    stale = tmp_path / "run" / "episodes" / "base.jsonl"  # left by an earlier model in the same folder
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}\n")
     assert main(["--quick", "--threads", "1", "--defer-eval", "--scheduler", "cosine", "--max-steps", "100000",
                  "--out", out]) == 0
     train = json.loads((tmp_path / "run" / "train.json").read_text())
     assert (train["scheduler"], train["max_steps"]) == ("cosine", 100000)  # the schedule is on record
+    assert not stale.exists()
     labels = [m["label"] for m in train["marks"]]
     assert len(labels) == 2 and all(Path(m["checkpoint"]).is_dir() for m in train["marks"])
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
