@@ -12,6 +12,9 @@ The whole curve takes hours on a CPU (one 180-episode evaluation 20-50 minutes o
 it can be split: `--defer-eval` trains only (the trainer saves a checkpoint at every mark) and
 `--eval-saved` evaluates the saved marks later, one label at a time, skipping those already in
 `curve.json` (`--labels` picks some); the summary is rewritten after each evaluation.
+The reference rows `random` and `base` (the untrained model) do not depend on training: they can
+be evaluated before any training run (`--eval-saved --labels base`), and a new training run in
+the same folder keeps them when model, tasks and generation length are the same.
 
 Training time excludes evaluation. On a shared machine wall time is inflated by the other
 processes; `--clock cpu` counts this process's CPU time divided by its threads instead (an
@@ -33,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -47,6 +49,9 @@ def parse_args(argv):
     p.add_argument("--minutes", default="15,30,60", help="training-time marks in minutes; training stops at the last")
     p.add_argument("--tasks", type=int, default=30, help="held-out easy tasks per domain")
     p.add_argument("--train-tasks", type=int, default=250, help="training tasks per domain (expert-solved)")
+    p.add_argument("--recovery", type=int, default=0,
+                   help="recovery episodes per training task (an injected mistake the expert recovers from, "
+                        "train.measure.recovery_trajectories); 0: expert episodes only")
     p.add_argument("--domains", default=None, help="comma list (default: all registered)")
     p.add_argument("--model", default="default")
     p.add_argument("--rank", type=int, default=16)
@@ -93,16 +98,36 @@ def parse_args(argv):
     return args
 
 
+def model_path(args) -> str:
+    """The checkpoint that --model names ('tiny': the from-scratch test model)."""
+    from openmanus_lite.models import resolve_model_name
+    from openmanus_lite.train.presets import tiny_model_path
+
+    return str(tiny_model_path()) if args.model == "tiny" else resolve_model_name(args.model)
+
+
 def mark_label(minutes: float) -> str:
     return f"{minutes:.0f}min" if minutes >= 1 else f"{minutes:.2f}min"
+
+
+REFERENCE_LABELS = ("random", "base")
+"""Rows that measure no training: the same for every training run with the same settings."""
+
+
+def reference_settings(model: str, domains: list[str], tasks_per_domain: int, max_new_tokens: int) -> dict:
+    """What the reference rows depend on: which model plays which tasks, with how many new tokens a turn."""
+    return {"model": model, "domains": list(domains), "tasks_per_domain": tasks_per_domain,
+            "max_new_tokens": max_new_tokens}
 
 
 class Curve:
     """The held-out results of one run (`<out>/curve.json`), saved after every evaluation."""
 
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, settings: dict):
         self.path = out / "curve.json"
+        self.settings = settings
         saved = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        self.saved_settings = saved.get("settings")
         self.results: dict[str, dict] = saved.get("results", {})
         self.seconds: dict[str, float] = saved.get("eval_seconds", {})
 
@@ -120,16 +145,33 @@ class Curve:
         self.save()
         return by_domain
 
-    def reset(self) -> None:
+    def reset(self) -> list[str]:
         """Forget results and episodes of an earlier model in this folder, so that --eval-saved does
-        not skip labels because of them and no episode file outlives its model."""
-        self.results.clear()
-        self.seconds.clear()
-        shutil.rmtree(self.path.parent / "episodes", ignore_errors=True)
+        not skip labels because of them and no episode file outlives its model. The reference rows
+        stay when they were measured with the same settings; returns the labels kept."""
+        keep = [k for k in REFERENCE_LABELS if k in self.results] if self.saved_settings == self.settings else []
+        episodes = self.path.parent / "episodes"
+        for label in list(self.results):
+            if label not in keep:
+                del self.results[label]
+                self.seconds.pop(label, None)
+        if episodes.is_dir():
+            for f in episodes.iterdir():
+                if f.name not in {f"{k}.jsonl" for k in keep}:
+                    f.unlink()
         self.save()
+        return keep
+
+    def check_settings(self) -> None:
+        """Results measured with other settings must not be mixed into this curve."""
+        if self.results and self.saved_settings not in (None, self.settings):
+            raise SystemExit(f"{self.path} holds results for other settings ({self.saved_settings}, now "
+                             f"{self.settings}): use another --out")
 
     def save(self) -> None:
-        self.path.write_text(json.dumps({"results": self.results, "eval_seconds": self.seconds}, indent=1))
+        self.saved_settings = self.settings
+        self.path.write_text(json.dumps({"settings": self.settings, "results": self.results,
+                                         "eval_seconds": self.seconds}, indent=1))
 
 
 def eval_cache(args):
@@ -191,12 +233,17 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     import torch
 
     from openmanus_lite.envs import list_domains
-    from openmanus_lite.models import LORA_TARGETS, LoraSpec, count_parameters, load_model, resolve_model_name
+    from openmanus_lite.models import LORA_TARGETS, LoraSpec, count_parameters, load_model
     from openmanus_lite.policies import ModelPolicy, RandomPolicy
     from openmanus_lite.train import sft as sft_mod
     from openmanus_lite.train.data import build_sft_dataset, save_report
-    from openmanus_lite.train.measure import EASY_TURN_LIMITS, expert_trajectories, heldout_tasks, training_tasks
-    from openmanus_lite.train.presets import tiny_model_path
+    from openmanus_lite.train.measure import (
+        EASY_TURN_LIMITS,
+        expert_trajectories,
+        heldout_tasks,
+        recovery_trajectories,
+        training_tasks,
+    )
 
     marks = sorted(float(m) for m in args.minutes.split(","))
     domains = args.domains.split(",") if args.domains else list_domains()
@@ -207,11 +254,19 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     eval_tasks = heldout_tasks(domains, args.tasks)
     train_tasks, removed = training_tasks(domains, args.train_tasks, exclude=eval_tasks, seed=1000 + args.seed)
     trajs = expert_trajectories(train_tasks, max_turns=EASY_TURN_LIMITS)  # the limits stated in evaluation too
-    print(f"{len(eval_tasks)} held-out tasks; {len(trajs)} expert trajectories for training "
-          f"({removed} generated training tasks equal to held-out ones removed)", flush=True)
+    n_expert = len(trajs)
+    recovery_counts = None
+    if args.recovery:
+        recovery, recovery_counts = recovery_trajectories(train_tasks, args.recovery, max_turns=EASY_TURN_LIMITS,
+                                                          seed=args.seed)
+        trajs += recovery
+    print(f"{len(eval_tasks)} held-out tasks; {n_expert} expert trajectories for training "
+          f"({removed} generated training tasks equal to held-out ones removed)"
+          + (f", {len(trajs) - n_expert} recovery trajectories {recovery_counts}" if args.recovery else ""),
+          flush=True)
 
     # ---------------------------------------------------------------- model
-    name = str(tiny_model_path()) if args.model == "tiny" else resolve_model_name(args.model)
+    name = model_path(args)
     lora = None
     if not args.full:
         targets = {"all": list(LORA_TARGETS), "attn": ["q_proj", "k_proj", "v_proj", "o_proj"]}.get(
@@ -232,13 +287,16 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     print(f"data: {report.summary()}", flush=True)
     print(f"model {name}: {trainable:,} trainable of {total:,}; threads {threads}; load {load_start}", flush=True)
 
-    curve = Curve(out)
-    curve.reset()  # a new training run: what this folder holds is of another model
+    curve = Curve(out, reference_settings(name, domains, args.tasks, args.max_new_tokens))
+    kept = curve.reset()  # a new training run: what this folder holds is of another model
+    if kept:
+        print(f"kept the reference rows {kept} measured earlier with the same settings", flush=True)
     policy = ModelPolicy(model, tok, name="sft", max_new_tokens=args.max_new_tokens, batch_size=args.eval_batch,
                          kv_cache=eval_cache(args))
     if not args.defer_eval:
-        curve.evaluate("random", RandomPolicy(seed=0), eval_tasks, args.eval_batch)
-        if not args.skip_base:
+        if "random" not in curve.results:
+            curve.evaluate("random", RandomPolicy(seed=0), eval_tasks, args.eval_batch)
+        if not args.skip_base and "base" not in curve.results:
             curve.evaluate("base", policy, eval_tasks, args.eval_batch)
 
     # ---------------------------------------------------------------- training with marks
@@ -272,7 +330,8 @@ def train_with_marks(args, out: Path, threads: int) -> int:
             curve.evaluate(end["label"], policy, eval_tasks, args.eval_batch)
     train = {
         "model": name, "domains": domains, "tasks_per_domain": args.tasks, "max_new_tokens": args.max_new_tokens,
-        "train_trajectories": len(trajs), "train_tokens_available": report.tokens,
+        "train_trajectories": len(trajs), "expert_trajectories": n_expert,
+        "recovery_per_task": args.recovery, "recovery_counts": recovery_counts, "train_tokens_available": report.tokens,
         "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": lora.target_modules,
                                            "layers": "all" if lora.layers is None else f"top{len(lora.layers)}"},
         "lr": args.lr, "scheduler": args.scheduler, "max_steps": args.max_steps, "batch_size": args.batch_size,
@@ -299,15 +358,26 @@ def eval_saved(args, out: Path, threads: int) -> int:
     from openmanus_lite.train.sft import load_trained
 
     record = out / "train.json"
-    if not record.is_file():
-        raise SystemExit(f"{record} not found: train first (python benchmarks/sft_learning.py --defer-eval --out {out})")
-    train = json.loads(record.read_text())
+    wanted = args.labels.split(",") if args.labels else None
+    if record.is_file():
+        train = json.loads(record.read_text())
+    elif wanted and set(wanted) <= set(REFERENCE_LABELS):  # no training needed: settings from the arguments
+        from openmanus_lite.envs import list_domains
+
+        domains = args.domains.split(",") if args.domains else list_domains()
+        train = {**reference_settings(model_path(args), domains, args.tasks, args.max_new_tokens),
+                 "marks": []}
+    else:
+        raise SystemExit(f"{record} not found: train first (python benchmarks/sft_learning.py --defer-eval --out {out}); "
+                         f"only {'/'.join(REFERENCE_LABELS)} can be evaluated before training")
     sources = {"random": None, "base": train["model"], **{m["label"]: m["checkpoint"] for m in train["marks"]}}
-    wanted = args.labels.split(",") if args.labels else list(sources)
+    wanted = wanted or list(sources)
     unknown = [w for w in wanted if w not in sources]
     if unknown:
         raise SystemExit(f"unknown labels {unknown}; this run has {list(sources)}")
-    curve = Curve(out)
+    curve = Curve(out, reference_settings(train["model"], train["domains"], train["tasks_per_domain"],
+                                          train["max_new_tokens"]))
+    curve.check_settings()
     todo = [w for w in wanted if w not in curve.results]
     print(f"already evaluated: {sorted(curve.results)}; now: {todo}", flush=True)
     eval_tasks = heldout_tasks(train["domains"], train["tasks_per_domain"])  # the same tasks as every mark

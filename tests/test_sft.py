@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -159,8 +161,11 @@ def test_cli_trains_and_saves(tmp_path, monkeypatch):
 
     monkeypatch.setattr(paths, "CACHE_DIR", tmp_path / "cache")
     out = tmp_path / "run"
-    code = main(["sft", "--preset", "cpu_debug", "--synth", "3", "--domains", "os,db", "--max-steps", "2",
-                 "--output-dir", str(out), "--no-progress", "--save", "adapter,merged,gguf"])
+    code = main(["sft", "--preset", "cpu_debug", "--synth", "3", "--recovery", "1", "--domains", "os,db",
+                 "--max-steps", "2", "--output-dir", str(out), "--no-progress", "--save", "adapter,merged,gguf"])
     assert code == 0
     assert (out / "merged" / "config.json").is_file() and (out / "data_report.json").is_file()
+    report = json.loads((out / "data_report.json").read_text())
+    assert report["records_in"] > 6  # 3 expert episodes per domain and the recovery episodes
     assert main(["sft", "--preset", "cpu_debug"]) == 2  # no data given: a clear error, not a crash
+    assert main(["sft", "--preset", "cpu_debug", "--recovery", "1"]) == 2  # recovery needs --synth

@@ -149,3 +149,32 @@ def test_domain_mix_and_loading(tmp_path):
     assert len(load_trajectories([t.to_dict() for t in trajs])) == len(trajs)
     with pytest.raises(FileNotFoundError):
         load_trajectories(tmp_path / "missing.jsonl")
+
+
+def test_recovery_trajectories_train_the_recovery_not_the_mistake(tok):
+    from openmanus_lite.envs import generate_tasks, make_env
+    from openmanus_lite.train.measure import RECOVERY_NOTE, recovery_trajectories
+
+    tasks = [t for d in ("household", "web", "db") for t in generate_tasks(d, 4, seed=5)]
+    trajs, counts = recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0)
+    assert sum(counts.values()) == 2 * len(tasks) and counts["kept"] == len(trajs) > len(tasks)
+    assert trajs == recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0)[0]  # seeded
+    by_id = {t.id: t for t in tasks}
+    notes = 0
+    for traj in trajs:
+        assistant = [m for m in traj.messages if m.role == "assistant"]
+        untrained = [i for i, m in enumerate(assistant) if not m.train]
+        assert traj.meta["success"] and len(untrained) == 1 and untrained[0] == traj.meta["mistake"]["turn"]
+        after = assistant[untrained[0] + 1].content
+        assert after.startswith(f"Think: {RECOVERY_NOTE}") == (not traj.meta["mistake"]["valid"])
+        notes += not traj.meta["mistake"]["valid"]
+        # replaying the recorded turns reproduces the episode: the data is what the environment said
+        env = make_env(traj.domain, max_turns=12)
+        assert env.reset(by_id[traj.meta["task_id"]]) == traj.messages[0].content
+        for m, obs in zip(traj.messages[1::2], traj.messages[2::2]):
+            assert env.step(m.content).observation == obs.content
+        # the loss falls on every assistant turn but the mistake
+        row, _ = encode_trajectory(tok, traj, max_length=10**6)
+        assert loss_token_texts(tok, row) == [m.content + "<|im_end|>" for i, m in enumerate(assistant)
+                                              if i != untrained[0]]
+    assert notes > 0  # some mistakes were rejected by the environment, and the recovery says so

@@ -15,25 +15,31 @@ from openmanus_lite.data import read_jsonl  # noqa: E402
 
 def test_defer_then_evaluate_saved_marks_one_label_at_a_time(tmp_path, capsys):
     out = str(tmp_path / "run")
-    stale = tmp_path / "run" / "episodes" / "base.jsonl"  # left by an earlier model in the same folder
+    stale = tmp_path / "run" / "episodes" / "15min.jsonl"  # left by an earlier model in the same folder
     stale.parent.mkdir(parents=True)
     stale.write_text("{}\n")
+    # the untrained model's row needs no training run: measured first, kept by the training run below
+    assert main(["--quick", "--threads", "1", "--eval-saved", "--labels", "base", "--out", out]) == 0
+    base_episodes = read_jsonl(tmp_path / "run" / "episodes" / "base.jsonl")
+    assert len(base_episodes) == 6 and all("success" in e.meta for e in base_episodes)  # 3 tasks x 2 domains
+
+    capsys.readouterr()
     assert main(["--quick", "--threads", "1", "--defer-eval", "--scheduler", "cosine", "--max-steps", "100000",
-                 "--out", out]) == 0
+                 "--recovery", "1", "--out", out]) == 0
+    assert "kept the reference rows ['base']" in capsys.readouterr().out
     train = json.loads((tmp_path / "run" / "train.json").read_text())
     assert (train["scheduler"], train["max_steps"]) == ("cosine", 100000)  # the schedule is on record
-    assert not stale.exists()
+    assert train["recovery_counts"]["kept"] == train["train_trajectories"] - train["expert_trajectories"] > 0
+    assert not stale.exists() and (tmp_path / "run" / "episodes" / "base.jsonl").exists()
     labels = [m["label"] for m in train["marks"]]
     assert len(labels) == 2 and all(Path(m["checkpoint"]).is_dir() for m in train["marks"])
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["evaluated"] == [] and summary["not_evaluated"] == ["random", "base", *labels]
+    assert summary["evaluated"] == ["base"] and summary["not_evaluated"] == ["random", *labels]
 
-    # one sitting: the untrained model and the first mark
-    assert main(["--quick", "--threads", "1", "--eval-saved", "--labels", f"base,{labels[0]}", "--out", out]) == 0
+    # one sitting: the first mark
+    assert main(["--quick", "--threads", "1", "--eval-saved", "--labels", labels[0], "--out", out]) == 0
     curve = json.loads((tmp_path / "run" / "curve.json").read_text())["results"]
-    assert set(curve) == {"base", labels[0]} and curve["base"]["all"]["n"] == 6  # 3 tasks x 2 domains
-    episodes = read_jsonl(tmp_path / "run" / "episodes" / "base.jsonl")
-    assert len(episodes) == 6 and all("success" in e.meta for e in episodes)
+    assert set(curve) == {"base", labels[0]} and curve[labels[0]]["all"]["n"] == 6
 
     # the next sitting does only what is missing
     capsys.readouterr()
@@ -44,9 +50,28 @@ def test_defer_then_evaluate_saved_marks_one_label_at_a_time(tmp_path, capsys):
     assert summary["beats_random"] is not None
 
 
+def test_reference_rows_are_dropped_when_the_settings_change(tmp_path):
+    from benchmarks.sft_learning import Curve, reference_settings
+
+    settings = reference_settings("m", ["os"], 3, 16)
+    curve = Curve(tmp_path, settings)
+    curve.results.update({"base": {}, "random": {}, "15min": {}})
+    curve.save()
+    assert Curve(tmp_path, settings).reset() == ["random", "base"]  # the mark goes, the references stay
+    assert Curve(tmp_path, reference_settings("m", ["os"], 3, 32)).reset() == []  # other generation length
+    assert Curve(tmp_path, settings).results == {}
+    curve = Curve(tmp_path, settings)
+    curve.results["base"] = {}
+    curve.save()
+    with pytest.raises(SystemExit, match="other settings"):
+        Curve(tmp_path, reference_settings("m", ["os", "db"], 3, 16)).check_settings()
+
+
 def test_eval_saved_needs_a_training_record_and_known_labels(tmp_path):
     with pytest.raises(SystemExit, match="train first"):
         main(["--quick", "--eval-saved", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="train first"):
+        main(["--quick", "--eval-saved", "--labels", "base,15min", "--out", str(tmp_path)])
     (tmp_path / "train.json").write_text(json.dumps({"model": "x", "domains": ["os"], "tasks_per_domain": 1,
                                                      "max_new_tokens": 4, "marks": []}))
     with pytest.raises(SystemExit, match="unknown labels"):

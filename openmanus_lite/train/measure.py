@@ -76,6 +76,53 @@ def expert_trajectories(tasks: list[Task], max_turns: int | dict[str, int] | Non
     return out
 
 
+RECOVERY_NOTE = "The last action did not work."
+"""Opens the thought of the turn after a failed action in recovery trajectories, so the model
+learns to read an error observation instead of repeating what caused it."""
+
+
+def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int | dict[str, int] | None = None,
+                          seed: int = 0) -> tuple[list[Trajectory], dict[str, int]]:
+    """Expert episodes with one injected mistake that the expert recovers from, as SFT data.
+
+    Why: expert-only data never shows an error observation, so a model that slips once in a long
+    episode (household, web) meets text it was never trained on and tends to repeat the slip
+    until the turn limit. Each episode here has one mistake at a random turn (a random action or
+    a corrupted expert action, `preferences.mistake_episodes`): that turn has `train=False`
+    (never learn the mistake), the expert's recovery trains, its thought opened with
+    RECOVERY_NOTE when the environment rejected the action. Episodes that end unsolved (a
+    premature answer) or whose mistake happened to finish the task are not kept; returns
+    (trajectories, counts of kept / dropped by reason).
+    """
+    import random
+
+    from .preferences import mistake_episodes
+
+    rng = random.Random(seed)
+    out: list[Trajectory] = []
+    counts = {"kept": 0, "unsolved": 0, "nothing_to_recover": 0, "expert_broke": 0, "no_mistake": 0}
+    for task in tasks:
+        limit = max_turns.get(task.domain) if isinstance(max_turns, dict) else max_turns
+        for ep in mistake_episodes(task, per_task, rng, max_turns=limit):
+            mistake = ep.meta["mistake"]
+            assistant = [i for i, m in enumerate(ep.messages) if m.role == "assistant"]
+            reason = ("expert_broke" if ep.meta.get("expert_broke") else "no_mistake" if "valid" not in mistake
+                      else "unsolved" if not ep.meta.get("success")
+                      else "nothing_to_recover" if mistake["turn"] + 1 >= len(assistant) else "kept")
+            counts[reason] += 1
+            if reason != "kept":
+                continue
+            at = assistant[mistake["turn"]]
+            ep.messages[at].train = False
+            after = ep.messages[assistant[mistake["turn"] + 1]]
+            if not mistake["valid"] and after.content.startswith("Think: "):  # the expert's own format_turn
+                after.content = after.content.replace("Think: ", f"Think: {RECOVERY_NOTE} ", 1)
+            ep.id = f"recovery/{task.id}/{len(out)}"
+            ep.source = "synth"
+            out.append(ep)
+    return out, counts
+
+
 def summarize_episodes(trajs: list[Trajectory]) -> dict[str, dict[str, float]]:
     """Per domain (and 'all'): n, success rate with its 95% Wilson interval, valid-action rate, mean turns."""
     from ..eval.metrics import wilson_interval

@@ -408,8 +408,9 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
                      max_turns: int | None = None, expert_turns: int | None = None) -> list[Trajectory]:
     """`n` expert episodes with one injected mistake each, at a random turn; the expert carries on after it.
 
-    meta['mistake'] = {'turn': i, 'kind': 'random'|'corrupt'}. Whether the mistake was
-    recoverable is the environment's call: some of these episodes still succeed.
+    meta['mistake'] = {'turn': i, 'kind': 'random'|'corrupt', 'valid': whether the environment
+    accepted the mistaken action} ('valid' is absent when the episode ended before turn i).
+    Whether the mistake was recoverable is the environment's call: some of these episodes still succeed.
     """
     for kind in kinds:
         if kind not in MISTAKE_KINDS:
@@ -429,13 +430,14 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
                 broke = text is None
                 break
             _play(env, messages, text)
+        extra: dict[str, Any] = {"mistake": {"turn": at, "kind": kind}}
         if not env.done and not broke:
             if kind == "random":
                 mistake = env.random_action(rng)
             else:
                 mistake = corrupt_turn(_safe_expert(env) or "", task.domain, rng)
             _play(env, messages, mistake)
-        extra: dict[str, Any] = {"mistake": {"turn": at, "kind": kind}}
+            extra["mistake"]["valid"] = bool(env.last_info.get("valid"))  # a detour, or an action that failed
         finished = _finish_with_expert(env, messages)
         if broke or not finished:
             extra["expert_broke"] = True  # the episode ended with a give-up answer, not the expert's own

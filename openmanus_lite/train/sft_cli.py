@@ -1,8 +1,10 @@
 """`python -m openmanus_lite sft --data ... --model ... --preset ...`: build the data, train, save.
 
 Data comes from a merged dataset (`--data`, a JSONL/parquet file or a merge output folder)
-and/or expert trajectories synthesized in the environments (`--synth N` per domain). A run
-resumes from the last checkpoint in its output folder unless `--no-resume`.
+and/or expert trajectories synthesized in the environments (`--synth N` per domain), with
+`--recovery K` episodes per synthesized task in which the expert recovers from an injected
+mistake (see `train.measure.recovery_trajectories`). A run resumes from the last checkpoint in
+its output folder unless `--no-resume`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default=None, help="merged dataset: .jsonl / .parquet file or merge output folder")
     p.add_argument("--split", default="train", help="split to read from a merge output folder (default: train)")
     p.add_argument("--synth", type=int, default=0, help="expert trajectories to synthesize per domain (default: 0)")
+    p.add_argument("--recovery", type=int, default=0,
+                   help="with --synth: episodes per task that recover from an injected mistake (default: 0)")
     p.add_argument("--domains", default=None, help="comma-separated domains for --synth (default: all registered)")
     p.add_argument("--difficulty", default="easy", choices=["easy", "medium", "hard"])
     p.add_argument("--synth-seed", type=int, default=1000, help="task seed for --synth (keep it apart from eval seeds)")
@@ -61,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.recovery and not args.synth:
+        print("error: --recovery builds on the synthesized tasks: give --synth N too", file=sys.stderr)
+        return 2
     if not args.data and not args.synth:
         print("error: give training data with --data PATH and/or --synth N (expert trajectories per domain)",
               file=sys.stderr)
@@ -96,6 +103,15 @@ def main(argv: list[str] | None = None) -> int:
         synth = synthesize_mix(domains, args.synth, seed=args.synth_seed, difficulty=args.difficulty)
         print(f"synthesized {len(synth)} expert trajectories")
         trajs += synth
+        if args.recovery:
+            from ..envs import generate_tasks, list_domains
+            from .measure import recovery_trajectories
+
+            tasks = [t for d in (domains or list_domains())
+                     for t in generate_tasks(d, args.synth, seed=args.synth_seed, difficulty=args.difficulty)]
+            recovery, counts = recovery_trajectories(tasks, args.recovery, seed=args.synth_seed)
+            print(f"synthesized {len(recovery)} recovery trajectories ({counts})")
+            trajs += recovery
     model, tok = preset.load(args.model)
     ds, report = build_sft_dataset(trajs, tok, max_length=cfg.max_length, overflow=args.overflow,
                                    domain_mix=_parse_mix(args.mix), total=args.total, seed=cfg.seed, progress=True)
