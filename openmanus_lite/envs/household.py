@@ -698,11 +698,13 @@ class HouseholdEnv(Env):
             return expert_turn(f"There is the {obj}. I will take it.", f"take {obj} from {at}")
         if self.loc is not None and self.loc in self.closed and self.loc in self.search_order:
             return expert_turn(f"The {self.loc} is closed. I will open it and look inside.", f"open {self.loc}")
-        for r in self.search_order:
-            if r not in self.seen:
-                places = ", ".join(dict.fromkeys(kind_of(c) for c in self.search_order))
-                return expert_turn(f"I need a {kind}. It is usually at a {places}. I will check the {r}.",
-                                   f"go to {r}")
+        left = [r for r in self.search_order if r not in self.seen]
+        if left:
+            # The thought carries the search state (what was just ruled out, which places are left), so each
+            # turn copies it from the turn before instead of recomputing it from the room listing.
+            missed = self.loc in self.search_order and self.loc != self.goal_recep
+            state = f"No {kind} at the {self.loc}." if missed else f"I need a {kind}."
+            return expert_turn(f"{state} Still to check: {', '.join(left)}.", f"go to {left[0]}")
         return expert_turn(f"I have looked everywhere a {kind} is usually kept. I will look around.", "look")
 
     def _expert_lamp(self, held: str) -> str:

@@ -575,7 +575,7 @@ class WebEnv(Env):
             if self.page == "results" or self.page == "submitted":
                 return expert_turn(f"I need the page {title}. I will go Home first.", "click[Home]")
             label, _ = self.site.route(self.page, w)
-            return expert_turn(f"I need the page {title}. The next link on the way is {label}.", f"click[{label}]")
+            return expert_turn(f"{self._plan(w)} The next link on the way is {label}.", f"click[{label}]")
         if spec["kind"] == "form":
             for k, v in spec["form"].items():
                 if normalize(self.fields[k]) != normalize(v):
@@ -587,6 +587,24 @@ class WebEnv(Env):
             return expert_turn(f"{a['name']}: {key} {a[key]}; {b['name']}: {key} {b[key]}. So the answer is "
                                f"{spec['answer']}.", f"answer({spec['answer']})")
         return expert_turn(f"The page says {key}: {spec['answer']}.", f"answer({spec['answer']})")
+
+    def _plan(self, waypoint: str) -> str:
+        """The expert's thought on the way to `waypoint`. For tasks that need two pages it restates what the
+        first page said (or, before it, that both are needed), so the model copies it from the last turn
+        instead of from a page several turns back."""
+        spec = self.spec
+        title = self.site.pages[waypoint].title
+        if spec["kind"] not in ("compare", "hop"):
+            return f"I need the page {title}."
+        first = self.site.entities[spec["waypoints"][0]]
+        if spec["kind"] == "compare":
+            if waypoint == spec["waypoints"][0]:
+                return f"I need the pages {first['name']} and {self.site.pages[spec['waypoints'][1]].title}; first {title}."
+            return f"{first['name']}: {spec['key']} {first[spec['key']]}. Now I need the page {title}."
+        if spec["kind"] == "hop" and waypoint == spec["waypoints"][1]:
+            link = "Headquarters" if "Headquarters" in first else "Flows through"
+            return f"{first['name']}: {link} {first[link]}. Now I need the page {title}."
+        return f"I need the page {title}."
 
     # ---------------------------------------------------------------- random baseline
     def random_action(self, rng: random.Random) -> str:
