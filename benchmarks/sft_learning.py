@@ -1,14 +1,15 @@
 """The learning curve of SFT on CPU: does the default model learn the six environments?
 
 SmolLM2-135M-Instruct (the embedded default) with LoRA, trained on expert trajectories of
-all six domains (easy), evaluated on held-out easy tasks (30 per domain by default, the same
+all six domains (easy) and, with `--recovery N`, N episodes per training task in which the
+expert recovers from an injected mistake; evaluated on held-out easy tasks (30 per domain by default, the same
 tasks every time) before training and at training-time marks (default 15, 30, 60 minutes).
 Per domain: success rate (95% Wilson interval) and valid-action rate, next to the random
 policy's success on the same tasks; every episode is kept in `<out>/episodes/<label>.jsonl`.
 Each mark's checkpoint (the LoRA adapter) stays under `<out>/trainer/`; the final model is also
 saved merged (`<out>/checkpoint`, loadable with `load_model(path)`) for GRPO and eval.
 
-The whole curve takes hours on a CPU (one 180-episode evaluation 20-50 minutes on 2 cores), so
+The whole curve takes hours on a CPU (one 180-episode evaluation 8-50 minutes on 2 cores), so
 it can be split: `--defer-eval` trains only (the trainer saves a checkpoint at every mark) and
 `--eval-saved` evaluates the saved marks later, one label at a time, skipping those already in
 `curve.json` (`--labels` picks some); the summary is rewritten after each evaluation.
@@ -21,8 +22,9 @@ processes; `--clock cpu` counts this process's CPU time divided by its threads i
 estimate of the time on an idle machine). The load average is reported either way.
 
     python benchmarks/sft_learning.py                              # 15/30/60 min, 30 tasks/domain
-    # the measured curve (README): batch 4, cosine decay reaching ~0 at the 60-minute mark (~290 steps)
-    python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine --max-steps 300 --clock cpu --threads 2
+    # the measured curve (README): batch 4, cosine decay over 300 steps, expert + recovery trajectories
+    python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine --max-steps 300 --clock cpu --threads 2 \
+        --recovery 1
     python benchmarks/sft_learning.py --minutes 5,10 --tasks 10    # shorter
     python benchmarks/sft_learning.py --quick                      # a smoke run with the tiny model
     python benchmarks/sft_learning.py --defer-eval                 # train only (about an hour) ...
