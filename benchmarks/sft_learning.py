@@ -157,9 +157,10 @@ class Curve:
             if label not in keep:
                 del self.results[label]
                 self.seconds.pop(label, None)
+        kept_files = {f"{k}.jsonl" for k in keep}
         if episodes.is_dir():
             for f in episodes.iterdir():
-                if f.name not in {f"{k}.jsonl" for k in keep}:
+                if f.name not in kept_files:
                     f.unlink()
         self.save()
         return keep

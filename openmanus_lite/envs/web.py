@@ -594,14 +594,14 @@ class WebEnv(Env):
         instead of from a page several turns back."""
         spec = self.spec
         title = self.site.pages[waypoint].title
-        if spec["kind"] not in ("compare", "hop"):
-            return f"I need the page {title}."
-        first = self.site.entities[spec["waypoints"][0]]
+        waypoints = spec["waypoints"]
         if spec["kind"] == "compare":
-            if waypoint == spec["waypoints"][0]:
-                return f"I need the pages {first['name']} and {self.site.pages[spec['waypoints'][1]].title}; first {title}."
+            first = self.site.entities[waypoints[0]]
+            if waypoint == waypoints[0]:
+                return f"I need the pages {first['name']} and {self.site.pages[waypoints[1]].title}; first {title}."
             return f"{first['name']}: {spec['key']} {first[spec['key']]}. Now I need the page {title}."
-        if spec["kind"] == "hop" and waypoint == spec["waypoints"][1]:
+        if spec["kind"] == "hop" and waypoint == waypoints[1]:
+            first = self.site.entities[waypoints[0]]
             link = "Headquarters" if "Headquarters" in first else "Flows through"
             return f"{first['name']}: {link} {first[link]}. Now I need the page {title}."
         return f"I need the page {title}."
