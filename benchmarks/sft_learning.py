@@ -51,6 +51,9 @@ def parse_args(argv):
     p.add_argument("--minutes", default="15,30,60", help="training-time marks in minutes; training stops at the last")
     p.add_argument("--tasks", type=int, default=30, help="held-out easy tasks per domain")
     p.add_argument("--train-tasks", type=int, default=250, help="training tasks per domain (expert-solved)")
+    p.add_argument("--domain-weights", default=None,
+                   help="training tasks per domain as multiples of --train-tasks, e.g. household=2,web=2 "
+                        "(domains not named: 1)")
     p.add_argument("--recovery", type=int, default=0,
                    help="recovery episodes per training task (an injected mistake the expert recovers from, "
                         "train.measure.recovery_trajectories); 0: expert episodes only")
@@ -106,6 +109,25 @@ def model_path(args) -> str:
     from openmanus_lite.train.presets import tiny_model_path
 
     return str(tiny_model_path()) if args.model == "tiny" else resolve_model_name(args.model)
+
+
+def train_counts(domains: list[str], per_domain: int, weights: str | None) -> dict[str, int]:
+    """Training tasks per domain: `per_domain` times the domain's weight from `weights` ("web=2,kg=0.5")."""
+    factors = {d: 1.0 for d in domains}
+    for item in (weights or "").split(","):
+        if not item.strip():
+            continue
+        domain, sep, value = item.partition("=")
+        domain = domain.strip()
+        if not sep or domain not in factors:
+            raise SystemExit(f"--domain-weights: expected domain=number with a domain of {domains}, got {item!r}")
+        try:
+            factors[domain] = float(value)
+        except ValueError:
+            raise SystemExit(f"--domain-weights: {value!r} is not a number (in {item!r})") from None
+        if factors[domain] < 0:
+            raise SystemExit(f"--domain-weights: a weight cannot be negative (in {item!r})")
+    return {d: round(per_domain * f) for d, f in factors.items()}
 
 
 def mark_label(minutes: float) -> str:
@@ -255,7 +277,8 @@ def train_with_marks(args, out: Path, threads: int) -> int:
 
     # ---------------------------------------------------------------- tasks and data
     eval_tasks = heldout_tasks(domains, args.tasks)
-    train_tasks, removed = training_tasks(domains, args.train_tasks, exclude=eval_tasks, seed=1000 + args.seed)
+    per_domain = train_counts(domains, args.train_tasks, args.domain_weights)
+    train_tasks, removed = training_tasks(domains, per_domain, exclude=eval_tasks, seed=1000 + args.seed)
     trajs = expert_trajectories(train_tasks, max_turns=EASY_TURN_LIMITS)  # the limits stated in evaluation too
     n_expert = len(trajs)
     recovery_counts = None
@@ -334,7 +357,8 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     train = {
         "model": name, "domains": domains, "tasks_per_domain": args.tasks, "max_new_tokens": args.max_new_tokens,
         "train_trajectories": len(trajs), "expert_trajectories": n_expert,
-        "recovery_per_task": args.recovery, "recovery_counts": recovery_counts, "train_tokens_available": report.tokens,
+        "train_tasks_per_domain": per_domain, "recovery_per_task": args.recovery, "recovery_counts": recovery_counts,
+        "train_tokens_available": report.tokens,
         "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": lora.target_modules,
                                            "layers": "all" if lora.layers is None else f"top{len(lora.layers)}"},
         "lr": args.lr, "scheduler": args.scheduler, "max_steps": args.max_steps, "batch_size": args.batch_size,

@@ -25,10 +25,11 @@ def test_defer_then_evaluate_saved_marks_one_label_at_a_time(tmp_path, capsys):
 
     capsys.readouterr()
     assert main(["--quick", "--threads", "1", "--defer-eval", "--scheduler", "cosine", "--max-steps", "100000",
-                 "--recovery", "1", "--out", out]) == 0
+                 "--recovery", "1", "--domain-weights", "db=2", "--out", out]) == 0
     assert "kept the reference rows ['base']" in capsys.readouterr().out
     train = json.loads((tmp_path / "run" / "train.json").read_text())
     assert (train["scheduler"], train["max_steps"]) == ("cosine", 100000)  # the schedule is on record
+    assert train["train_tasks_per_domain"] == {"os": 6, "db": 12}  # --quick: 6 per domain, db weighted 2
     assert train["recovery_counts"]["kept"] == train["train_trajectories"] - train["expert_trajectories"] > 0
     assert not stale.exists() and (tmp_path / "run" / "episodes" / "base.jsonl").exists()
     labels = [m["label"] for m in train["marks"]]
@@ -78,3 +79,14 @@ def test_eval_saved_needs_a_training_record_and_known_labels(tmp_path):
         main(["--quick", "--eval-saved", "--labels", "60min", "--out", str(tmp_path)])
     with pytest.raises(SystemExit):
         main(["--labels", "base"])  # --labels without --eval-saved is a usage error
+
+
+def test_domain_weights_scale_the_training_tasks_and_reject_bad_items():
+    from benchmarks.sft_learning import train_counts
+
+    assert train_counts(["os", "web", "kg"], 250, "web=2, kg=0.5") == {"os": 250, "web": 500, "kg": 125}
+    assert train_counts(["os"], 250, None) == {"os": 250}
+    for bad, why in [("shop=2", "expected domain=number"), ("web", "expected domain=number"),
+                     ("web=two", "is not a number"), ("web=-1", "cannot be negative")]:
+        with pytest.raises(SystemExit, match=why):
+            train_counts(["os", "web"], 250, bad)

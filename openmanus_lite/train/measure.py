@@ -37,16 +37,19 @@ def heldout_tasks(domains: Iterable[str], n_per_domain: int, *, seed: int = EVAL
     return out
 
 
-def training_tasks(domains: Iterable[str], n_per_domain: int, *, exclude: Iterable[Task] = (), seed: int = 1000,
-                   difficulty: str = "easy") -> tuple[list[Task], int]:
-    """Training tasks per domain that differ from every task in `exclude`; (tasks, how many were removed)."""
+def training_tasks(domains: Iterable[str], n_per_domain: int | dict[str, int], *, exclude: Iterable[Task] = (),
+                   seed: int = 1000, difficulty: str = "easy") -> tuple[list[Task], int]:
+    """Training tasks per domain that differ from every task in `exclude`; (tasks, how many were removed).
+
+    `n_per_domain` is one count for every domain, or a count per domain (a domain it leaves out gets none)."""
     from ..envs import generate_tasks
 
     banned = {task_key(t) for t in exclude}
     out: list[Task] = []
     removed = 0
     for d in domains:
-        for t in generate_tasks(d, n_per_domain, seed=seed, difficulty=difficulty):
+        n = n_per_domain.get(d, 0) if isinstance(n_per_domain, dict) else n_per_domain
+        for t in generate_tasks(d, n, seed=seed, difficulty=difficulty):
             if task_key(t) in banned:
                 removed += 1
             else:
