@@ -1,9 +1,9 @@
 """The learning curve of SFT on CPU: does the default model learn the six environments?
 
 SmolLM2-135M-Instruct (the embedded default) with LoRA, trained on expert trajectories of
-all six domains (easy) and, with `--recovery N`, N episodes per training task in which the
-expert recovers from an injected mistake; evaluated on held-out easy tasks (30 per domain by default, the same
-tasks every time) before training and at training-time marks (default 15, 30, 60 minutes).
+all six domains (easy; `--domain-weights` gives some domains more tasks) and, with `--recovery N`,
+N episodes per training task in which the expert recovers from an injected mistake. It is evaluated
+on held-out easy tasks (30 per domain by default, the same tasks every time) before training and at training-time marks (default 15, 30, 60 minutes).
 Per domain: success rate (95% Wilson interval) and valid-action rate, next to the random
 policy's success on the same tasks; every episode is kept in `<out>/episodes/<label>.jsonl`.
 Each mark's checkpoint (the LoRA adapter) stays under `<out>/trainer/`; the final model is also
@@ -22,9 +22,10 @@ processes; `--clock cpu` counts this process's CPU time divided by its threads i
 estimate of the time on an idle machine). The load average is reported either way.
 
     python benchmarks/sft_learning.py                              # 15/30/60 min, 30 tasks/domain
-    # the measured curve (README): batch 4, cosine decay over 300 steps, expert + recovery trajectories
-    python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine --max-steps 300 --clock cpu --threads 2 \
-        --recovery 1
+    # the measured curve (README): batch 4, cosine decay over 500 steps, expert + recovery trajectories,
+    # twice the training tasks for household and web
+    python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine --max-steps 500 --clock cpu --threads 2 \
+        --recovery 1 --domain-weights household=2,web=2
     python benchmarks/sft_learning.py --minutes 5,10 --tasks 10    # shorter
     python benchmarks/sft_learning.py --quick                      # a smoke run with the tiny model
     python benchmarks/sft_learning.py --defer-eval                 # train only (about an hour) ...
