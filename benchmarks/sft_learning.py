@@ -3,7 +3,8 @@
 SmolLM2-135M-Instruct (the embedded default) with LoRA, trained on expert trajectories of
 all six domains (easy; `--domain-weights` gives some domains more tasks) and, with `--recovery N`,
 N episodes per training task in which the expert recovers from an injected mistake. It is evaluated
-on held-out easy tasks (30 per domain by default, the same tasks every time) before training and at training-time marks (default 15, 30, 60 minutes).
+on held-out easy tasks (30 per domain by default, the same tasks every time) before training and
+at training-time marks (default 15, 30, 60 minutes).
 Per domain: success rate (95% Wilson interval) and valid-action rate, next to the random
 policy's success on the same tasks; every episode is kept in `<out>/episodes/<label>.jsonl`.
 Each mark's checkpoint (the LoRA adapter) stays under `<out>/trainer/`; the final model is also
