@@ -115,21 +115,13 @@ def model_path(args) -> str:
 
 def train_counts(domains: list[str], per_domain: int, weights: str | None) -> dict[str, int]:
     """Training tasks per domain: `per_domain` times the domain's weight from `weights` ("web=2,kg=0.5")."""
-    factors = {d: 1.0 for d in domains}
-    for item in (weights or "").split(","):
-        if not item.strip():
-            continue
-        domain, sep, value = item.partition("=")
-        domain = domain.strip()
-        if not sep or domain not in factors:
-            raise SystemExit(f"--domain-weights: expected domain=number with a domain of {domains}, got {item!r}")
-        try:
-            factors[domain] = float(value)
-        except ValueError:
-            raise SystemExit(f"--domain-weights: {value!r} is not a number (in {item!r})") from None
-        if factors[domain] < 0:
-            raise SystemExit(f"--domain-weights: a weight cannot be negative (in {item!r})")
-    return {d: round(per_domain * f) for d, f in factors.items()}
+    from openmanus_lite.train.data import parse_domain_weights
+
+    try:
+        factors = parse_domain_weights(weights, domains)
+    except ValueError as e:
+        raise SystemExit(f"--domain-weights: {e}") from None
+    return {d: round(per_domain * factors.get(d, 1.0)) for d in domains}
 
 
 def mark_label(minutes: float) -> str:

@@ -221,12 +221,44 @@ def test_corrupt_turn_changes_the_action():
             assert P.action_key(bad, domain) != P.action_key(text, domain)
 
 
+def test_a_corrupted_name_or_number_is_corrupted_in_the_thought_too():
+    # a model's own slip names the wrong thing in its reasoning as well: recovering means correcting the thought
+    assert P._retell("There is the pot 1 on the countertop 1.", "pot 1 from countertop 1",
+                     "pot 2 from countertop 1") == "There is the pot 2 on the countertop 1."
+    assert P._retell("The relation headquarters_of of Marros.", "Marros, headquarters_of",
+                     "Marros, headquartrs_of") == "The relation headquartrs_of of Marros."
+    assert P._retell("I take the pot 1.", "pot 1 from countertop 1", "pot 1 f") == "I take the pot 1."  # cut short
+    rng = random.Random(0)
+    text = format_turn("The relation starring of Dune leads to its actors.", "get_neighbors(Dune, starring)")
+    retold = 0
+    for _ in range(20):
+        bad = P.corrupt_turn(text, "kg", rng)
+        relation = bad.split("Act: get_neighbors(Dune, ")[-1].rstrip(")")
+        if len(relation) == len("starring") - 1:  # a letter dropped from the relation
+            assert f"The relation {relation} of Dune" in bad
+            retold += 1
+    assert retold
+
+
+def test_a_skipped_step_is_the_experts_turn_after_next_and_leaves_the_state_alone():
+    task = generate_tasks("household", 1, seed=5)[0]
+    expert = [m.content for m in P.expert_episode(task).messages if m.role == "assistant"]
+    env, _ = P._new_env(task, None)
+    assert P.skipped_step(env) == expert[1]
+    assert env.turn == 0 and P.expert_episode(task).messages[1].content == env.expert_action()
+    for text in expert[:-1]:
+        env.step(text)
+    assert P.skipped_step(env) is None  # the last turn has no turn after it
+
+
 def test_mistake_episodes_differ_from_the_expert_at_the_mistake_turn():
     rng = random.Random(1)
     expert = P.expert_episode(TASK)
     assert expert.meta["success"] and expert.meta["turns"] == 3
     eps = P.mistake_episodes(TASK, 6, rng)
-    assert [e.meta["mistake"]["kind"] for e in eps] == ["random", "corrupt"] * 3
+    played = [e.meta["mistake"]["kind"] for e in eps]
+    asked = ["random", "corrupt", "skip"] * 2  # the kinds take turns; a skip with nothing to skip is a corruption
+    assert all(p == a or (a, p) == ("skip", "corrupt") for p, a in zip(played, asked)), played
     for e in eps:
         at = e.meta["mistake"]["turn"]
         d, why = P.first_divergence(expert, e)

@@ -151,6 +151,22 @@ def test_domain_mix_and_loading(tmp_path):
         load_trajectories(tmp_path / "missing.jsonl")
 
 
+def test_domain_weight_lists_parse_or_name_the_bad_item():
+    from openmanus_lite.train.data import parse_domain_weights
+    from openmanus_lite.train.sft_cli import _parse_mix
+
+    assert parse_domain_weights("web=2, kg=0.5,") == {"web": 2.0, "kg": 0.5}
+    assert parse_domain_weights(None) == {} and _parse_mix("") is None
+    for bad, why in [("web", "expected domain=number"), ("=2", "expected domain=number"),
+                     ("web=two", "'two' is not a number"), ("web=-1", "cannot be negative")]:
+        with pytest.raises(ValueError, match=why):
+            parse_domain_weights(bad)
+    with pytest.raises(ValueError, match=r"with a domain of \['os'\], got 'shop=1'"):
+        parse_domain_weights("shop=1", ["os"])
+    with pytest.raises(SystemExit, match="--mix: 'x' is not a number"):
+        _parse_mix("os=x")
+
+
 def test_training_tasks_per_domain_counts_and_held_out_removal():
     from openmanus_lite.train.measure import heldout_tasks, training_tasks
 
@@ -167,7 +183,7 @@ def test_recovery_trajectories_train_the_recovery_not_the_mistake(tok):
 
     tasks = [t for d in ("household", "web", "db") for t in generate_tasks(d, 4, seed=5)]
     trajs, counts = recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0)
-    assert sum(counts.values()) == 2 * len(tasks) and counts["kept"] == len(trajs) > len(tasks)
+    assert sum(counts.values()) == 2 * len(tasks) and counts["kept"] == len(trajs) > len(tasks) // 2
     assert trajs == recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0)[0]  # seeded
     by_id = {t.id: t for t in tasks}
     notes = 0
@@ -188,3 +204,13 @@ def test_recovery_trajectories_train_the_recovery_not_the_mistake(tok):
         assert loss_token_texts(tok, row) == [m.content + "<|im_end|>" for i, m in enumerate(assistant)
                                               if i != untrained[0]]
     assert notes > 0  # some mistakes were rejected by the environment, and the recovery says so
+
+
+def test_recovery_trajectories_rotate_the_mistake_kinds_across_tasks():
+    """At one episode per task every kind still occurs (a skip with nothing to skip is a corruption)."""
+    from openmanus_lite.envs import generate_tasks
+    from openmanus_lite.train.measure import recovery_trajectories
+
+    tasks = generate_tasks("household", 12, seed=5)
+    trajs, _ = recovery_trajectories(tasks, per_task=1, max_turns=16, seed=0)
+    assert {t.meta["mistake"]["kind"] for t in trajs} == {"random", "corrupt", "skip"}

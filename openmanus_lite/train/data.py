@@ -82,6 +82,31 @@ def synthesize_mix(
     return out
 
 
+def parse_domain_weights(text: str | None, domains: Iterable[str] | None = None) -> dict[str, float]:
+    """A command-line list such as "web=2,kg=0.5" as {domain: weight}.
+
+    Raises ValueError naming the bad item: no `=`, a value that is not a number, a negative
+    weight, or (when `domains` is given) a domain outside it. Empty text gives {}.
+    """
+    known = list(domains) if domains is not None else None
+    out: dict[str, float] = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name or (known is not None and name not in known):
+            raise ValueError("expected domain=number" + (f" with a domain of {known}" if known else "")
+                             + f", got {item!r}")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise ValueError(f"{value.strip()!r} is not a number (in {item!r})") from None
+        if out[name] < 0:
+            raise ValueError(f"a weight cannot be negative (in {item!r})")
+    return out
+
+
 def mix_domains(
     trajectories: list[Trajectory], weights: dict[str, float], total: int | None = None, seed: int = 0
 ) -> tuple[list[Trajectory], dict[str, dict[str, int]]]:

@@ -41,8 +41,14 @@ from ..schema import Task, Trajectory, Turn
 
 Messages = list[dict[str, str]]
 
-MISTAKE_KINDS = ("random", "corrupt")
-"""Injected mistakes: the environment's random action, or a corrupted expert action."""
+MISTAKE_KINDS = ("random", "corrupt", "skip")
+"""Injected mistakes: the environment's random action, a corrupted expert action (`corrupt_turn`),
+or a skipped step (`skipped_step`: the expert's turn after next, played one turn early)."""
+
+PAIR_MISTAKE_KINDS = ("random", "corrupt")
+"""The default kinds for preference data. Skips are left out: a skipped step can beat the
+expert's turn in hindsight (a search location that happened to be empty), and a pair that
+prefers it would teach a model not to look."""
 
 JUDGES = ("outcome", "step_value")
 """How a step pair is decided: the episodes' final outcomes, or the expert-continuation value
@@ -357,6 +363,8 @@ def corrupt_turn(text: str, domain: str, rng: random.Random) -> str:
     Tries, in random order: change a number in the action (wrong id, count or index), drop
     a letter from a name, cut the action short, answer prematurely, drop the `Act:` label
     (a format error). Returns the first variant whose action differs from the original.
+    A changed number or name is changed in the thought too (`_retell`): a model's slip is in its
+    reasoning as well, so a recovery must correct the thought, not copy it.
     """
     parsed = parse_step(text, domain)
     original = action_key(text, domain)
@@ -365,8 +373,8 @@ def corrupt_turn(text: str, domain: str, rng: random.Random) -> str:
     turn, action = parsed
     thought = turn.thought or "Next step."
     variants: list[Callable[[], str]] = [
-        lambda: _with_arg(thought, action, _bump_number(action.arg, rng)),
-        lambda: _with_arg(thought, action, _drop_letter(action.arg, rng)),
+        lambda: _with_arg(thought, action, _bump_number(action.arg, rng), retell=True),
+        lambda: _with_arg(thought, action, _drop_letter(action.arg, rng), retell=True),
         lambda: _with_arg(thought, action, action.arg[: max(1, len(action.arg) // 2)]),
         lambda: format_turn(thought, format_action(Action("answer", _bump_number(action.arg, rng) or "unknown"))),
         lambda: f"{thought}\n{format_action(action)}",
@@ -379,10 +387,32 @@ def corrupt_turn(text: str, domain: str, rng: random.Random) -> str:
     return format_turn(thought, "answer(unknown)")
 
 
-def _with_arg(thought: str, action: Action, arg: str | None) -> str:
+def _with_arg(thought: str, action: Action, arg: str | None, retell: bool = False) -> str:
     if not arg:
         return ""
+    if retell:
+        thought = _retell(thought, action.arg, arg)
     return format_turn(thought, format_action(Action(action.kind, arg, action.name)))
+
+
+_TOKEN = re.compile(r"\w+")
+
+
+def _retell(thought: str, old: str, new: str) -> str:
+    """`thought` with each word or number that changed from `old` to `new` changed the same way.
+
+    A number is changed only after the word before it ("pot 1" -> "pot 2" leaves "countertop 1"
+    alone). Arguments whose words do not line up (a cut-short action) leave the thought as it is.
+    """
+    a, b = _TOKEN.findall(old), _TOKEN.findall(new)
+    if len(a) != len(b):
+        return thought
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x == y:
+            continue
+        before = f"{a[i - 1]} " if i and x.isdigit() else ""
+        thought = re.sub(rf"(?<!\w){re.escape(before + x)}(?!\w)", lambda _, new=before + y: new, thought)
+    return thought
 
 
 def _bump_number(s: str, rng: random.Random) -> str | None:
@@ -404,13 +434,27 @@ def _drop_letter(s: str, rng: random.Random) -> str | None:
     return s[:k] + s[k + 1:]
 
 
+def skipped_step(env: Env) -> str | None:
+    """The expert's turn after next, to play now: a step skipped, thought and all (putting into a
+    fridge not yet opened, treating an object not yet taken). None when the expert has no turn after
+    next in this state. The environment itself is untouched (the look-ahead runs on a clone)."""
+    sim = env.clone()
+    text = _safe_expert(sim)
+    if text is None:
+        return None
+    sim.step(text)
+    return None if sim.done else _safe_expert(sim)
+
+
 def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, ...] = MISTAKE_KINDS,
                      max_turns: int | None = None, expert_turns: int | None = None) -> list[Trajectory]:
     """`n` expert episodes with one injected mistake each, at a random turn; the expert carries on after it.
 
-    meta['mistake'] = {'turn': i, 'kind': 'random'|'corrupt', 'valid': whether the environment
-    accepted the mistaken action} ('valid' is absent when the episode ended before turn i).
-    Whether the mistake was recoverable is the environment's call: some of these episodes still succeed.
+    The kinds take turns in the order of `kinds`; a skip where there is nothing to skip becomes a
+    corrupted turn. meta['mistake'] = {'turn': i, 'kind': the kind played, 'valid': whether the
+    environment accepted the mistaken action} ('valid' is absent when the episode ended before
+    turn i). Whether the mistake was recoverable is the environment's call: some of these episodes
+    still succeed.
     """
     for kind in kinds:
         if kind not in MISTAKE_KINDS:
@@ -435,13 +479,17 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
             if kind == "random":
                 mistake = env.random_action(rng)
             else:
-                mistake = corrupt_turn(_safe_expert(env) or "", task.domain, rng)
+                due = _safe_expert(env) or ""
+                mistake = skipped_step(env) if kind == "skip" else None
+                if mistake is None or action_key(mistake, task.domain) == action_key(due, task.domain):
+                    mistake = corrupt_turn(due, task.domain, rng)  # nothing to skip here
+                    extra["mistake"]["kind"] = "corrupt"
             _play(env, messages, mistake)
             extra["mistake"]["valid"] = bool(env.last_info.get("valid"))  # a detour, or an action that failed
         finished = _finish_with_expert(env, messages)
         if broke or not finished:
             extra["expert_broke"] = True  # the episode ended with a give-up answer, not the expert's own
-        out.append(_episode(task, env, messages, f"mistake:{kind}", i, extra))
+        out.append(_episode(task, env, messages, f"mistake:{extra['mistake']['kind']}", i, extra))
     return out
 
 
@@ -548,7 +596,7 @@ def collect_episodes(
     policy: Any = None,
     samples_per_task: int = 2,
     mistakes_per_task: int = 2,
-    mistake_kinds: tuple[str, ...] = MISTAKE_KINDS,
+    mistake_kinds: tuple[str, ...] = PAIR_MISTAKE_KINDS,
     include_expert: bool = True,
     label_steps: bool = True,
     max_turns: int | None = None,
@@ -690,7 +738,7 @@ def build_preference_data(
     policy: Any = None,
     samples_per_task: int = 2,
     mistakes_per_task: int = 2,
-    mistake_kinds: tuple[str, ...] = MISTAKE_KINDS,
+    mistake_kinds: tuple[str, ...] = PAIR_MISTAKE_KINDS,
     judge: str = "step_value",
     tie_break: str = "efficiency",
     prm_label: str = "progress",

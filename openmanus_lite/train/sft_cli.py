@@ -16,16 +16,12 @@ from pathlib import Path
 
 
 def _parse_mix(text: str | None) -> dict[str, float] | None:
-    if not text:
-        return None
-    mix = {}
-    for part in text.split(","):
-        name, _, weight = part.partition("=")
-        try:
-            mix[name.strip()] = float(weight) if weight else 1.0
-        except ValueError:
-            raise SystemExit(f"--mix: {part!r} is not domain=weight (e.g. --mix os=1,db=2)") from None
-    return mix
+    from .data import parse_domain_weights
+
+    try:
+        return parse_domain_weights(text) or None
+    except ValueError as e:
+        raise SystemExit(f"--mix: {e} (e.g. --mix os=1,db=2)") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
