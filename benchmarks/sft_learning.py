@@ -59,6 +59,9 @@ def parse_args(argv):
     p.add_argument("--recovery", type=int, default=0,
                    help="recovery episodes per training task (an injected mistake the expert recovers from, "
                         "train.measure.recovery_trajectories); 0: expert episodes only")
+    p.add_argument("--recovery-kinds", default="random,corrupt,skip",
+                   help="the injected mistakes, taking turns across tasks (train.preferences.MISTAKE_KINDS); "
+                        "'random' reproduces the data of the README's 60-minute curve")
     p.add_argument("--domains", default=None, help="comma list (default: all registered)")
     p.add_argument("--model", default="default")
     p.add_argument("--rank", type=int, default=16)
@@ -122,6 +125,16 @@ def train_counts(domains: list[str], per_domain: int, weights: str | None) -> di
     except ValueError as e:
         raise SystemExit(f"--domain-weights: {e}") from None
     return {d: round(per_domain * factors.get(d, 1.0)) for d in domains}
+
+
+def recovery_kinds(text: str) -> tuple[str, ...]:
+    from openmanus_lite.train.preferences import MISTAKE_KINDS
+
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in MISTAKE_KINDS]
+    if unknown or not kinds:
+        raise SystemExit(f"--recovery-kinds: expected some of {MISTAKE_KINDS}, got {text!r}")
+    return kinds
 
 
 def mark_label(minutes: float) -> str:
@@ -278,7 +291,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     recovery_counts = None
     if args.recovery:
         recovery, recovery_counts = recovery_trajectories(train_tasks, args.recovery, max_turns=EASY_TURN_LIMITS,
-                                                          seed=args.seed)
+                                                          seed=args.seed, kinds=recovery_kinds(args.recovery_kinds))
         trajs += recovery
     print(f"{len(eval_tasks)} held-out tasks; {n_expert} expert trajectories for training "
           f"({removed} generated training tasks equal to held-out ones removed)"
@@ -351,7 +364,8 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     train = {
         "model": name, "domains": domains, "tasks_per_domain": args.tasks, "max_new_tokens": args.max_new_tokens,
         "train_trajectories": len(trajs), "expert_trajectories": n_expert,
-        "train_tasks_per_domain": per_domain, "recovery_per_task": args.recovery, "recovery_counts": recovery_counts,
+        "train_tasks_per_domain": per_domain, "recovery_per_task": args.recovery,
+        "recovery_kinds": list(recovery_kinds(args.recovery_kinds)) if args.recovery else None, "recovery_counts": recovery_counts,
         "train_tokens_available": report.tokens,
         "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": lora.target_modules,
                                            "layers": "all" if lora.layers is None else f"top{len(lora.layers)}"},

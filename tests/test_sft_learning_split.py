@@ -25,12 +25,13 @@ def test_defer_then_evaluate_saved_marks_one_label_at_a_time(tmp_path, capsys):
 
     capsys.readouterr()
     assert main(["--quick", "--threads", "1", "--defer-eval", "--scheduler", "cosine", "--max-steps", "100000",
-                 "--recovery", "1", "--domain-weights", "db=2", "--out", out]) == 0
+                 "--recovery", "1", "--recovery-kinds", "corrupt,skip", "--domain-weights", "db=2", "--out", out]) == 0
     assert "kept the reference rows ['base']" in capsys.readouterr().out
     train = json.loads((tmp_path / "run" / "train.json").read_text())
     assert (train["scheduler"], train["max_steps"]) == ("cosine", 100000)  # the schedule is on record
     assert train["train_tasks_per_domain"] == {"os": 6, "db": 12}  # --quick: 6 per domain, db weighted 2
     assert train["recovery_counts"]["kept"] == train["train_trajectories"] - train["expert_trajectories"] > 0
+    assert train["recovery_kinds"] == ["corrupt", "skip"]
     assert not stale.exists() and (tmp_path / "run" / "episodes" / "base.jsonl").exists()
     labels = [m["label"] for m in train["marks"]]
     assert len(labels) == 2 and all(Path(m["checkpoint"]).is_dir() for m in train["marks"])
@@ -90,3 +91,12 @@ def test_domain_weights_scale_the_training_tasks_and_reject_bad_items():
                      ("web=two", "is not a number"), ("web=-1", "cannot be negative")]:
         with pytest.raises(SystemExit, match=why):
             train_counts(["os", "web"], 250, bad)
+
+
+def test_recovery_kinds_name_known_mistakes():
+    from benchmarks.sft_learning import recovery_kinds
+
+    assert recovery_kinds("random") == ("random",) and recovery_kinds("skip, corrupt") == ("skip", "corrupt")
+    for bad in ("", "typo", "random,typo"):
+        with pytest.raises(SystemExit, match="--recovery-kinds: expected some of"):
+            recovery_kinds(bad)

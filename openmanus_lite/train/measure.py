@@ -85,15 +85,16 @@ learns to read an error observation instead of repeating what caused it."""
 
 
 def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int | dict[str, int] | None = None,
-                          seed: int = 0) -> tuple[list[Trajectory], dict[str, int]]:
+                          seed: int = 0, kinds: tuple[str, ...] | None = None
+                          ) -> tuple[list[Trajectory], dict[str, int]]:
     """Expert episodes with one injected mistake that the expert recovers from, as SFT data.
 
     Why: expert-only data never shows an error observation, so a model that slips once in a long
     episode (household, web) meets text it was never trained on and tends to repeat the slip
     until the turn limit. Each episode here has one mistake at a random turn (a random action, a
-    corrupted expert action or a skipped step, `preferences.mistake_episodes`; the kinds take turns
-    across tasks, so that one episode per task still has all three): that turn has `train=False`
-    (never learn the mistake), the expert's recovery trains, its thought opened with
+    corrupted expert action or a skipped step, `preferences.mistake_episodes`; `kinds` picks some,
+    default all, and they take turns across tasks, so that one episode per task still has each).
+    That turn has `train=False` (never learn the mistake), the expert's recovery trains, its thought opened with
     RECOVERY_NOTE when the environment rejected the action. Episodes that end unsolved (a
     premature answer) or whose mistake happened to finish the task are not kept; returns
     (trajectories, counts of kept / dropped by reason).
@@ -102,13 +103,14 @@ def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int |
 
     from .preferences import MISTAKE_KINDS, mistake_episodes
 
+    kinds = tuple(kinds or MISTAKE_KINDS)
     rng = random.Random(seed)
     out: list[Trajectory] = []
     counts = {"kept": 0, "unsolved": 0, "nothing_to_recover": 0, "expert_broke": 0, "no_mistake": 0}
     for k, task in enumerate(tasks):
         limit = max_turns.get(task.domain) if isinstance(max_turns, dict) else max_turns
-        kinds = MISTAKE_KINDS[k % len(MISTAKE_KINDS):] + MISTAKE_KINDS[:k % len(MISTAKE_KINDS)]  # all kinds at 1 per task
-        for ep in mistake_episodes(task, per_task, rng, kinds, max_turns=limit):
+        turn = k % len(kinds)
+        for ep in mistake_episodes(task, per_task, rng, kinds[turn:] + kinds[:turn], max_turns=limit):
             mistake = ep.meta["mistake"]
             assistant = [i for i, m in enumerate(ep.messages) if m.role == "assistant"]
             reason = ("expert_broke" if ep.meta.get("expert_broke") else "no_mistake" if "valid" not in mistake
