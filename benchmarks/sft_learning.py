@@ -59,9 +59,9 @@ def parse_args(argv):
     p.add_argument("--recovery", type=int, default=0,
                    help="recovery episodes per training task (an injected mistake the expert recovers from, "
                         "train.measure.recovery_trajectories); 0: expert episodes only")
-    p.add_argument("--recovery-kinds", default="random,corrupt,skip",
-                   help="the injected mistakes, taking turns across tasks (train.preferences.MISTAKE_KINDS); "
-                        "'random' reproduces the data of the README's 60-minute curve")
+    p.add_argument("--recovery-kinds", default="random",
+                   help="the injected mistakes, comma list of random, corrupt, skip taking turns across tasks "
+                        "(default: random, train.measure.RECOVERY_KINDS)")
     p.add_argument("--domains", default=None, help="comma list (default: all registered)")
     p.add_argument("--model", default="default")
     p.add_argument("--rank", type=int, default=16)

@@ -182,9 +182,10 @@ def test_recovery_trajectories_train_the_recovery_not_the_mistake(tok):
     from openmanus_lite.train.measure import RECOVERY_NOTE, recovery_trajectories
 
     tasks = [t for d in ("household", "web", "db") for t in generate_tasks(d, 4, seed=5)]
-    trajs, counts = recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0)
+    kinds = ("random", "corrupt", "skip")
+    trajs, counts = recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0, kinds=kinds)
     assert sum(counts.values()) == 2 * len(tasks) and counts["kept"] == len(trajs) > len(tasks) // 2
-    assert trajs == recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0)[0]  # seeded
+    assert trajs == recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0, kinds=kinds)[0]  # seeded
     by_id = {t.id: t for t in tasks}
     notes = 0
     for traj in trajs:
@@ -212,5 +213,6 @@ def test_recovery_trajectories_rotate_the_mistake_kinds_across_tasks():
     from openmanus_lite.train.measure import recovery_trajectories
 
     tasks = generate_tasks("household", 12, seed=5)
-    trajs, _ = recovery_trajectories(tasks, per_task=1, max_turns=16, seed=0)
+    trajs, _ = recovery_trajectories(tasks, per_task=1, max_turns=16, seed=0, kinds=("random", "corrupt", "skip"))
     assert {t.meta["mistake"]["kind"] for t in trajs} == {"random", "corrupt", "skip"}
+    assert {t.meta["mistake"]["kind"] for t in recovery_trajectories(tasks, 1, 16)[0]} == {"random"}  # the default
