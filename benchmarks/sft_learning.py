@@ -128,6 +128,7 @@ def train_counts(domains: list[str], per_domain: int, weights: str | None) -> di
 
 
 def recovery_kinds(text: str) -> tuple[str, ...]:
+    """The mistake kinds of `--recovery-kinds` ("random,skip"), checked before any data is built."""
     from openmanus_lite.train.preferences import MISTAKE_KINDS
 
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
@@ -285,13 +286,14 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     # ---------------------------------------------------------------- tasks and data
     eval_tasks = heldout_tasks(domains, args.tasks)
     per_domain = train_counts(domains, args.train_tasks, args.domain_weights)
+    kinds = recovery_kinds(args.recovery_kinds)
     train_tasks, removed = training_tasks(domains, per_domain, exclude=eval_tasks, seed=1000 + args.seed)
     trajs = expert_trajectories(train_tasks, max_turns=EASY_TURN_LIMITS)  # the limits stated in evaluation too
     n_expert = len(trajs)
     recovery_counts = None
     if args.recovery:
         recovery, recovery_counts = recovery_trajectories(train_tasks, args.recovery, max_turns=EASY_TURN_LIMITS,
-                                                          seed=args.seed, kinds=recovery_kinds(args.recovery_kinds))
+                                                          seed=args.seed, kinds=kinds)
         trajs += recovery
     print(f"{len(eval_tasks)} held-out tasks; {n_expert} expert trajectories for training "
           f"({removed} generated training tasks equal to held-out ones removed)"
@@ -365,7 +367,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
         "model": name, "domains": domains, "tasks_per_domain": args.tasks, "max_new_tokens": args.max_new_tokens,
         "train_trajectories": len(trajs), "expert_trajectories": n_expert,
         "train_tasks_per_domain": per_domain, "recovery_per_task": args.recovery,
-        "recovery_kinds": list(recovery_kinds(args.recovery_kinds)) if args.recovery else None, "recovery_counts": recovery_counts,
+        "recovery_kinds": list(kinds) if args.recovery else None, "recovery_counts": recovery_counts,
         "train_tokens_available": report.tokens,
         "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": lora.target_modules,
                                            "layers": "all" if lora.layers is None else f"top{len(lora.layers)}"},
