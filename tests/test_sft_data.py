@@ -182,10 +182,15 @@ def test_recovery_trajectories_train_the_recovery_not_the_mistake(tok):
     from openmanus_lite.train.measure import RECOVERY_NOTE, recovery_trajectories
 
     tasks = [t for d in ("household", "web", "db") for t in generate_tasks(d, 4, seed=5)]
+    trajs, counts = recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0)
+    assert sum(counts.values()) == 2 * len(tasks) and counts["kept"] == len(trajs) > len(tasks)
+    assert trajs == recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0)[0]  # seeded
+    # all three kinds: premature answers (a corruption) leave fewer episodes to keep
     kinds = ("random", "corrupt", "skip")
-    trajs, counts = recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0, kinds=kinds)
-    assert sum(counts.values()) == 2 * len(tasks) and counts["kept"] == len(trajs) > len(tasks) // 2
-    assert trajs == recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0, kinds=kinds)[0]  # seeded
+    every_kind, counts = recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0, kinds=kinds)
+    assert sum(counts.values()) == 2 * len(tasks) and counts["kept"] == len(every_kind) > len(tasks) // 2
+    assert every_kind == recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0, kinds=kinds)[0]
+    trajs += every_kind
     by_id = {t.id: t for t in tasks}
     notes = 0
     for traj in trajs:
