@@ -2,7 +2,10 @@
 
 SmolLM2-135M-Instruct (the embedded default) with LoRA, trained on expert trajectories of
 all six domains (easy; `--domain-weights` gives some domains more tasks) and, with `--recovery N`,
-N episodes per training task in which the expert recovers from an injected mistake. It is evaluated
+N episodes per training task in which the expert recovers from an injected mistake. With
+`--corrections-at M`, training pauses at minute M: the model plays fresh training tasks, and the
+expert's corrections at the model's own mistakes (`train.corrections`, DAgger-style) join the data
+for the rest of training; the rollouts' time counts as training time. It is evaluated
 on held-out easy tasks (30 per domain by default, the same tasks every time) before training and
 at training-time marks (default 15, 30, 60 minutes).
 Per domain: success rate (95% Wilson interval) and valid-action rate, next to the random
@@ -62,6 +65,14 @@ def parse_args(argv):
     p.add_argument("--recovery-kinds", default="random",
                    help="the injected mistakes, comma list of random, corrupt, skip taking turns across tasks "
                         "(default: random, train.measure.RECOVERY_KINDS)")
+    p.add_argument("--corrections-at", type=float, default=0.0,
+                   help="at this training minute the model plays --correction-tasks fresh training tasks, and the "
+                        "expert's corrections at its mistakes (train.corrections) join the data for the rest of "
+                        "training; the rollout time counts as training time (0: off)")
+    p.add_argument("--correction-tasks", default="household=40",
+                   help="tasks per domain the model plays for --corrections-at")
+    p.add_argument("--correction-repeat", type=int, default=2,
+                   help="copies of each correction in the data after --corrections-at")
     p.add_argument("--domains", default=None, help="comma list (default: all registered)")
     p.add_argument("--model", default="default")
     p.add_argument("--rank", type=int, default=16)
@@ -105,6 +116,8 @@ def parse_args(argv):
         p.error("--labels goes with --eval-saved")
     if args.defer_eval and args.eval_saved:
         p.error("--defer-eval trains, --eval-saved evaluates: one at a time")
+    if args.corrections_at and not 0 < args.corrections_at < max(float(m) for m in args.minutes.split(",")):
+        p.error("--corrections-at must come before the last of --minutes")
     return args
 
 
@@ -136,6 +149,19 @@ def recovery_kinds(text: str) -> tuple[str, ...]:
     if unknown or not kinds:
         raise SystemExit(f"--recovery-kinds: expected some of {MISTAKE_KINDS}, got {text!r}")
     return kinds
+
+
+def correction_counts(text: str, domains: list[str]) -> dict[str, int]:
+    """The tasks per domain of `--correction-tasks` ("household=45,web=15"), checked before any training."""
+    from openmanus_lite.train.data import parse_domain_weights
+
+    try:
+        counts = {d: int(n) for d, n in parse_domain_weights(text, domains).items() if int(n)}
+    except ValueError as e:
+        raise SystemExit(f"--correction-tasks: {e}") from None
+    if not counts:
+        raise SystemExit(f"--correction-tasks: no tasks to play in {text!r}")
+    return counts
 
 
 def mark_label(minutes: float) -> str:
@@ -287,6 +313,8 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     eval_tasks = heldout_tasks(domains, args.tasks)
     per_domain = train_counts(domains, args.train_tasks, args.domain_weights)
     kinds = recovery_kinds(args.recovery_kinds)
+    if args.corrections_at:
+        correction_counts(args.correction_tasks, domains)
     train_tasks, removed = training_tasks(domains, per_domain, exclude=eval_tasks, seed=1000 + args.seed)
     trajs = expert_trajectories(train_tasks, max_turns=EASY_TURN_LIMITS)  # the limits stated in evaluation too
     n_expert = len(trajs)
@@ -350,7 +378,12 @@ def train_with_marks(args, out: Path, threads: int) -> int:
         if not args.defer_eval:
             return curve.evaluate(mark_label(info["train_minutes"]), policy, eval_tasks, args.eval_batch)
 
-    result = sft_mod.run_sft(model, tok, ds, cfg, on_mark=on_mark)
+    corrections = None
+    if args.corrections_at:
+        result, corrections = train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks,
+                                                     domains)
+    else:
+        result = sft_mod.run_sft(model, tok, ds, cfg, on_mark=on_mark)
 
     # ---------------------------------------------------------------- save
     ckpt = out / "checkpoint"
@@ -368,6 +401,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
         "train_trajectories": len(trajs), "expert_trajectories": n_expert,
         "train_tasks_per_domain": per_domain, "recovery_per_task": args.recovery,
         "recovery_kinds": list(kinds) if args.recovery else None, "recovery_counts": recovery_counts,
+        "corrections": corrections,
         "train_tokens_available": report.tokens,
         "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": lora.target_modules,
                                            "layers": "all" if lora.layers is None else f"top{len(lora.layers)}"},
@@ -385,6 +419,75 @@ def train_with_marks(args, out: Path, threads: int) -> int:
         print(f"trained; evaluate the marks with: python benchmarks/sft_learning.py --eval-saved --out {out}")
     print("RESULT " + json.dumps(summary))
     return 0
+
+
+def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks, domains):
+    """Train to --corrections-at, let the model play fresh training tasks, add the expert's corrections at its
+    mistakes to the data, and train on to the last mark. The rollout and labelling time is training time: the
+    marks after it come that much earlier in steps. Returns (one SFTResult for both phases, a record of the
+    corrections)."""
+    import dataclasses
+    import gc
+
+    from openmanus_lite.policies import ModelPolicy
+    from openmanus_lite.rollout import run_episodes
+    from openmanus_lite.train import sft as sft_mod
+    from openmanus_lite.train.corrections import correction_trajectories
+    from openmanus_lite.train.data import build_sft_dataset
+    from openmanus_lite.train.measure import EASY_TURN_LIMITS, summarize_episodes, training_tasks
+
+    counts = correction_counts(args.correction_tasks, domains)
+    marks = cfg.mark_minutes
+    first = sft_mod.run_sft(model, tok, ds, cfg.replace(
+        max_minutes=args.corrections_at, mark_minutes=tuple(m for m in marks if m <= args.corrections_at)),
+        on_mark=on_mark)
+
+    clock = sft_mod.training_clock(args.clock)
+    t0 = clock()
+    tasks, _ = training_tasks(domains, counts, exclude=eval_tasks, seed=2000 + args.seed)  # not trained on
+    policy = ModelPolicy(first.model, tok, name="corrections", max_new_tokens=args.max_new_tokens,
+                         batch_size=args.eval_batch, kv_cache=eval_cache(args))
+    episodes = run_episodes(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=args.eval_batch)
+    fixes, fix_counts = correction_trajectories(episodes, tasks, EASY_TURN_LIMITS)
+    del policy  # its cache of keys and values: memory the training steps after it need
+    gc.collect()
+    offset = first.train_seconds / 60 + (clock() - t0) / 60
+    played = {d: {k: round(v, 3) for k, v in row.items()} for d, row in summarize_episodes(episodes).items()}
+    record = {"at_minutes": round(first.train_seconds / 60, 3),
+              "rollout_minutes": round(offset - first.train_seconds / 60, 3), "tasks": counts, "played": played, "counts": fix_counts, "repeat": args.correction_repeat,
+              "per_domain": {d: sum(t.domain == d for t in fixes) for d in counts}}
+    print(f"\ncorrections after {record['at_minutes']} minutes: {fix_counts}, rollouts took "
+          f"{record['rollout_minutes']} minutes", flush=True)
+
+    lr = next((h["learning_rate"] for h in reversed(first.loss_history) if h.get("learning_rate")), cfg.learning_rate)
+    later = tuple(m - offset for m in marks if m > args.corrections_at)
+    # a decaying schedule restarts from the learning rate reached, over the steps that fit in the time left at
+    # the pace so far: the rollouts took time from training, and a schedule still high at the last mark loses
+    # what the decay gives (the 15- and 30-minute marks of the README)
+    horizon = (max(1, round(later[-1] * 60 * first.global_step / first.train_seconds)) if cfg.max_steps > 0
+               else cfg.max_steps)
+    record["horizon_steps"] = horizon
+
+    def on_later_mark(m, info):
+        return on_mark(m, {**info, "step": info["step"] + first.global_step,
+                           "train_minutes": info["train_minutes"] + offset,
+                           "tokens_seen": info["tokens_seen"] + first.tokens_seen})
+
+    data, _ = build_sft_dataset(trajs + fixes * args.correction_repeat, tok, max_length=args.max_length,
+                                seed=args.seed + 1)
+    second = sft_mod.run_sft(first.model, tok, data,
+                             cfg.replace(output_dir=cfg.output_dir + "_corrected", max_minutes=later[-1],
+                                         mark_minutes=later, learning_rate=lr, seed=args.seed + 1,
+                                         max_steps=horizon),
+                             on_mark=on_later_mark)
+    shifted = [{**m, "step": m["step"] + first.global_step, "train_minutes": round(m["train_minutes"] + offset, 3),
+                "tokens_seen": m["tokens_seen"] + first.tokens_seen} for m in second.marks]
+    history = first.loss_history + [{**h, "step": h["step"] + first.global_step, "train_s": h["train_s"] + offset * 60,
+                                     "tokens_seen": h["tokens_seen"] + first.tokens_seen} for h in second.loss_history]
+    return dataclasses.replace(second, global_step=first.global_step + second.global_step, loss_history=history,
+                               train_seconds=offset * 60 + second.train_seconds,
+                               tokens_seen=first.tokens_seen + second.tokens_seen, marks=first.marks + shifted,
+                               stopped_by_time=second.stopped_by_time), record
 
 
 def eval_saved(args, out: Path, threads: int) -> int:

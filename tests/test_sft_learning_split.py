@@ -100,3 +100,26 @@ def test_recovery_kinds_name_known_mistakes():
     for bad in ("", "typo", "random,typo"):
         with pytest.raises(SystemExit, match="--recovery-kinds: expected some of"):
             recovery_kinds(bad)
+
+
+def test_corrections_join_the_data_midway_and_their_rollouts_count_as_training_time(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["--quick", "--threads", "1", "--defer-eval", "--corrections-at", "0.1",
+                 "--correction-tasks", "os=2,db=2", "--scheduler", "cosine", "--max-steps", "100000", "--out", str(out)]) == 0
+    train = json.loads((out / "train.json").read_text())
+    fixes = train["corrections"]
+    assert fixes["tasks"] == {"os": 2, "db": 2} and fixes["played"]["all"]["n"] == 4 and fixes["horizon_steps"] >= 1
+    assert fixes["counts"]["episodes"] == 4 and sum(fixes["per_domain"].values()) == fixes["counts"]["kept"]
+    first, second = train["marks"]
+    assert Path(first["checkpoint"]).parent.name == "trainer"  # before the corrections
+    assert Path(second["checkpoint"]).parent.name == "trainer_corrected"  # after them, on the combined data
+    assert fixes["at_minutes"] >= 0.1 and second["train_minutes"] >= 0.2  # the rollouts are inside the budget
+    assert second["step"] == train["steps"] > first["step"] and second["tokens_seen"] > first["tokens_seen"]
+    assert main(["--quick", "--threads", "1", "--eval-saved", "--labels", second["label"], "--out", str(out)]) == 0
+    with pytest.raises(SystemExit):
+        main(["--quick", "--corrections-at", "0.2"])  # a usage error: no time left after the corrections
+    assert "--corrections-at must come before the last" in capsys.readouterr().err
+    for bad, why in [("shop=2", "expected domain=number"), ("os=0", "no tasks to play")]:
+        with pytest.raises(SystemExit, match=f"--correction-tasks: {why}"):
+            main(["--quick", "--threads", "1", "--corrections-at", "0.1", "--correction-tasks", bad,
+                  "--out", str(tmp_path / "bad")])

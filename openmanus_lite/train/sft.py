@@ -158,7 +158,7 @@ def make_sft_config(cfg: SFTRunConfig):
 # --------------------------------------------------------------------------- callbacks
 
 
-def _clock(kind: str) -> Callable[[], float]:
+def training_clock(kind: str) -> Callable[[], float]:
     if kind == "wall":
         return time.perf_counter
     if kind == "cpu":
@@ -172,7 +172,7 @@ def _clock(kind: str) -> Callable[[], float]:
 def _callbacks(cfg: SFTRunConfig, on_mark: Callable | None, history: list, marks: list):
     from transformers import TrainerCallback
 
-    now_fn = _clock(cfg.clock)
+    now_fn = training_clock(cfg.clock)
 
     class Clock(TrainerCallback):
         """Training time (evaluation at marks excluded), loss history, time budget and marks."""

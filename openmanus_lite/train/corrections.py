@@ -1,0 +1,86 @@
+"""The expert's corrections at the states a model reaches itself (DAgger-style SFT data).
+
+Why: expert and recovery trajectories show states the expert reaches, or one scripted slip
+away from them. A model trained on them still loses episodes to its own loops, in states no
+script produces: a thought that copied the previous one, an object it invented, a container it
+never opened. Here the model plays; each of its first few wasted or failed turns becomes a cut
+point, and a training trajectory is the model's own turns up to that turn (context, no loss)
+followed by the expert finishing the task from the state the model left (loss).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..schema import Task, Trajectory, Turn
+from .measure import RECOVERY_NOTE
+from .preferences import ReplayMismatch, _finish_with_expert, _new_env, label_step_values, step_labels
+
+
+def cut_points(episode: Trajectory, per_episode: int) -> list[int]:
+    """Assistant-turn ordinals of the model's first `per_episode` turns that made no progress while the
+    task was still solvable by the expert (the labels `label_step_values` stored)."""
+    progress = step_labels(episode, "progress")
+    solvable = step_labels(episode, "solvable")
+    before = [True] + [bool(s) for s in solvable[:-1]]  # the state the turn started from was solvable
+    return [i for i, (p, ok) in enumerate(zip(progress, before)) if ok and not p][:per_episode]
+
+
+def corrected_episode(task: Task, episode: Trajectory, turn: int, max_turns: int | None) -> Trajectory | None:
+    """The model's turns of `episode` up to assistant turn `turn` (train=False), then the expert to the end.
+
+    The expert's first turn opens its thought with RECOVERY_NOTE when the environment rejected the
+    model's turn. None when the episode ends at that turn (nothing left to correct).
+    """
+    env, first = _new_env(task, max_turns)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": first}]
+    assistant = [m for m in episode.messages if m.role == "assistant"]
+    for text in assistant[: turn + 1]:
+        messages.append({"role": "assistant", "content": text.content})
+        step = env.step(text.content)
+        if step.done:
+            return None
+        messages.append({"role": "user", "content": step.observation})
+    rejected = not env.last_info.get("valid", True)
+    prefix = len(messages)
+    finished = _finish_with_expert(env, messages)
+    if not finished or not env.last_info.get("success"):
+        return None
+    if rejected and messages[prefix]["content"].startswith("Think: "):
+        messages[prefix]["content"] = messages[prefix]["content"].replace("Think: ", f"Think: {RECOVERY_NOTE} ", 1)
+    turns = [Turn(m["role"], m["content"], m["role"] == "assistant" and i >= prefix) for i, m in enumerate(messages)]
+    return Trajectory(f"correction/{task.id}/{turn}", "synth", task.domain, turns,
+                      {"task_id": task.id, "difficulty": task.difficulty, "success": True,
+                       "corrected_turn": turn, "rejected": rejected, "model": episode.source})
+
+
+def correction_trajectories(episodes: list[Trajectory], tasks: list[Task], max_turns: int | dict[str, int] | None,
+                            per_episode: int = 2) -> tuple[list[Trajectory], dict[str, int]]:
+    """Corrections (`corrected_episode`) at the first `per_episode` cut points of each of the model's episodes.
+
+    `tasks` are the episodes' tasks (matched by id); `max_turns` the limits they were played with.
+    Returns (trajectories, counts): episodes with no cut point are 'clean', ones whose recorded
+    observations do not replay are 'replay_mismatch', cut points the expert cannot finish from
+    'unfinished', and 'kept' counts the trajectories.
+    """
+    by_id = {t.id: t for t in tasks}
+    out: list[Trajectory] = []
+    counts = {"episodes": len(episodes), "clean": 0, "replay_mismatch": 0, "unfinished": 0, "kept": 0}
+    for ep in episodes:
+        task = by_id[ep.meta["task_id"]]
+        limit = max_turns.get(task.domain) if isinstance(max_turns, dict) else max_turns
+        try:
+            label_step_values(task, ep, limit)
+        except ReplayMismatch:
+            counts["replay_mismatch"] += 1
+            continue
+        cuts = cut_points(ep, per_episode)
+        counts["clean"] += not cuts
+        for turn in cuts:
+            fixed = corrected_episode(task, ep, turn, limit)
+            if fixed is None:
+                counts["unfinished"] += 1
+            else:
+                out.append(fixed)
+                counts["kept"] += 1
+    return out, counts

@@ -1,0 +1,69 @@
+"""The expert's corrections at a model's own mistakes (train.corrections): what is trained and what is not."""
+
+from __future__ import annotations
+
+from openmanus_lite.envs import generate_tasks, make_env
+from openmanus_lite.react import format_turn
+from openmanus_lite.rollout import run_episodes
+from openmanus_lite.schema import Turn
+from openmanus_lite.train.corrections import correction_trajectories, cut_points
+from openmanus_lite.train.measure import RECOVERY_NOTE
+from openmanus_lite.train.preferences import label_step_values
+
+LIMIT = 16
+
+
+class SlipsOnce:
+    """The expert, except that at its second turn it repeats a failing action twice (a model's loop)."""
+
+    name = "slips"
+
+    def act_batch(self, histories, envs):
+        out = []
+        for history, env in zip(histories, envs):
+            turn = sum(m["role"] == "assistant" for m in history)
+            out.append(format_turn("I take the thing.", "take nothing 9 from nowhere 9") if turn in (1, 2)
+                       else env.expert_action())
+        return out
+
+
+def test_corrections_train_the_expert_after_the_models_own_turns():
+    tasks = generate_tasks("household", 6, seed=3)
+    episodes = run_episodes(SlipsOnce(), tasks, max_turns=LIMIT, progress=False)
+    fixes, counts = correction_trajectories(episodes, tasks, LIMIT, per_episode=2)
+    assert counts["episodes"] == 6 and counts["clean"] == 0 and counts["kept"] == len(fixes) == 12
+    by_id = {t.id: t for t in tasks}
+    for fix in fixes:
+        model_turns = [m for m in episodes[tasks.index(by_id[fix.meta["task_id"]])].messages if m.role == "assistant"]
+        assistant = [m for m in fix.messages if m.role == "assistant"]
+        cut = fix.meta["corrected_turn"]
+        assert cut in (1, 2) and fix.meta["rejected"]
+        # the model's turns up to the cut are context, word for word; everything after is the expert's and trains
+        assert [m.content for m in assistant[: cut + 1]] == [m.content for m in model_turns[: cut + 1]]
+        assert [m.train for m in assistant] == [False] * (cut + 1) + [True] * (len(assistant) - cut - 1)
+        assert assistant[cut + 1].content.startswith(f"Think: {RECOVERY_NOTE} ")
+        # the data is what the environment said, and the expert finishes the task
+        env = make_env("household", max_turns=LIMIT)
+        assert env.reset(by_id[fix.meta["task_id"]]) == fix.messages[0].content
+        for m, obs in zip(fix.messages[1::2], fix.messages[2::2]):
+            assert env.step(m.content).observation == obs.content
+        assert env.step(fix.messages[-1].content).info["success"]
+
+
+def test_an_expert_episode_has_nothing_to_correct_and_a_wasted_turn_is_a_cut_point():
+    tasks = generate_tasks("household", 3, seed=4)
+    expert = run_episodes("expert", tasks, max_turns=LIMIT, progress=False)
+    assert correction_trajectories(expert, tasks, LIMIT)[1] == {"episodes": 3, "clean": 3, "replay_mismatch": 0,
+                                                               "unfinished": 0, "kept": 0}
+    slipped = run_episodes(SlipsOnce(), tasks[:1], max_turns=LIMIT, progress=False)[0]
+    label_step_values(tasks[0], slipped, LIMIT)
+    assert cut_points(slipped, 1) == [1] and cut_points(slipped, 5) == [1, 2]
+
+
+def test_an_episode_that_does_not_replay_is_counted_not_used():
+    tasks = generate_tasks("household", 2, seed=4)
+    episodes = run_episodes(SlipsOnce(), tasks, max_turns=LIMIT, progress=False)
+    episodes[0].messages[2] = Turn("user", "an observation the environment never gave", False)
+    fixes, counts = correction_trajectories(episodes, tasks, LIMIT, per_episode=1)
+    assert counts["replay_mismatch"] == 1 and counts["kept"] == len(fixes) == 1
+    assert fixes[0].meta["task_id"] == tasks[1].id
