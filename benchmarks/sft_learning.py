@@ -451,10 +451,11 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
     fixes, fix_counts = correction_trajectories(episodes, tasks, EASY_TURN_LIMITS)
     del policy  # its cache of keys and values: memory the training steps after it need
     gc.collect()
-    offset = first.train_seconds / 60 + (clock() - t0) / 60
+    rollout_minutes = (clock() - t0) / 60
+    offset = first.train_seconds / 60 + rollout_minutes  # training minutes at which the second phase starts
     played = {d: {k: round(v, 3) for k, v in row.items()} for d, row in summarize_episodes(episodes).items()}
-    record = {"at_minutes": round(first.train_seconds / 60, 3),
-              "rollout_minutes": round(offset - first.train_seconds / 60, 3), "tasks": counts, "played": played, "counts": fix_counts, "repeat": args.correction_repeat,
+    record = {"at_minutes": round(first.train_seconds / 60, 3), "rollout_minutes": round(rollout_minutes, 3),
+              "tasks": counts, "played": played, "counts": fix_counts, "repeat": args.correction_repeat,
               "per_domain": {d: sum(t.domain == d for t in fixes) for d in counts}}
     print(f"\ncorrections after {record['at_minutes']} minutes: {fix_counts}, rollouts took "
           f"{record['rollout_minutes']} minutes", flush=True)
@@ -468,10 +469,11 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
                else cfg.max_steps)
     record["horizon_steps"] = horizon
 
-    def on_later_mark(m, info):
-        return on_mark(m, {**info, "step": info["step"] + first.global_step,
-                           "train_minutes": info["train_minutes"] + offset,
-                           "tokens_seen": info["tokens_seen"] + first.tokens_seen})
+    def shifted(mark: dict) -> dict:
+        """A mark of the second phase counted from the start of training."""
+        return {**mark, "step": mark["step"] + first.global_step,
+                "train_minutes": round(mark["train_minutes"] + offset, 3),
+                "tokens_seen": mark["tokens_seen"] + first.tokens_seen}
 
     data, _ = build_sft_dataset(trajs + fixes * args.correction_repeat, tok, max_length=args.max_length,
                                 seed=args.seed + 1)
@@ -479,14 +481,13 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
                              cfg.replace(output_dir=cfg.output_dir + "_corrected", max_minutes=later[-1],
                                          mark_minutes=later, learning_rate=lr, seed=args.seed + 1,
                                          max_steps=horizon),
-                             on_mark=on_later_mark)
-    shifted = [{**m, "step": m["step"] + first.global_step, "train_minutes": round(m["train_minutes"] + offset, 3),
-                "tokens_seen": m["tokens_seen"] + first.tokens_seen} for m in second.marks]
+                             on_mark=lambda m, info: on_mark(m, shifted(info)))
     history = first.loss_history + [{**h, "step": h["step"] + first.global_step, "train_s": h["train_s"] + offset * 60,
                                      "tokens_seen": h["tokens_seen"] + first.tokens_seen} for h in second.loss_history]
     return dataclasses.replace(second, global_step=first.global_step + second.global_step, loss_history=history,
                                train_seconds=offset * 60 + second.train_seconds,
-                               tokens_seen=first.tokens_seen + second.tokens_seen, marks=first.marks + shifted,
+                               tokens_seen=first.tokens_seen + second.tokens_seen,
+                               marks=first.marks + [shifted(m) for m in second.marks],
                                stopped_by_time=second.stopped_by_time), record
 
 

@@ -104,8 +104,8 @@ def test_recovery_kinds_name_known_mistakes():
 
 def test_corrections_join_the_data_midway_and_their_rollouts_count_as_training_time(tmp_path, capsys):
     out = tmp_path / "run"
-    assert main(["--quick", "--threads", "1", "--defer-eval", "--corrections-at", "0.1",
-                 "--correction-tasks", "os=2,db=2", "--scheduler", "cosine", "--max-steps", "100000", "--out", str(out)]) == 0
+    assert main(["--quick", "--threads", "1", "--defer-eval", "--corrections-at", "0.1", "--correction-tasks",
+                 "os=2,db=2", "--scheduler", "cosine", "--max-steps", "100000", "--out", str(out)]) == 0
     train = json.loads((out / "train.json").read_text())
     fixes = train["corrections"]
     assert fixes["tasks"] == {"os": 2, "db": 2} and fixes["played"]["all"]["n"] == 4 and fixes["horizon_steps"] >= 1

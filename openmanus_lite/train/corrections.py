@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..schema import Task, Trajectory, Turn
-from .measure import RECOVERY_NOTE
-from .preferences import ReplayMismatch, _finish_with_expert, _new_env, label_step_values, step_labels
+from .measure import with_recovery_note
+from .preferences import ReplayMismatch, _finish_with_expert, _new_env, _play, label_step_values, step_labels
 
 
 def cut_points(episode: Trajectory, per_episode: int) -> list[int]:
@@ -29,25 +29,23 @@ def cut_points(episode: Trajectory, per_episode: int) -> list[int]:
 def corrected_episode(task: Task, episode: Trajectory, turn: int, max_turns: int | None) -> Trajectory | None:
     """The model's turns of `episode` up to assistant turn `turn` (train=False), then the expert to the end.
 
-    The expert's first turn opens its thought with RECOVERY_NOTE when the environment rejected the
+    The expert's first turn opens its thought with `measure.RECOVERY_NOTE` when the environment rejected the
     model's turn. None when the episode ends at that turn (nothing left to correct).
     """
     env, first = _new_env(task, max_turns)
     messages: list[dict[str, Any]] = [{"role": "user", "content": first}]
     assistant = [m for m in episode.messages if m.role == "assistant"]
     for text in assistant[: turn + 1]:
-        messages.append({"role": "assistant", "content": text.content})
-        step = env.step(text.content)
-        if step.done:
+        _play(env, messages, text.content)
+        if env.done:
             return None
-        messages.append({"role": "user", "content": step.observation})
     rejected = not env.last_info.get("valid", True)
     prefix = len(messages)
     finished = _finish_with_expert(env, messages)
     if not finished or not env.last_info.get("success"):
         return None
-    if rejected and messages[prefix]["content"].startswith("Think: "):
-        messages[prefix]["content"] = messages[prefix]["content"].replace("Think: ", f"Think: {RECOVERY_NOTE} ", 1)
+    if rejected:
+        messages[prefix]["content"] = with_recovery_note(messages[prefix]["content"])
     turns = [Turn(m["role"], m["content"], m["role"] == "assistant" and i >= prefix) for i, m in enumerate(messages)]
     return Trajectory(f"correction/{task.id}/{turn}", "synth", task.domain, turns,
                       {"task_id": task.id, "difficulty": task.difficulty, "success": True,

@@ -89,6 +89,11 @@ RECOVERY_NOTE = "The last action did not work."
 learns to read an error observation instead of repeating what caused it."""
 
 
+def with_recovery_note(turn: str) -> str:
+    """`turn` (the expert's `format_turn` text) with its thought opened by RECOVERY_NOTE; other text as it is."""
+    return turn.replace("Think: ", f"Think: {RECOVERY_NOTE} ", 1) if turn.startswith("Think: ") else turn
+
+
 def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int | dict[str, int] | None = None,
                           seed: int = 0, kinds: tuple[str, ...] | None = None
                           ) -> tuple[list[Trajectory], dict[str, int]]:
@@ -127,8 +132,8 @@ def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int |
             at = assistant[mistake["turn"]]
             ep.messages[at].train = False
             after = ep.messages[assistant[mistake["turn"] + 1]]
-            if not mistake["valid"] and after.content.startswith("Think: "):  # the expert's own format_turn
-                after.content = after.content.replace("Think: ", f"Think: {RECOVERY_NOTE} ", 1)
+            if not mistake["valid"]:
+                after.content = with_recovery_note(after.content)
             ep.id = f"recovery/{task.id}/{len(out)}"
             ep.source = "synth"
             out.append(ep)
