@@ -81,7 +81,9 @@ def parse_args(argv):
     p.add_argument("--top-layers", type=int, default=0, help="adapters on the top N layers only (0: all layers)")
     p.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA")
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--scheduler", default="constant_with_warmup")
+    p.add_argument("--scheduler", default="constant_with_warmup",
+                   help="a transformers scheduler, or cosine_by_time: a cosine over the training minutes to the "
+                        "last mark, whatever the steps per minute")
     p.add_argument("--max-steps", type=int, default=-1,
                    help="the step horizon of a decaying --scheduler; training stops here or at the last mark, "
                         "whichever comes first")
@@ -118,6 +120,9 @@ def parse_args(argv):
         p.error("--defer-eval trains, --eval-saved evaluates: one at a time")
     if args.corrections_at and not 0 < args.corrections_at < max(float(m) for m in args.minutes.split(",")):
         p.error("--corrections-at must come before the last of --minutes")
+    if args.corrections_at and args.scheduler == "cosine_by_time":
+        p.error("--scheduler cosine_by_time decays over the whole run; the corrections' second phase sizes a "
+                "step-based cosine to the time left: use --scheduler cosine with --corrections-at")
     return args
 
 
@@ -405,7 +410,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
         "train_tokens_available": report.tokens,
         "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": lora.target_modules,
                                            "layers": "all" if lora.layers is None else f"top{len(lora.layers)}"},
-        "lr": args.lr, "scheduler": args.scheduler, "max_steps": args.max_steps, "batch_size": args.batch_size,
+        "dtype": args.dtype, "lr": args.lr, "scheduler": args.scheduler, "max_steps": args.max_steps, "batch_size": args.batch_size,
         "max_length": args.max_length, "threads": threads,
         "clock": args.clock, "steps": result.global_step, "tokens_seen": result.tokens_seen,
         "train_minutes": round(result.train_seconds / 60, 2),

@@ -13,6 +13,8 @@ median step time. LoRA variants show what makes CPU training faster:
     python benchmarks/train_throughput.py                       # tiny + default on CPU, both backends
     python benchmarks/train_throughput.py --models default --variants all,attn,top8,full
     python benchmarks/train_throughput.py --gpu                 # 1.5B (random weights), 4-bit, GPU
+    python benchmarks/train_throughput.py --models default --backends unsloth --dtype float32,bfloat16 \
+        --batch-size 4 --rounds 3                                # fp32 against bf16, interleaved
 
 Ends with `RESULT {json}`.
 """
@@ -163,12 +165,50 @@ def measure_one(spec: dict) -> dict:
     step = statistics.median(times)
     peak = (torch.cuda.max_memory_allocated() / 2**30 if on_gpu
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
-    return {**{k: spec[k] for k in ("model", "backend", "variant", "batch_size", "seq_len", "threads", "load_in_4bit")},
+    return {**{k: spec[k] for k in ("model", "backend", "variant", "dtype", "batch_size", "seq_len", "threads",
+                                    "load_in_4bit")},
             "device": "cuda" if on_gpu else "cpu", "trainable": trainable, "total": total,
             "load_s": round(load_s, 1), "s_per_step": round(step, 3),
             "tokens_per_s": round(statistics.median(tokens) / step, 1),
             "peak_gib": round(peak, 2), "peak_kind": "cuda_allocated" if on_gpu else "process_maxrss",
             "loss": round(float(loss), 3)}
+
+
+def run_one(spec: dict, timeout: int, failures: list) -> dict | None:
+    """One measurement in a fresh process (clean peak memory); a failure is recorded, not raised."""
+    name = f"{spec['model']} {spec['backend']} {spec['variant']} {spec['dtype']}"
+    cmd = [sys.executable, __file__, "--_one", json.dumps(spec)]
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        failures.append({**spec, "error": f"timed out after {timeout}s"})
+        print(f"{name}: timed out", flush=True)
+        return None
+    line = next((x for x in run.stdout.splitlines() if x.startswith("ONE ")), None)
+    if line is None:
+        err = (run.stderr.strip().splitlines() or ["no output"])[-1]
+        failures.append({**spec, "error": err})
+        print(f"{name}: FAILED {err}", flush=True)
+        return None
+    r = json.loads(line[4:])
+    print(f"{Path(r['model']).name:>12} {r['backend']:>8} {r['variant']:>6} {r['dtype'] or 'default':>8}: "
+          f"{r['tokens_per_s']:>8.1f} tokens/s ({r['s_per_step']:.2f} s/step, batch {r['batch_size']}), "
+          f"peak {r['peak_gib']:.2f} GiB, {r['trainable']:,} trainable", flush=True)
+    return r
+
+
+def summarize(results: list[dict]) -> list[dict]:
+    """Median tokens/s per configuration over the rounds, and its ratio to the first configuration measured."""
+    groups: dict[tuple, list[float]] = {}
+    for r in results:
+        groups.setdefault((Path(r["model"]).name, r["backend"], r["variant"], r["dtype"]), []).append(r["tokens_per_s"])
+    rows = [{"model": k[0], "backend": k[1], "variant": k[2], "dtype": k[3], "rounds": len(v),
+             "median_tokens_per_s": round(statistics.median(v), 1)} for k, v in groups.items()]
+    for row in rows:
+        row["ratio_to_first"] = round(row["median_tokens_per_s"] / rows[0]["median_tokens_per_s"], 2)
+        print(f"median over {row['rounds']}: {row['model']} {row['backend']} {row['variant']} {row['dtype']}: "
+              f"{row['median_tokens_per_s']} tokens/s ({row['ratio_to_first']}x the first)", flush=True)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,7 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seq-len", type=int, default=768)
     p.add_argument("--steps", type=int, default=4, help="timed steps (median reported)")
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--dtype", default="float32", help="float32 / bfloat16 / none (backend default)")
+    p.add_argument("--dtype", default="float32",
+                   help="float32 / bfloat16 / none (backend default), or a comma list to compare them")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="repeat every measurement this many times, interleaved (the machine's speed drifts); "
+                        "medians over rounds are reported")
     p.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing on")
     p.add_argument("--load-in-4bit", action="store_true")
     p.add_argument("--threads", default="auto", help="torch threads on CPU ('auto': 1 on a busy machine)")
@@ -202,34 +246,25 @@ def main(argv: list[str] | None = None) -> int:
     models = args.models.split(",")
     results, failures = [], []
     tmp = Path(tempfile.gettempdir()) / "openmanus_lite_1p5b_random"
+    specs = []
     for model in models:
         if model == "1p5b":
             model = str(random_1p5b(tmp))
         for backend in args.backends.split(","):
             for variant in args.variants.split(","):
-                spec = {"model": model, "backend": backend, "variant": variant, "rank": args.rank,
-                        "batch_size": args.batch_size, "seq_len": args.seq_len, "steps": args.steps,
-                        "warmup": args.warmup, "dtype": None if args.dtype == "none" else args.dtype,
-                        "grad_ckpt": args.grad_ckpt, "load_in_4bit": args.load_in_4bit, "threads": threads}
-                cmd = [sys.executable, __file__, "--_one", json.dumps(spec)]
-                try:
-                    run = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, cwd=REPO)
-                except subprocess.TimeoutExpired:
-                    failures.append({**spec, "error": f"timed out after {args.timeout}s"})
-                    print(f"{model} {backend} {variant}: timed out", flush=True)
-                    continue
-                line = next((x for x in run.stdout.splitlines() if x.startswith("ONE ")), None)
-                if line is None:
-                    err = (run.stderr.strip().splitlines() or ["no output"])[-1]
-                    failures.append({**spec, "error": err})
-                    print(f"{model} {backend} {variant}: FAILED {err}", flush=True)
-                    continue
-                r = json.loads(line[4:])
+                for dtype in args.dtype.split(","):
+                    specs.append({"model": model, "backend": backend, "variant": variant, "rank": args.rank,
+                                  "batch_size": args.batch_size, "seq_len": args.seq_len, "steps": args.steps,
+                                  "warmup": args.warmup, "dtype": None if dtype == "none" else dtype,
+                                  "grad_ckpt": args.grad_ckpt, "load_in_4bit": args.load_in_4bit,
+                                  "threads": threads})
+    for _ in range(args.rounds):
+        for spec in specs:
+            r = run_one(spec, args.timeout, failures)
+            if r is not None:
                 results.append(r)
-                print(f"{Path(r['model']).name:>12} {backend:>8} {variant:>6}: {r['tokens_per_s']:>8.1f} tokens/s "
-                      f"({r['s_per_step']:.2f} s/step, batch {r['batch_size']}), peak {r['peak_gib']:.2f} GiB, "
-                      f"{r['trainable']:,} trainable", flush=True)
-    print("RESULT " + json.dumps({"results": results, "failures": failures, "threads": threads,
+    medians = summarize(results)
+    print("RESULT " + json.dumps({"medians": medians, "results": results, "failures": failures, "threads": threads,
                                   "loadavg_at_start": [round(x, 2) for x in load], "cpus": os.cpu_count()}))
     return 0 if results else 1
 

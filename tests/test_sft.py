@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -23,6 +24,7 @@ from openmanus_lite.train.sft import (  # noqa: E402
     run_sft,
     save_adapter,
     save_merged,
+    time_cosine_factor,
 )
 
 pytestmark = pytest.mark.slow
@@ -139,6 +141,45 @@ def test_time_budget_and_marks(tiny, data, tmp_path):
     assert result.stopped_by_time and result.global_step < 50
     assert seen == [result.marks[0]["step"]] and result.marks[0]["result"] == "evaluated"
     assert (tmp_path / "out" / f"checkpoint-{seen[0]}").is_dir()
+
+
+def test_cosine_by_time_decays_over_the_time_budget_not_the_steps(tiny, data, tmp_path, monkeypatch):
+    """A fake clock where each step takes one second: the rate of step s + 1 is the cosine at s seconds."""
+    from transformers import TrainerCallback
+
+    import openmanus_lite.train.sft as sft_module
+
+    now = [0.0]
+    monkeypatch.setattr(sft_module, "training_clock", lambda kind: lambda: now[0])
+
+    class OneSecondSteps(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kw):
+            now[0] = state.global_step + 1.0  # the time at the end of this step
+
+    model, tok = load_model(tiny, backend="unsloth", lora={"r": 4, "alpha": 8})
+    result = run_sft(model, tok, data, _cfg(tmp_path, max_steps=10**6, max_minutes=10 / 60, warmup_steps=2,
+                                            lr_scheduler_type="cosine_by_time"), callbacks=[OneSecondSteps()])
+    assert result.stopped_by_time and result.global_step == 10
+    lrs = [h["learning_rate"] for h in result.loss_history]
+    assert lrs[0] == 0.0  # transformers' warmup starts at zero
+    expected = [5e-3 * time_cosine_factor(s, float(s), 10.0, 2) for s in range(1, 10)]
+    assert lrs[1:] == pytest.approx(expected)
+    assert expected[0] == pytest.approx(5e-3 * 0.5 * 0.5 * (1 + math.cos(math.pi / 10)))  # still warming up
+    assert expected[-1] < 0.03 * 5e-3  # at 9 of 10 seconds the cosine is nearly at its end
+
+
+def test_cosine_by_time_needs_a_time_budget(tiny, data, tmp_path):
+    model, tok = load_model(tiny, backend="unsloth", lora={"r": 4, "alpha": 8})
+    with pytest.raises(ValueError, match="max_minutes"):
+        run_sft(model, tok, data, _cfg(tmp_path, lr_scheduler_type="cosine_by_time"))
+
+
+def test_time_cosine_factor():
+    assert time_cosine_factor(0, 0.0, 60.0, 4) == 0.0
+    assert time_cosine_factor(2, 0.0, 60.0, 4) == 0.5
+    assert time_cosine_factor(10, 30.0, 60.0, 4) == pytest.approx(0.5)
+    assert time_cosine_factor(10, 60.0, 60.0, 4) == pytest.approx(0.0)
+    assert time_cosine_factor(10, 90.0, 60.0, 0) == pytest.approx(0.0)
 
 
 def test_gguf_export_says_what_is_missing(tiny, tmp_path):

@@ -58,6 +58,9 @@ class SFTRunConfig:
     gradient_accumulation_steps: int = 1
     learning_rate: float = 2e-4
     lr_scheduler_type: str = "linear"
+    """Any of transformers' schedulers, or "cosine_by_time": a cosine decay over `max_minutes` of training
+    time (after `warmup_steps` steps of warmup), for time-budgeted runs, where the steps that fit in the
+    budget are not known beforehand and a step-based cosine ends either early or undecayed."""
     warmup_steps: int = 2
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
@@ -111,6 +114,17 @@ class SFTResult:
         return [h["loss"] for h in self.loss_history if "loss" in h]
 
 
+TIME_COSINE = "cosine_by_time"
+
+
+def time_cosine_factor(step: int, train_s: float, budget_s: float, warmup_steps: int) -> float:
+    """The learning-rate factor of "cosine_by_time": linear warmup by steps, then a cosine over training time."""
+    import math
+
+    warm = step / warmup_steps if step < warmup_steps else 1.0
+    return warm * 0.5 * (1.0 + math.cos(math.pi * min(1.0, train_s / budget_s)))
+
+
 def make_sft_config(cfg: SFTRunConfig):
     """TRL's SFTConfig for pre-tokenized data (labels come from the `assistant_masks` column)."""
     import_trl()
@@ -127,7 +141,7 @@ def make_sft_config(cfg: SFTRunConfig):
         per_device_train_batch_size=cfg.per_device_train_batch_size,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
         learning_rate=cfg.learning_rate,
-        lr_scheduler_type=cfg.lr_scheduler_type,
+        lr_scheduler_type="constant_with_warmup" if cfg.lr_scheduler_type == TIME_COSINE else cfg.lr_scheduler_type,
         warmup_steps=cfg.warmup_steps,
         weight_decay=cfg.weight_decay,
         max_grad_norm=cfg.max_grad_norm,
@@ -189,8 +203,17 @@ def _callbacks(cfg: SFTRunConfig, on_mark: Callable | None, history: list, marks
                 self.train_s += now - self.last
             self.last = now
 
-        def on_train_begin(self, args, state, control, **kw):
+        def elapsed_s(self) -> float:
+            return self.train_s + (now_fn() - self.last if self.last is not None else 0.0)
+
+        def on_train_begin(self, args, state, control, lr_scheduler=None, **kw):
             self.last = now_fn()
+            if cfg.lr_scheduler_type == TIME_COSINE:
+                # transformers' scheduler steps after each optimizer step; its factor now reads the clock
+                budget_s = cfg.max_minutes * 60
+                lr_scheduler.lr_lambdas = [
+                    lambda step: time_cosine_factor(step, self.elapsed_s(), budget_s, cfg.warmup_steps)
+                ] * len(lr_scheduler.lr_lambdas)
 
         def on_step_end(self, args, state, control, **kw):
             self._tick()
@@ -276,6 +299,8 @@ def run_sft(
     its return value is stored in `SFTResult.marks`. Returns the trained model (in train mode).
     """
     cfg = config or SFTRunConfig()
+    if cfg.lr_scheduler_type == TIME_COSINE and not cfg.max_minutes:
+        raise ValueError(f"lr_scheduler_type {TIME_COSINE!r} decays over max_minutes of training time: set max_minutes")
     resume_from = None
     if cfg.resume == "auto":
         resume_from = last_checkpoint(cfg.output_dir)
