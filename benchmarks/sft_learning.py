@@ -321,8 +321,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     eval_tasks = heldout_tasks(domains, args.tasks)
     per_domain = train_counts(domains, args.train_tasks, args.domain_weights)
     kinds = recovery_kinds(args.recovery_kinds)
-    if args.corrections_at:
-        correction_counts(args.correction_tasks, domains)
+    correction_tasks = correction_counts(args.correction_tasks, domains) if args.corrections_at else None
     train_tasks, removed = training_tasks(domains, per_domain, exclude=eval_tasks, seed=1000 + args.seed)
     trajs = expert_trajectories(train_tasks, max_turns=EASY_TURN_LIMITS)  # the limits stated in evaluation too
     n_expert = len(trajs)
@@ -389,7 +388,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     corrections = None
     if args.corrections_at:
         result, corrections = train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks,
-                                                     domains)
+                                                     domains, correction_tasks)
     else:
         result = sft_mod.run_sft(model, tok, ds, cfg, on_mark=on_mark)
 
@@ -429,11 +428,11 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     return 0
 
 
-def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks, domains):
-    """Train to --corrections-at, let the model play fresh training tasks, add the expert's corrections at its
-    mistakes to the data, and train on to the last mark. The rollout and labelling time is training time: the
-    marks after it come that much earlier in steps. Returns (one SFTResult for both phases, a record of the
-    corrections)."""
+def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks, domains, counts):
+    """Train to --corrections-at, let the model play fresh training tasks (`counts` per domain, from
+    correction_counts), add the expert's corrections at its mistakes to the data, and train on to the last mark.
+    The rollout and labelling time is training time: the marks after it come that much earlier in steps.
+    Returns (one SFTResult for both phases, a record of the corrections)."""
     import dataclasses
     import gc
 
@@ -444,7 +443,6 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
     from openmanus_lite.train.data import build_sft_dataset
     from openmanus_lite.train.measure import EASY_TURN_LIMITS, summarize_episodes, training_tasks
 
-    counts = correction_counts(args.correction_tasks, domains)
     marks = cfg.mark_minutes
     first = sft_mod.run_sft(model, tok, ds, cfg.replace(
         max_minutes=args.corrections_at, mark_minutes=tuple(m for m in marks if m <= args.corrections_at)),

@@ -15,6 +15,7 @@ merged 16-bit model, GGUF export where the llama.cpp toolchain exists.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import time
@@ -119,8 +120,6 @@ TIME_COSINE = "cosine_by_time"
 
 def time_cosine_factor(step: int, train_s: float, budget_s: float, warmup_steps: int) -> float:
     """The learning-rate factor of "cosine_by_time": linear warmup by steps, then a cosine over training time."""
-    import math
-
     warm = step / warmup_steps if step < warmup_steps else 1.0
     return warm * 0.5 * (1.0 + math.cos(math.pi * min(1.0, train_s / budget_s)))
 
