@@ -132,6 +132,40 @@ def test_look_at_object_in_light():
     assert step.observation == "You turn on the desklamp 1." and step.info["success"]
 
 
+def test_expert_lamp_search_lists_the_lamp_places_left():
+    """Like the object search, the lamp search restates what was ruled out and which places are left, in
+    words that name the lamp, so that the model does not mix the two lists up."""
+    spec = {
+        "room": "bedroom",
+        "receptacles": ["bed 1", "sidetable 1", "dresser 1", "drawer 1", "desk 1"],
+        "closed": ["drawer 1"],
+        "objects": {"cellphone 1": "bed 1", "desklamp 1": "desk 1", "pen 1": "dresser 1"},
+        "goal": {"type": "look_at_obj_in_light", "object": "cellphone", "target": "desklamp"},
+        "max_turns": 30,
+    }
+    env = make_env("household")
+    env.reset(Task(id="household/test/1", domain="household", instruction="look at cellphone under the desklamp.",
+                   spec=spec))
+    turns = []
+    for _ in range(spec["max_turns"]):
+        turns.append(env.expert_action())
+        if (step := env.step(turns[-1])).done:
+            break
+    assert step.info["success"]
+    assert turns == [
+        "Think: I need a cellphone. Still to check: bed 1, desk 1, sidetable 1, dresser 1, drawer 1.\n"
+        "Act: go to bed 1",
+        "Think: There is the cellphone 1. I will take it.\nAct: take cellphone 1 from bed 1",
+        "Think: I have the cellphone 1. Now I need the desklamp. The desklamp may be on: sidetable 1, dresser 1, "
+        "desk 1.\nAct: go to sidetable 1",
+        "Think: I have the cellphone 1. No desklamp at the sidetable 1. The desklamp may be on: dresser 1, desk 1.\n"
+        "Act: go to dresser 1",
+        "Think: I have the cellphone 1. No desklamp at the dresser 1. The desklamp may be on: desk 1.\n"
+        "Act: go to desk 1",
+        "Think: I will turn on the desklamp 1 to look at the cellphone 1.\nAct: use desklamp 1",
+    ]
+
+
 def test_pick_two_needs_both_in_one_receptacle():
     env = make_env("household")
     env.reset(kitchen_task("pick_two_obj_and_place", "countertop"))

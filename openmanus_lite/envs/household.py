@@ -715,9 +715,14 @@ class HouseholdEnv(Env):
                 return expert_turn(f"I have the {held}. The {lamp} is at the {lamp_at}; I will go there.",
                                    f"go to {lamp_at}")
             return expert_turn(f"I will turn on the {lamp} to look at the {held}.", f"use {lamp}")
-        for r in self.receptacles:
-            if kind_of(r) in LAMP_HOSTS and r not in self.seen:
-                return expert_turn(f"I have the {held}. Now I need a {LAMP}; it may be on the {r}.", f"go to {r}")
+        left = [r for r in self.receptacles if kind_of(r) in LAMP_HOSTS and r not in self.seen]
+        if left:
+            # Like the object search, the thought carries the lamp places left; it names the lamp, so that
+            # this second list is not mistaken for the object search's list.
+            missed = self.loc is not None and kind_of(self.loc) in LAMP_HOSTS and self.loc != lamp_at
+            state = f"No {LAMP} at the {self.loc}." if missed else f"Now I need the {LAMP}."
+            return expert_turn(f"I have the {held}. {state} The {LAMP} may be on: {', '.join(left)}.",
+                               f"go to {left[0]}")
         return expert_turn("I cannot find the lamp. I will look around.", "look")
 
     # ---------------------------------------------------------------- random baseline
