@@ -719,7 +719,7 @@ class HouseholdEnv(Env):
         if left:
             # Like the object search, the thought carries the lamp places left; it names the lamp, so that
             # this second list is not mistaken for the object search's list.
-            missed = self.loc is not None and kind_of(self.loc) in LAMP_HOSTS and self.loc != lamp_at
+            missed = self.loc is not None and kind_of(self.loc) in LAMP_HOSTS
             state = f"No {LAMP} at the {self.loc}." if missed else f"Now I need the {LAMP}."
             return expert_turn(f"I have the {held}. {state} The {LAMP} may be on: {', '.join(left)}.",
                                f"go to {left[0]}")
