@@ -143,16 +143,11 @@ def test_expert_lamp_search_lists_the_lamp_places_left():
         "goal": {"type": "look_at_obj_in_light", "object": "cellphone", "target": "desklamp"},
         "max_turns": 30,
     }
-    env = make_env("household")
-    env.reset(Task(id="household/test/1", domain="household", instruction="look at cellphone under the desklamp.",
-                   spec=spec))
-    turns = []
-    for _ in range(spec["max_turns"]):
-        turns.append(env.expert_action())
-        if (step := env.step(turns[-1])).done:
-            break
-    assert step.info["success"]
-    assert turns == [
+    task = Task(id="household/test/1", domain="household", instruction="look at cellphone under the desklamp.",
+                spec=spec)
+    messages, last = run_expert(make_env("household"), task)
+    assert last.info["success"]
+    assert [m["content"] for m in messages if m["role"] == "assistant"] == [
         "Think: I need a cellphone. Still to check: bed 1, desk 1, sidetable 1, dresser 1, drawer 1.\n"
         "Act: go to bed 1",
         "Think: There is the cellphone 1. I will take it.\nAct: take cellphone 1 from bed 1",
