@@ -68,6 +68,9 @@ def parse_args(argv):
     p.add_argument("--recovery-kinds", default="random",
                    help="the injected mistakes, comma list of random, corrupt, skip taking turns across tasks "
                         "(default: random, train.measure.RECOVERY_KINDS)")
+    p.add_argument("--recovery-repeats", default="1",
+                   help="comma list taking turns across tasks: how many times in a row a rejected mistake is "
+                        "played before the recovery, e.g. 1,2 (half the recoveries follow a repeated failure)")
     p.add_argument("--corrections-at", type=float, default=0.0,
                    help="at this training minute the model plays --correction-tasks fresh training tasks, and the "
                         "expert's corrections at its mistakes (train.corrections) join the data for the rest of "
@@ -157,6 +160,17 @@ def recovery_kinds(text: str) -> tuple[str, ...]:
     if unknown or not kinds:
         raise SystemExit(f"--recovery-kinds: expected some of {MISTAKE_KINDS}, got {text!r}")
     return kinds
+
+
+def recovery_repeats(text: str) -> tuple[int, ...]:
+    """The counts of `--recovery-repeats` ("1,2"), checked before any data is built."""
+    try:
+        repeats = tuple(int(r) for r in text.split(",") if r.strip())
+    except ValueError:
+        repeats = ()
+    if not repeats or min(repeats) < 1:
+        raise SystemExit(f"--recovery-repeats: expected a comma list of counts of 1 or more, got {text!r}")
+    return repeats
 
 
 def correction_counts(text: str, domains: list[str]) -> dict[str, int]:
@@ -321,6 +335,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     eval_tasks = heldout_tasks(domains, args.tasks)
     per_domain = train_counts(domains, args.train_tasks, args.domain_weights)
     kinds = recovery_kinds(args.recovery_kinds)
+    repeats = recovery_repeats(args.recovery_repeats)
     correction_tasks = correction_counts(args.correction_tasks, domains) if args.corrections_at else None
     train_tasks, removed = training_tasks(domains, per_domain, exclude=eval_tasks, seed=1000 + args.seed)
     trajs = expert_trajectories(train_tasks, max_turns=EASY_TURN_LIMITS)  # the limits stated in evaluation too
@@ -328,7 +343,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     recovery_counts = None
     if args.recovery:
         recovery, recovery_counts = recovery_trajectories(train_tasks, args.recovery, max_turns=EASY_TURN_LIMITS,
-                                                          seed=args.seed, kinds=kinds)
+                                                          seed=args.seed, kinds=kinds, repeats=repeats)
         trajs += recovery
     print(f"{len(eval_tasks)} held-out tasks; {n_expert} expert trajectories for training "
           f"({removed} generated training tasks equal to held-out ones removed)"
@@ -408,6 +423,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
         "train_trajectories": len(trajs), "expert_trajectories": n_expert,
         "train_tasks_per_domain": per_domain, "recovery_per_task": args.recovery,
         "recovery_kinds": list(kinds) if args.recovery else None, "recovery_counts": recovery_counts,
+        "recovery_repeats": list(repeats) if args.recovery else None,
         "corrections": corrections,
         "train_tokens_available": report.tokens,
         "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": lora.target_modules,

@@ -221,3 +221,40 @@ def test_recovery_trajectories_rotate_the_mistake_kinds_across_tasks():
     trajs, _ = recovery_trajectories(tasks, per_task=1, max_turns=16, seed=0, kinds=("random", "corrupt", "skip"))
     assert {t.meta["mistake"]["kind"] for t in trajs} == {"random", "corrupt", "skip"}
     assert {t.meta["mistake"]["kind"] for t in recovery_trajectories(tasks, 1, 16)[0]} == {"random"}  # the default
+
+
+def test_recovery_trajectories_repeat_a_rejected_mistake_before_the_recovery(tok):
+    """With repeats (1, 2), every other task's rejected mistake is played twice, the second time after the
+    recovery note (a model's loop); neither copy trains, the recovery after them does."""
+    from openmanus_lite.envs import generate_tasks, make_env
+    from openmanus_lite.train.measure import RECOVERY_NOTE, recovery_trajectories
+
+    tasks = generate_tasks("household", 12, seed=5)
+    trajs, counts = recovery_trajectories(tasks, per_task=1, max_turns=16, seed=0, repeats=(1, 2))
+    assert sum(counts.values()) == len(tasks) and counts["kept"] == len(trajs)
+    by_id = {t.id: t for t in tasks}
+    twice = 0
+    for traj in trajs:
+        mistake = traj.meta["mistake"]
+        task_index = tasks.index(by_id[traj.meta["task_id"]])
+        expected = 2 if task_index % 2 and not mistake["valid"] else 1
+        assert mistake["played"] == expected
+        assistant = [m for m in traj.messages if m.role == "assistant"]
+        untrained = [i for i, m in enumerate(assistant) if not m.train]
+        assert untrained == list(range(mistake["turn"], mistake["turn"] + expected))
+        if expected == 2:
+            twice += 1
+            first, again = (assistant[i].content for i in untrained)
+            assert again == first.replace("Think: ", f"Think: {RECOVERY_NOTE} ", 1) != first
+        if not mistake["valid"]:
+            assert assistant[untrained[-1] + 1].content.startswith(f"Think: {RECOVERY_NOTE}")
+        env = make_env("household", max_turns=16)  # the environment rejected both copies, and said so
+        env.reset(by_id[traj.meta["task_id"]])
+        invalid = 0
+        for m in assistant:
+            env.step(m.content)
+            invalid += not env.last_info.get("valid")
+        assert invalid == traj.meta["invalid_actions"] >= expected - 1
+    assert twice >= 3
+    with pytest.raises(ValueError, match="repeats"):
+        recovery_trajectories(tasks[:1], repeats=(0,))

@@ -25,13 +25,14 @@ def test_defer_then_evaluate_saved_marks_one_label_at_a_time(tmp_path, capsys):
 
     capsys.readouterr()
     assert main(["--quick", "--threads", "1", "--defer-eval", "--scheduler", "cosine", "--max-steps", "100000",
-                 "--recovery", "1", "--recovery-kinds", "corrupt,skip", "--domain-weights", "db=2", "--out", out]) == 0
+                 "--recovery", "1", "--recovery-kinds", "corrupt,skip", "--recovery-repeats", "1,2", "--domain-weights", "db=2",
+                 "--out", out]) == 0
     assert "kept the reference rows ['base']" in capsys.readouterr().out
     train = json.loads((tmp_path / "run" / "train.json").read_text())
     assert (train["scheduler"], train["max_steps"]) == ("cosine", 100000)  # the schedule is on record
     assert train["train_tasks_per_domain"] == {"os": 6, "db": 12}  # --quick: 6 per domain, db weighted 2
     assert train["recovery_counts"]["kept"] == train["train_trajectories"] - train["expert_trajectories"] > 0
-    assert train["recovery_kinds"] == ["corrupt", "skip"]
+    assert train["recovery_kinds"] == ["corrupt", "skip"] and train["recovery_repeats"] == [1, 2]
     assert not stale.exists() and (tmp_path / "run" / "episodes" / "base.jsonl").exists()
     labels = [m["label"] for m in train["marks"]]
     assert len(labels) == 2 and all(Path(m["checkpoint"]).is_dir() for m in train["marks"])
@@ -100,6 +101,15 @@ def test_recovery_kinds_name_known_mistakes():
     for bad in ("", "typo", "random,typo"):
         with pytest.raises(SystemExit, match="--recovery-kinds: expected some of"):
             recovery_kinds(bad)
+
+
+def test_recovery_repeats_are_counts_of_one_or_more():
+    from benchmarks.sft_learning import recovery_repeats
+
+    assert recovery_repeats("1") == (1,) and recovery_repeats("1, 2") == (1, 2)
+    for bad in ("", "0", "1,x", "2,-1"):
+        with pytest.raises(SystemExit, match="--recovery-repeats: expected"):
+            recovery_repeats(bad)
 
 
 def test_corrections_join_the_data_midway_and_their_rollouts_count_as_training_time(tmp_path, capsys):

@@ -95,7 +95,7 @@ def with_recovery_note(turn: str) -> str:
 
 
 def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int | dict[str, int] | None = None,
-                          seed: int = 0, kinds: tuple[str, ...] | None = None
+                          seed: int = 0, kinds: tuple[str, ...] | None = None, repeats: tuple[int, ...] = (1,)
                           ) -> tuple[list[Trajectory], dict[str, int]]:
     """Expert episodes with one injected mistake that the expert recovers from, as SFT data.
 
@@ -104,7 +104,10 @@ def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int |
     until the turn limit. Each episode here has one mistake at a random turn (a random action, a
     corrupted expert action or a skipped step, `preferences.mistake_episodes`; `kinds` picks some,
     default RECOVERY_KINDS, and they take turns across tasks, so that one episode per task still has each).
-    That turn has `train=False` (never learn the mistake), the expert's recovery trains, its thought opened with
+    `repeats` take turns across tasks the same way: with 2, a rejected mistake is played twice in a row, the
+    second time after RECOVERY_NOTE, which is what a model stuck in a loop writes, so that the recovery is
+    also learnt after a repeated failure. The mistaken turns have `train=False` (never learn the mistake),
+    the expert's recovery trains, its thought opened with
     RECOVERY_NOTE when the environment rejected the action. Episodes that end unsolved (a
     premature answer) or whose mistake happened to finish the task are not kept; returns
     (trajectories, counts of kept / dropped by reason).
@@ -120,18 +123,22 @@ def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int |
     for k, task in enumerate(tasks):
         limit = max_turns.get(task.domain) if isinstance(max_turns, dict) else max_turns
         turn = k % len(kinds)
-        for ep in mistake_episodes(task, per_task, rng, kinds[turn:] + kinds[:turn], max_turns=limit):
+        for ep in mistake_episodes(task, per_task, rng, kinds[turn:] + kinds[:turn], max_turns=limit,
+                                   repeats=repeats[k % len(repeats)]):
             mistake = ep.meta["mistake"]
             assistant = [i for i, m in enumerate(ep.messages) if m.role == "assistant"]
+            first, played = mistake["turn"], mistake.get("played", 1)
             reason = ("expert_broke" if ep.meta.get("expert_broke") else "no_mistake" if "valid" not in mistake
                       else "unsolved" if not ep.meta.get("success")
-                      else "nothing_to_recover" if mistake["turn"] + 1 >= len(assistant) else "kept")
+                      else "nothing_to_recover" if first + played >= len(assistant) else "kept")
             counts[reason] += 1
             if reason != "kept":
                 continue
-            at = assistant[mistake["turn"]]
-            ep.messages[at].train = False
-            after = ep.messages[assistant[mistake["turn"] + 1]]
+            for n, at in enumerate(assistant[first:first + played]):
+                ep.messages[at].train = False
+                if n:  # a repeat comes after the rejection, as the model's own loop does
+                    ep.messages[at].content = with_recovery_note(ep.messages[at].content)
+            after = ep.messages[assistant[first + played]]
             if not mistake["valid"]:
                 after.content = with_recovery_note(after.content)
             ep.id = f"recovery/{task.id}/{len(out)}"

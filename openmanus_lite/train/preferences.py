@@ -447,18 +447,23 @@ def skipped_step(env: Env) -> str | None:
 
 
 def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, ...] = MISTAKE_KINDS,
-                     max_turns: int | None = None, expert_turns: int | None = None) -> list[Trajectory]:
+                     max_turns: int | None = None, expert_turns: int | None = None, repeats: int = 1
+                     ) -> list[Trajectory]:
     """`n` expert episodes with one injected mistake each, at a random turn; the expert carries on after it.
 
     The kinds take turns in the order of `kinds`; a skip where there is nothing to skip becomes a
-    corrupted turn. meta['mistake'] = {'turn': i, 'kind': the kind played, 'valid': whether the
-    environment accepted the mistaken action} ('valid' is absent when the episode ended before
-    turn i). Whether the mistake was recoverable is the environment's call: some of these episodes
-    still succeed.
+    corrupted turn. A mistake the environment rejects is played again, up to `repeats` times in a
+    row, as a model stuck in a loop does (a rejected action leaves the state as it was).
+    meta['mistake'] = {'turn': i, 'kind': the kind played, 'valid': whether the environment accepted
+    the mistaken action, 'played': how many times in a row} ('valid' and 'played' are absent when the
+    episode ended before turn i). Whether the mistake was recoverable is the environment's call:
+    some of these episodes still succeed.
     """
     for kind in kinds:
         if kind not in MISTAKE_KINDS:
             raise ValueError(f"unknown mistake kind {kind!r}; expected some of {MISTAKE_KINDS}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be at least 1, got {repeats}")
     if expert_turns is None:
         expert_turns = int(expert_episode(task, max_turns).meta["turns"])
     out = []
@@ -486,6 +491,11 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
                     extra["mistake"]["kind"] = "corrupt"
             _play(env, messages, mistake)
             extra["mistake"]["valid"] = bool(env.last_info.get("valid"))  # a detour, or an action that failed
+            played = 1
+            while played < repeats and not extra["mistake"]["valid"] and not env.done:
+                _play(env, messages, mistake)
+                played += 1
+            extra["mistake"]["played"] = played
         finished = _finish_with_expert(env, messages)
         if broke or not finished:
             extra["expert_broke"] = True  # the episode ended with a give-up answer, not the expert's own
