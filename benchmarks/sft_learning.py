@@ -31,7 +31,8 @@ estimate of the time on an idle machine). The load average is reported either wa
     python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine --max-steps 500 --clock cpu --threads 2 \
         --recovery 1 --domain-weights household=2,web=2
     # the best 60-minute run (README): the same data in bf16, the cosine decaying over the training minutes
-    python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine_by_time --dtype bfloat16 --clock cpu \
+    # (auto: bfloat16 on a CPU with AVX512-BF16 or AMX, as that run had; float32 elsewhere)
+    python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine_by_time --dtype auto --clock cpu \
         --threads 2 --recovery 1 --domain-weights household=2,web=2
     python benchmarks/sft_learning.py --minutes 5,10 --tasks 10    # shorter
     python benchmarks/sft_learning.py --quick                      # a smoke run with the tiny model
@@ -98,7 +99,9 @@ def parse_args(argv):
     p.add_argument("--max-length", type=int, default=1024)
     p.add_argument("--no-group-by-length", action="store_true")
     p.add_argument("--grad-ckpt", action="store_true")
-    p.add_argument("--dtype", default="float32")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "auto"],
+                   help="weights while training; auto: bfloat16 where the CPU multiplies it natively (AVX512-BF16, "
+                        "AMX) or on a GPU, else float32 (bfloat16 is refused on a CPU that only emulates it)")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--eval-batch", type=int, default=60, help="episodes generated for at once")
     p.add_argument("--kv-cache-gib", type=float, default=3.0, help="memory for reused keys/values in evaluation")
@@ -126,10 +129,28 @@ def parse_args(argv):
         p.error("--defer-eval trains, --eval-saved evaluates: one at a time")
     if args.corrections_at and not 0 < args.corrections_at < max(float(m) for m in args.minutes.split(",")):
         p.error("--corrections-at must come before the last of --minutes")
+    args.dtype = training_dtype(args.dtype, p.error)
     if args.corrections_at and args.scheduler == "cosine_by_time":
         p.error("--scheduler cosine_by_time decays over the whole run; the corrections' second phase sizes a "
                 "step-based cosine to the time left: use --scheduler cosine with --corrections-at")
     return args
+
+
+def training_dtype(asked: str, error) -> str:
+    """float32 or bfloat16 for `--dtype`: 'auto' takes bfloat16 where it is fast; an explicit bfloat16 on a CPU
+    that emulates it is an `error` (a 60-minute run would make a few dozen steps: benchmarks/cpu_bf16.py)."""
+    import torch
+
+    from openmanus_lite.models import cpu_has_native_bf16
+
+    native = torch.cuda.is_bf16_supported() if torch.cuda.is_available() else cpu_has_native_bf16()
+    if asked == "auto":
+        return "bfloat16" if native else "float32"
+    if asked == "bfloat16" and not native:
+        error(f"--dtype bfloat16: this CPU ({torch.backends.cpu.get_cpu_capability()}) has no native bfloat16, and "
+              "emulated bfloat16 trains many times slower than float32 (python benchmarks/cpu_bf16.py): use "
+              "--dtype float32 or --dtype auto")
+    return asked
 
 
 def model_path(args) -> str:

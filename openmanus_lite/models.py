@@ -255,6 +255,32 @@ def unsloth_available() -> bool:
     return True
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX), as oneDNN reports it.
+
+    Why: elsewhere torch emulates bfloat16 and a training step is many times slower than in float32
+    (benchmarks/cpu_bf16.py), so bf16 training pays only on a CPU where this is True."""
+    import torch
+
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch without oneDNN: no native path either
+        return False
+
+
+def warn_if_slow_bf16(dtype: Any) -> None:
+    """A warning when bfloat16 weights are asked for on a CPU that only emulates bfloat16."""
+    import warnings
+
+    import torch
+
+    if str(dtype).removeprefix("torch.") == "bfloat16" and not torch.cuda.is_available() and not cpu_has_native_bf16():
+        warnings.warn(
+            f"bfloat16 on a CPU without native bfloat16 (torch reports {torch.backends.cpu.get_cpu_capability()}, "
+            "no AVX512-BF16/AMX): matrix products are emulated and training is many times slower than in float32 "
+            "(measure: python benchmarks/cpu_bf16.py). Use float32 on this machine.", stacklevel=3)
+
+
 def load_model(
     name_or_path: str | os.PathLike,
     *,
@@ -290,6 +316,7 @@ def load_model(
         raise ValueError(f"backend must be 'auto', 'unsloth' or 'hf', got {backend!r}")
     if dtype is None and not torch.cuda.is_available():
         dtype = torch.float32
+    warn_if_slow_bf16(dtype)
     if backend == "unsloth":
         model, tok = _load_unsloth(name, load_in_4bit, max_seq_length, lora, dtype, full_finetuning)
     else:

@@ -82,3 +82,26 @@ def test_default_model_prepared_offline_answers_sensibly(tmp_path_factory):
     assert 130e6 < count_parameters(model)[1] < 140e6
     reply = tok.decode(_generate(model, tok, "What is the capital of France? Answer in one word.", 12))
     assert "Paris" in reply
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_on_a_cpu_that_emulates_it_is_warned_about(monkeypatch, native):
+    import warnings
+
+    import torch
+
+    from openmanus_lite import models
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: native)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for dtype in (torch.bfloat16, "bfloat16", torch.float32, None):
+            models.warn_if_slow_bf16(dtype)
+    assert len(caught) == (0 if native else 2) and all("Use float32" in str(w.message) for w in caught)
+
+
+def test_cpu_bf16_support_is_a_plain_answer():
+    from openmanus_lite.models import cpu_has_native_bf16
+
+    assert cpu_has_native_bf16() in (True, False)

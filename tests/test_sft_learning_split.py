@@ -133,3 +133,25 @@ def test_corrections_join_the_data_midway_and_their_rollouts_count_as_training_t
         with pytest.raises(SystemExit, match=f"--correction-tasks: {why}"):
             main(["--quick", "--threads", "1", "--corrections-at", "0.1", "--correction-tasks", bad,
                   "--out", str(tmp_path / "bad")])
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_dtype_auto_takes_bf16_only_where_the_cpu_has_it(monkeypatch, native):
+    import torch
+
+    from benchmarks.sft_learning import training_dtype
+    from openmanus_lite import models
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: native)
+
+    def error(message):
+        raise SystemExit(message)
+
+    assert training_dtype("auto", error) == ("bfloat16" if native else "float32")
+    assert training_dtype("float32", error) == "float32"
+    if native:
+        assert training_dtype("bfloat16", error) == "bfloat16"
+    else:
+        with pytest.raises(SystemExit, match="no native bfloat16"):
+            training_dtype("bfloat16", error)
