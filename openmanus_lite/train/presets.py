@@ -152,8 +152,9 @@ PRESETS: dict[str, Preset] = {
         name="cpu",
         model="default",
         assumptions=(
-            "2 CPU cores, no GPU, the embedded SmolLM2-135M-Instruct in float32 (bf16 is not faster on a CPU "
-            "without AMX/AVX512-BF16, and 4-bit adds dequantization work). Throughput is the constraint "
+            "2 CPU cores, no GPU, the embedded SmolLM2-135M-Instruct in float32, which runs on any CPU (bf16 trained "
+            "1.75x faster on a CPU with AVX512-BF16 but is emulated, about 28x slower, on AVX2-only CPUs: "
+            "benchmarks/cpu_bf16.py; 4-bit adds dequantization work). Throughput is the constraint "
             "(~100-150 tokens/s on an idle 2-core machine), so: no gradient checkpointing (at batch 4 x ~700 tokens "
             "activations and logits take ~5 GB), length-grouped batches, small batches and a high LoRA learning "
             "rate (1e-3) for many updates per token, and trajectories cut to max_length tokens. "
