@@ -71,7 +71,7 @@ def parse_args(argv):
                         "(default: random, train.measure.RECOVERY_KINDS)")
     p.add_argument("--recovery-repeats", default="1",
                    help="comma list taking turns across tasks: how many times in a row a rejected mistake is "
-                        "played before the recovery, e.g. 1,2 (half the recoveries follow a repeated failure)")
+                        "played before the recovery, e.g. 1,2 (every other task's rejected mistake is played twice)")
     p.add_argument("--corrections-at", type=float, default=0.0,
                    help="at this training minute the model plays --correction-tasks fresh training tasks, and the "
                         "expert's corrections at its mistakes (train.corrections) join the data for the rest of "

@@ -106,9 +106,9 @@ def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int |
     default RECOVERY_KINDS, and they take turns across tasks, so that one episode per task still has each).
     `repeats` take turns across tasks the same way: with 2, a rejected mistake is played twice in a row, the
     second time after RECOVERY_NOTE, which is what a model stuck in a loop writes, so that the recovery is
-    also learnt after a repeated failure. The mistaken turns have `train=False` (never learn the mistake),
-    the expert's recovery trains, its thought opened with
-    RECOVERY_NOTE when the environment rejected the action. Episodes that end unsolved (a
+    also learnt after a repeated failure. The mistaken turns have `train=False` (never learn the mistake);
+    the expert's recovery trains, its thought opened with RECOVERY_NOTE when the environment rejected
+    the action. Episodes that end unsolved (a
     premature answer) or whose mistake happened to finish the task are not kept; returns
     (trajectories, counts of kept / dropped by reason).
     """
