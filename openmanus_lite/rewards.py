@@ -2,8 +2,10 @@
 
 Every reward is `reward(prompts, completions, **columns) -> list[float | None]` (one value per
 completion; `None` tells TRL to skip that sample for that reward), so TRL's `GRPOTrainer` takes
-them unchanged. `accuracy`, `format` and `tag_count` keep the semantics open-r1 gave them, so
+them unchanged. `accuracy`, `format` and `tag_count` give the values open-r1's functions give, so
 `--reward_funcs accuracy format tag_count` from the OpenManus-RL README means what it meant.
+`accuracy` is math only (math_verify, LaTeX answers); agent answers (words, lists, `answer(...)`)
+are scored by `answer_match`, which the kit's own GRPO data and presets use.
 
     funcs, weights = build_rewards("accuracy:2 format tag_count")
     check_reward_columns("accuracy:2 format tag_count", dataset.column_names)   # before training
@@ -12,9 +14,9 @@ them unchanged. `accuracy`, `format` and `tag_count` keep the semantics open-r1 
 Columns (keyword arguments a reward reads; TRL passes every dataset column, and the multi-turn
 rollout's extra keys, by name):
 
-    solution         gold answer (str, number or list)              accuracy, length, cosine
-    answer_type      optional per-row "math" | "agent": force the accuracy path (see accuracy_path)
-    answer_ordered   optional per-row bool: list answers must match in order (default: as multisets)
+    solution         gold answer: accuracy (str or number), answer_match, length, cosine (also lists)
+    answer_type      optional per-row "math" | "agent": force answer_match's path (answer_match_path)
+    answer_ordered   optional per-row bool: answer_match's lists must match in order (else multisets)
     env_outcome      float in [0, 1]: the environment checker's final score  (multi-turn rollout)
     env_success      bool: the episode solved the task                       (multi-turn rollout)
     invalid_actions  int: turns whose action did not parse or was invalid    (multi-turn rollout)
@@ -29,7 +31,7 @@ also falls back to its `get_reward()`.
 Completions may be plain strings or conversational: a list of message dicts (several assistant
 turns, with user/tool turns between). Which text a reward reads:
 
-    format, tag_count, accuracy, reasoning_steps, length, cosine
+    format, tag_count, accuracy, answer_match, reasoning_steps, length, cosine
         the LAST assistant message (a one-message completion: that message, as in open-r1)
     react_format, react_tag_count
         every assistant message, one ReAct turn each
@@ -56,6 +58,7 @@ import logging
 import math
 import re
 import threading
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -543,20 +546,81 @@ def tag_count_reward(prompts=None, completions=None, **kwargs) -> list[float]:
     return [_tag_count(last_assistant_text(c)) for c in _completions(completions, "tag_count")]
 
 
-# --------------------------------------------------------------------------- accuracy
+# --------------------------------------------------------------------------- accuracy (open-r1) and answer_match
 
-_MATH_HINT = re.compile(r"\\[A-Za-z]+|\\[(\[]|\$[^$]+\$|\^|_\{")
+
+@register_reward("accuracy", columns=[SOLUTION])
+def accuracy_reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
+    """open-r1's accuracy, value for value: 1.0 when math_verify finds the completion's LaTeX
+    answer equal to the `solution`, 0.0 when not, None (TRL skips the sample) when the gold does
+    not parse or verify fails.
+
+    gold = math_verify.parse(solution, extraction_mode="first_match") (LaTeX and plain numbers:
+    "0.5", "3/4", "$\\frac{1}{2}$"; not plain words); answer = parse(completion,
+    LatexExtractionConfig(normalization nits=False, malformed_operators=False, basic_latex=True,
+    equations=True, boxed="all", units=True; boxed_match_priority=0,
+    try_extract_without_anchor=False), extraction_mode="first_match"); reward
+    float(verify(gold, answer)). The answer needs a LaTeX anchor (\\boxed{...}, $...$): a bare
+    `<answer>6</answer>` scores 0.0 against "6". Only `solution` is read (numbers as their text);
+    agent answers (words, lists, `answer(...)` actions) belong to `answer_match`."""
+    comps = _completions(completions, "accuracy")
+    sols = _need(kwargs, SOLUTION, len(comps), "accuracy")
+    return [_math_score(_gold_text(s), last_assistant_text(c)) for c, s in zip(comps, sols)]
+
+
+def _gold_text(solution: Any) -> str | None:
+    """The gold as the text math_verify parses: strings as they are, numbers as str(); None for
+    a missing gold (None, NaN) and, with a warning, for anything math_verify cannot read."""
+    if isinstance(solution, str):
+        return solution
+    if isinstance(solution, (int, float)) and not isinstance(solution, bool):
+        return None if solution != solution else str(solution)
+    if solution is not None:
+        _warn_gold_type(type(solution).__name__)
+    return None
+
+
+@lru_cache(maxsize=None)
+def _warn_gold_type(kind: str) -> None:
+    warnings.warn(
+        f"reward 'accuracy' got a {kind} in column {SOLUTION!r}: open-r1's accuracy parses text only, so "
+        "the sample is skipped (None); use the 'answer_match' reward for list and other agent answers",
+        stacklevel=2,
+    )
+
+
 ANSWER_TYPES = ("math", "agent")
+_MATH_HINT = re.compile(r"\\[A-Za-z]+|\\[(\[]|\$[^$]+\$|\^|_\{")
 
 
-def accuracy_path(solution: Any, answer_type: str | None = None) -> str | None:
-    """Which comparison `accuracy` uses for a gold answer: "math", "agent" or None (no gold).
+@register_reward("answer_match", columns=[SOLUTION])
+def answer_match_reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
+    """The kit's answer check for agent tasks: 1.0 when the completion's final answer equals the
+    `solution` column, else 0.0; None when the gold is missing or (math path) does not parse.
+
+    The path per row is `answer_match_path(solution, answer_type)`: LaTeX golds go to open-r1's
+    `accuracy` check; everything else (words, numbers, lists) compares `agent_answer(completion)`
+    (an <answer> block, answer(...), Final Answer: [...], \\boxed{}, or a one-line reply) with
+    the gold by `answers_match` (case, wrappers, number formats and list order forgiven; the
+    optional `answer_ordered` column makes list order count). The kit's own GRPO data uses it."""
+    comps = _completions(completions, "answer_match")
+    n = len(comps)
+    sols = _need(kwargs, SOLUTION, n, "answer_match")
+    types = _optional(kwargs, ANSWER_TYPE, n, "answer_match") or [None] * n
+    orders = _optional(kwargs, ANSWER_ORDERED, n, "answer_match") or [None] * n
+    return [
+        _answer_score(last_assistant_text(c), s, t, o) for c, s, t, o in zip(comps, sols, types, orders)
+    ]
+
+
+def answer_match_path(solution: Any, answer_type: str | None = None) -> str | None:
+    """Which comparison `answer_match` uses for a gold answer: "math", "agent" or None (no gold).
 
     1. None, a blank string or an empty list: None (the reward is None; TRL skips it).
     2. `answer_type` "math" or "agent" (the optional column): that path.
     3. A string that is not a bracketed list and holds LaTeX — a backslash command (\\frac,
-       \\boxed, ...), \\( or \\[, a $...$ pair, ^ or _{ — takes the math path: math_verify, as
-       open-r1 does.
+       \\boxed, ...), \\( or \\[, a $...$ pair, ^ or _{ — takes the math path: open-r1's
+       `accuracy` (math_verify).
     4. Everything else (plain text, numbers, lists, "[...]" strings, a lone "$12") takes the
        agent path: normalised comparison of the completion's final answer.
     """
@@ -586,7 +650,8 @@ def _blank(solution: Any) -> bool:
 
 
 def _answer_score(text: str, solution: Any, answer_type: Any = None, ordered: Any = None) -> float | None:
-    path = accuracy_path(solution, answer_type)
+    """answer_match's value for one completion."""
+    path = answer_match_path(solution, answer_type)
     if path is None:
         return None
     if path == "math":
@@ -595,28 +660,6 @@ def _answer_score(text: str, solution: Any, answer_type: Any = None, ordered: An
     if pred is None:
         return 0.0
     return 1.0 if answers_match(pred, solution, ordered=bool(ordered) if ordered == ordered else False) else 0.0
-
-
-@register_reward("accuracy", columns=[SOLUTION])
-def accuracy_reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
-    """1.0 when the completion's answer equals the `solution` column, else 0.0; None when the
-    gold is missing or (math path) math_verify cannot parse it, so TRL skips the sample.
-
-    The path per row is `accuracy_path(solution, answer_type)`. Math path (open-r1): gold =
-    math_verify.parse(solution, extraction_mode="first_match"); answer = parse(completion,
-    LatexExtractionConfig(normalization nits=False, malformed_operators=False, basic_latex=True,
-    equations=True, boxed="all", units=True; boxed_match_priority=0,
-    try_extract_without_anchor=False), extraction_mode="first_match"); reward
-    float(verify(gold, answer)), None if verify fails. Agent path: `agent_answer(completion)`
-    compared with `answers_match`."""
-    comps = _completions(completions, "accuracy")
-    n = len(comps)
-    sols = _need(kwargs, SOLUTION, n, "accuracy")
-    types = _optional(kwargs, ANSWER_TYPE, n, "accuracy") or [None] * n
-    orders = _optional(kwargs, ANSWER_ORDERED, n, "accuracy") or [None] * n
-    return [
-        _answer_score(last_assistant_text(c), s, t, o) for c, s, t, o in zip(comps, sols, types, orders)
-    ]
 
 
 # ---- agent path
@@ -866,7 +909,7 @@ def _item_eq(p: Any, g: Any) -> bool:
 
 
 def answers_match(pred: Any, solution: Any, ordered: bool = False) -> bool:
-    """Normalised comparison of an answer with the gold (the agent path of `accuracy`).
+    """Normalised comparison of an answer with the gold (the agent path of `answer_match`).
 
     Case, surrounding quotes, $/%/\\boxed wrappers, a trailing period and runs of whitespace do
     not matter. Numbers are equal within a relative 1e-4, or when the answer, written with 2+
@@ -897,7 +940,7 @@ def answers_match(pred: Any, solution: Any, ordered: bool = False) -> bool:
     return True
 
 
-# ---- math path (math_verify, lazily imported)
+# ---- open-r1's check (math_verify, lazily imported): `accuracy`, and answer_match's math path
 
 _MAX_MATH_CHARS = 100_000
 """Longer completions are cut to their last 100k characters before math_verify parses them
@@ -916,7 +959,8 @@ def _math_verify():
         from latex2sympy2_extended import NormalizationConfig
     except ImportError as e:
         raise ImportError(
-            "accuracy on LaTeX answers needs math-verify: pip install 'openmanus_lite[train]' "
+            "the accuracy reward (and answer_match on LaTeX golds) needs math-verify: "
+            "pip install 'openmanus_lite[train]' "
             f"(or pip install math-verify) ({e})"
         ) from None
     # open-r1 sets equations=True, which this latex2sympy2 version still honours but warns about
@@ -948,7 +992,12 @@ def _parse_gold(solution: str, timeout: int | None) -> tuple:
         return ()
 
 
-def _math_score(solution: str, text: str) -> float | None:
+def _math_score(solution: str | None, text: str) -> float | None:
+    """open-r1's accuracy for one completion, with the kit's safety: parsed golds are cached,
+    parsing and verify time out after 5 s as math_verify's defaults (main thread only: the alarm
+    signal needs it), and a completion over 100k characters is cut to its last 100k."""
+    if solution is None:
+        return None
     timeout = _timeout()
     gold = _parse_gold(solution, timeout)
     if not gold:
@@ -1197,7 +1246,7 @@ def invalid_action_reward(prompts=None, completions=None, **kwargs) -> list[floa
 
 
 def _correct(texts: list[str], kwargs: Mapping[str, Any], reward: str) -> list[bool | None]:
-    """Correctness per completion: accuracy on `solution` when given, else env_outcome >= 1."""
+    """Correctness per completion: answer_match on `solution` when given, else env_outcome >= 1."""
     n = len(texts)
     if kwargs.get(SOLUTION) is not None:
         sols = _need(kwargs, SOLUTION, n, reward)

@@ -129,7 +129,7 @@ def test_accuracy_positional_call_like_verl():
     assert R.accuracy_reward([None], [r"\boxed{3}"], solution=[r"$3$"]) == [1.0]
 
 
-# --------------------------------------------------------------------------- accuracy: which path
+# --------------------------------------------------------------------------- answer_match: which path
 
 
 @pytest.mark.parametrize(
@@ -151,22 +151,27 @@ def test_accuracy_positional_call_like_verl():
         (float("nan"), None),
     ],
 )
-def test_accuracy_path(solution, path):
-    assert R.accuracy_path(solution) == path
+def test_answer_match_path(solution, path):
+    assert R.answer_match_path(solution) == path
 
 
-def test_accuracy_path_override_column():
-    assert R.accuracy_path("42", "math") == "math"
-    assert R.accuracy_path(r"\frac{1}{2}", "agent") == "agent"
+def test_answer_match_path_override_column():
+    assert R.answer_match_path("42", "math") == "math"
+    assert R.answer_match_path(r"\frac{1}{2}", "agent") == "agent"
     with pytest.raises(ValueError, match="answer_type"):
-        R.accuracy_path("42", "maths")
-    # math_verify on a plain number: needs a LaTeX anchor in the completion, as open-r1
+        R.answer_match_path("42", "maths")
+    # the math path is open-r1's accuracy: a plain number needs a LaTeX anchor in the completion
     comps = ["answer: 42", r"\boxed{42}", "The answer is $42$."]
-    got = R.accuracy_reward(completions=comps, solution=["42"] * 3, answer_type="math")
+    got = R.answer_match_reward(completions=comps, solution=["42"] * 3, answer_type="math")
     assert got == [0.0, 1.0, 1.0]
+    assert got == R.accuracy_reward(completions=comps, solution=["42"] * 3)
+    # "agent" on a LaTeX gold: compared as text after unwrapping \boxed{}
+    got = R.answer_match_reward(completions=[r"\boxed{x^2}", r"\boxed{x^{2}}"], solution=["x^2"] * 2,
+                                answer_type="agent")
+    assert got == [1.0, 0.0]
 
 
-# --------------------------------------------------------------------------- accuracy: agent path
+# --------------------------------------------------------------------------- answer_match: agent path
 
 
 @pytest.mark.parametrize(
@@ -196,23 +201,23 @@ def test_accuracy_path_override_column():
         ("", "x", 0.0),
     ],
 )
-def test_accuracy_agent_answers(completion, solution, expected):
-    assert R.accuracy_reward(completions=[completion], solution=[solution]) == [expected]
+def test_answer_match_agent_answers(completion, solution, expected):
+    assert R.answer_match_reward(completions=[completion], solution=[solution]) == [expected]
 
 
-def test_accuracy_order_column():
+def test_answer_match_order_column():
     comp = "Final Answer: [2, 1]"
-    assert R.accuracy_reward(completions=[comp], solution=[[1, 2]]) == [1.0]
-    assert R.accuracy_reward(completions=[comp], solution=[[1, 2]], answer_ordered=[True]) == [0.0]
+    assert R.answer_match_reward(completions=[comp], solution=[[1, 2]]) == [1.0]
+    assert R.answer_match_reward(completions=[comp], solution=[[1, 2]], answer_ordered=[True]) == [0.0]
 
 
-def test_accuracy_reads_last_assistant_turn():
+def test_answer_match_reads_last_assistant_turn():
     completion = [
         {"role": "assistant", "content": "Think: look.\nAct: sql\n```sql\nSELECT 1\n```"},
         {"role": "user", "content": "[(7,)]"},
         {"role": "assistant", "content": "Think: got it.\nAct: answer([7])"},
     ]
-    assert R.accuracy_reward(completions=[completion], solution=[["7"]]) == [1.0]
+    assert R.answer_match_reward(completions=[completion], solution=[["7"]]) == [1.0]
 
 
 def test_answers_match_edge_cases():
