@@ -1,8 +1,8 @@
 """Does GRPO learn on this machine? Single-turn and multi-turn runs, measured, not assumed.
 
 single  From the preset's model (cpu: SmolLM2-135M-Instruct + LoRA) after a short SFT on the
-        tag format, single-turn GRPO on environment value questions with `accuracy format
-        tag_count`. Reports mean format + tag_count over the first vs the last 10 steps, and
+        tag format, single-turn GRPO on environment value questions with `answer_match format
+        tag_count` (before issue #32 the kit called that agent check `accuracy`). Reports mean format + tag_count over the first vs the last 10 steps, and
         held-out accuracy (greedy) before vs after GRPO.
 multi   From the SFT checkpoint of the SFT benchmark (benchmarks/sft_learning.py saves
         runs/sft_learning/checkpoint; --sft PATH, --wait_sft to poll for it), multi-turn GRPO in
@@ -124,7 +124,7 @@ def run_single(args, preset):
         "steps": res.global_step,
         "format_plus_tag_count": first_last(res.log_history, ["rewards/format/mean", "rewards/tag_count/mean"]),
         "reward": first_last(res.log_history, ["reward"]),
-        "accuracy_during_training": first_last(res.log_history, ["rewards/accuracy/mean"]),
+        "accuracy_during_training": first_last(res.log_history, ["rewards/answer_match/mean"]),
         "heldout_before": {k: round(before[k], 4) for k in ("accuracy", "format", "tag_count")},
         "heldout_after": {k: round(after[k], 4) for k in ("accuracy", "format", "tag_count")},
         "heldout_accuracy_ci_before": _ci(n_right[1], n_right[0]),

@@ -5,7 +5,8 @@ Point verl at it with
     custom_reward_function.name=compute_score
 Rows written by `verl_export` carry their grader: environment rows hold the whole task as
 JSON in `ground_truth` (the environment replays the response and its checker scores it);
-trajectory rows hold a final answer, scored by the `accuracy` reward.
+trajectory rows hold a final answer, scored by the `answer_match` reward (agent answers:
+answer(...), Final Answer: [...], <answer> text; LaTeX golds as open-r1's `accuracy`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
         return score_env_response(ground_truth, solution_str)
     from .rewards import get_reward_funcs
 
-    (accuracy,) = get_reward_funcs(["accuracy"])
-    value = accuracy([None], [solution_str or ""], solution=[ground_truth])[0]
+    (answer_match,) = get_reward_funcs(["answer_match"])
+    value = answer_match([None], [solution_str or ""], solution=[ground_truth])[0]
     return float(value or 0.0)
 

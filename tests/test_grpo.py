@@ -13,6 +13,7 @@ from openmanus_lite.models import build_tiny_model, load_model, load_tokenizer  
 from openmanus_lite.rewards import ROLLOUT_COLUMNS, build_rewards  # noqa: E402
 from openmanus_lite.train.env_rollout import ObservationRenderer, run_episode_tokens  # noqa: E402
 from openmanus_lite.train.grpo import (  # noqa: E402
+    DEFAULT_REWARDS,
     GRPORunConfig,
     build_env_dataset,
     build_single_turn_dataset,
@@ -58,13 +59,13 @@ def test_single_turn_steps_log_rewards_per_function_and_domain(tiny_dir, tmp_pat
     model, tok = _model(tiny_dir)
     ds = build_single_turn_dataset(value_task_rows(("db", "kg"), n=4, seed=0))
     probe = Probe()
-    funcs, weights = build_rewards("accuracy format tag_count")
+    funcs, weights = build_rewards(DEFAULT_REWARDS["single"])
     res = run_grpo(model, tok, ds, _cfg(tmp_path, max_completion_length=16),
                    reward_funcs=funcs + [probe], reward_weights=weights + [0.0])
     assert res.global_step == 2
     steps = [r for r in res.log_history if "reward" in r]
     assert len(steps) == 2
-    for key in ("rewards/accuracy/mean", "rewards/format/mean", "rewards/tag_count/mean"):
+    for key in ("rewards/answer_match/mean", "rewards/format/mean", "rewards/tag_count/mean"):
         assert key in steps[0]
     assert any(k.startswith("domain/") for k in steps[0])
     call = probe.calls[0]
@@ -72,7 +73,7 @@ def test_single_turn_steps_log_rewards_per_function_and_domain(tiny_dir, tmp_pat
     assert call["prompts"][0] == call["prompts"][1]  # a group: the same prompt num_generations times
     assert set(call["domain"]) <= {"db", "kg"}
     curves = reward_curves(res.log_history)
-    assert {"reward", "accuracy", "format", "tag_count"} <= set(curves.columns)
+    assert {"reward", "answer_match", "format", "tag_count"} <= set(curves.columns)
 
 
 def test_env_mask_covers_exactly_the_observation_tokens(tiny_dir):

@@ -38,9 +38,9 @@ def test_value_rows_keep_value_tasks_and_count_the_rest(rows):
         assert "Question: Question:" not in r["prompt"][1]["content"]
 
 
-def test_gold_answer_in_tag_format_scores_full_accuracy(rows):
+def test_gold_answer_in_tag_format_scores_full_answer_match(rows):
     data, _ = rows
-    acc, fmt, tags = get_reward_funcs("accuracy format tag_count")
+    acc, fmt, tags = get_reward_funcs("answer_match format tag_count")
     good = [format_tagged("reasoning", _plain(r["solution"])) for r in data]
     sols = [r["solution"] for r in data]
     assert acc(completions=good, solution=sols) == [1.0] * len(data)

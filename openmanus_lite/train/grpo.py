@@ -3,7 +3,9 @@
 Three modes share one entry point, `run_grpo`:
 
     single   prompts with a `solution` column; the model answers once in
-             <think>…</think><answer>…</answer>; rewards `accuracy format tag_count`.
+             <think>…</think><answer>…</answer>; rewards `answer_match format tag_count`
+             (`answer_match`: the kit's answer check for agent answers; open-r1's math-only
+             `accuracy` fits data whose answers are LaTeX).
     multi    prompts are environment tasks; `env_rollout.EnvRolloutFunc` plays whole episodes
              (assistant turn, environment observation, …) and returns an env_mask so only the
              model's tokens get loss; rewards read the environment's verdict
@@ -50,7 +52,7 @@ from .sft import import_trl  # noqa: F401  (unsloth before trl; re-exported for 
 
 MODES = ("single", "multi", "tool")
 DEFAULT_REWARDS = {
-    "single": "accuracy format tag_count",
+    "single": "answer_match format tag_count",
     "multi": "env_outcome react_format:0.25 invalid_action:0.25",
     "tool": "env_outcome invalid_action:0.25",
 }
@@ -529,9 +531,10 @@ def first_last(log_history: Sequence[dict], keys: Sequence[str], n: int = 10) ->
 def single_turn_accuracy(
     model: Any, tokenizer: Any, rows: Sequence[dict], *, max_new_tokens: int = 128, batch_size: int = 16
 ) -> dict[str, Any]:
-    """Greedy answers to single-turn rows, scored with the registry's accuracy / format / tag_count.
+    """Greedy answers to single-turn rows, scored with the registry's answer_match / format / tag_count.
 
-    Returns {"n", "accuracy", "format", "tag_count", "per_domain": {domain: accuracy}}.
+    Returns {"n", "accuracy", "format", "tag_count", "per_domain": {domain: accuracy}}; "accuracy" is
+    the share of rows `answer_match` scores 1.0 (the kit's rows hold agent answers, not LaTeX).
     """
     from ..generation import generate_turns
     from ..rewards import get_reward_funcs
@@ -540,7 +543,7 @@ def single_turn_accuracy(
         raise ValueError("no rows to evaluate")
     gen = generate_turns(model, tokenizer, [r["prompt"] for r in rows], max_new_tokens=max_new_tokens,
                          temperature=0.0, batch_size=batch_size)
-    acc, fmt, tags = get_reward_funcs("accuracy format tag_count")
+    acc, fmt, tags = get_reward_funcs("answer_match format tag_count")
     sols = [r["solution"] for r in rows]
     scores = {
         "accuracy": [v or 0.0 for v in acc(completions=gen.texts, solution=sols)],

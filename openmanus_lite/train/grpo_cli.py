@@ -1,6 +1,8 @@
 """`python -m openmanus_lite grpo ...`: GRPO from the command line, in the three modes.
 
-    # the seed's line (single-turn, open-r1 rewards) on environment value questions
+    # single-turn on environment value questions (default rewards: answer_match format tag_count)
+    python -m openmanus_lite grpo --model default --envs kg,db,os
+    # the seed's line: open-r1's rewards; its accuracy is math_verify's (answers in \boxed{} or $...$)
     python -m openmanus_lite grpo --model default --envs kg,db,os --reward_funcs accuracy format tag_count
     # multi-turn in the environments, from an SFT checkpoint
     python -m openmanus_lite grpo --mode multi --model runs/sft/checkpoint --envs db,kg --max_steps 60
@@ -40,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--difficulty", default="easy", choices=("easy", "medium", "hard"))
     p.add_argument("--reward_funcs", nargs="+", default=None,
                    help="registered rewards, optionally name:weight (default per mode: "
-                        "single 'accuracy format tag_count', multi 'env_outcome react_format:0.25 "
+                        "single 'answer_match format tag_count', multi 'env_outcome react_format:0.25 "
                         "invalid_action:0.25', tool 'env_outcome invalid_action:0.25')")
     p.add_argument("--output_dir", default=None, help="default runs/grpo_<mode>")
     p.add_argument("--max_steps", type=int, default=None)

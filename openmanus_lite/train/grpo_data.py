@@ -94,7 +94,7 @@ def value_task_rows(
 
 
 def value_solution(task: Task) -> str | None:
-    """The gold answer as the text `accuracy` compares with (lists as JSON), or None for tasks
+    """The gold answer as the text `answer_match` compares with (lists as JSON), or None for tasks
     without a value answer (the environments set `answer=None` for tasks that change state)."""
     ans = task.answer
     if ans is None:
