@@ -9,8 +9,8 @@ caches are cleared before every run. Each reward scores the whole batch `--repea
 the median is reported, per CPU second of the (single) benchmark thread pinned to one core —
 on a shared machine wall time mostly measures the neighbours — and per wall second. The
 speed of the core itself is printed as ns per empty Python loop iteration.
-Targets (one core): format and tag_count >= 200k/s, react_format >= 50k/s, accuracy on
-non-math answers >= 50k/s; math_verify answers are reported, not targeted.
+Targets (one core): format and tag_count >= 200k/s, react_format >= 50k/s, answer_match on
+agent answers >= 50k/s; accuracy (open-r1's, math_verify) is reported, not targeted.
 
     python benchmarks/reward_throughput.py                 # ≈20 s
     python benchmarks/reward_throughput.py --batch 20000 --repeats 15
@@ -38,7 +38,7 @@ WORDS = (
     "option size color page result order customer total average name search click need should "
     "because looks like returned output error try again maybe correct so we have found this it"
 ).split()
-TARGETS = {"format": 200_000, "tag_count": 200_000, "react_format": 50_000, "accuracy_agent": 50_000}
+TARGETS = {"format": 200_000, "tag_count": 200_000, "react_format": 50_000, "answer_match": 50_000}
 
 
 def sentence(rng: random.Random, n_chars: int) -> str:
@@ -195,14 +195,13 @@ def main(argv: list[str] | None = None) -> int:
         ("format", "single"), ("tag_count", "single"), ("reasoning_steps", "single"),
         ("react_format", "react"), ("react_tag_count", "react"), ("env_outcome", "react"),
         ("env_success", "react"), ("invalid_action", "react"), ("repetition_penalty", "react"),
-        ("accuracy_agent", "agent"), ("length", "agent"), ("accuracy_math", "math"),
+        ("answer_match", "agent"), ("length", "agent"), ("accuracy", "math"),
     ]
     results: dict[str, float] = {}
     wall: dict[str, float] = {}
     for label, key in plan:
-        name = "accuracy" if label.startswith("accuracy") else label
         repeats = 3 if key == "math" else args.repeats
-        per_cpu, per_wall = rate(R.get_reward_func(name), data[key], repeats)
+        per_cpu, per_wall = rate(R.get_reward_func(label), data[key], repeats)
         results[label], wall[label] = round(per_cpu), round(per_wall)
         print(f"{label:>20}: {results[label]:>10,} /CPU-s {wall[label]:>10,} /wall-s  ({key} batch)", flush=True)
     loop_ns = python_loop_ns()
