@@ -23,4 +23,5 @@ def test_reward_notebook_runs():
     )
     assert "concise_turns" in outputs
     assert "needs column 'solution'" in outputs
+    assert "6 vs plain <answer>" in outputs and "answer_match" in outputs  # accuracy vs answer_match table
     assert any("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
