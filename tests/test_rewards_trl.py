@@ -14,7 +14,7 @@ from openmanus_lite import react  # noqa: E402
 from openmanus_lite import rewards as R  # noqa: E402
 
 SPEC = (
-    "accuracy:2 format tag_count reasoning_steps length cosine repetition_penalty soft_overlong_punishment "
+    "accuracy:2 answer_match format tag_count reasoning_steps length cosine repetition_penalty soft_overlong_punishment "
     "react_format:0.5 react_tag_count:0.5 env_outcome env_success invalid_action"
 )
 MAX_COMPLETION = 16
