@@ -2,8 +2,9 @@
 
 single  From the preset's model (cpu: SmolLM2-135M-Instruct + LoRA) after a short SFT on the
         tag format, single-turn GRPO on environment value questions with `answer_match format
-        tag_count` (before issue #32 the kit called that agent check `accuracy`). Reports mean format + tag_count over the first vs the last 10 steps, and
-        held-out accuracy (greedy) before vs after GRPO.
+        tag_count` (before issue #32 the kit called that agent check `accuracy`). Reports mean
+        format + tag_count over the first vs the last 10 steps, and held-out accuracy (greedy,
+        scored by answer_match) before vs after GRPO.
 multi   From the SFT checkpoint of the SFT benchmark (benchmarks/sft_learning.py saves
         runs/sft_learning/checkpoint; --sft PATH, --wait_sft to poll for it), multi-turn GRPO in
         the environments where that checkpoint already solves some probe tasks (GRPO learns only
