@@ -5,7 +5,8 @@ completion; `None` tells TRL to skip that sample for that reward), so TRL's `GRP
 them unchanged. `accuracy`, `format` and `tag_count` give the values open-r1's functions give, so
 `--reward_funcs accuracy format tag_count` from the OpenManus-RL README means what it meant.
 `accuracy` is math only (math_verify, LaTeX answers); agent answers (words, lists, `answer(...)`)
-are scored by `answer_match`, which the kit's own GRPO data and presets use.
+are scored by `answer_match`, which the kit's own GRPO data and presets use;
+`accuracy_skips(solutions)` counts the golds `accuracy` would skip (the grpo CLI prints it).
 
     funcs, weights = build_rewards("accuracy:2 format tag_count")
     check_reward_columns("accuracy:2 format tag_count", dataset.column_names)   # before training
@@ -578,6 +579,14 @@ def _gold_text(solution: Any) -> str | None:
     if solution is not None:
         _warn_gold_type(type(solution).__name__)
     return None
+
+
+def accuracy_skips(solutions: Iterable[Any]) -> int:
+    """How many golds `accuracy` skips (None for every completion) because math_verify cannot
+    parse them (words, lists, blanks): check before training open-r1's accuracy on data that may
+    hold agent answers, which `answer_match` scores."""
+    timeout = _timeout()
+    return sum(1 for s in solutions if (text := _gold_text(s)) is None or not _parse_gold(text, timeout))
 
 
 @lru_cache(maxsize=None)

@@ -92,6 +92,11 @@ def test_number_golds_are_read_as_their_text_and_other_types_skip_with_a_warning
     assert R.answer_match_reward(completions=comps[:1], solution=[[6]]) == [1.0]
 
 
+def test_accuracy_skips_counts_the_golds_math_verify_cannot_parse():
+    assert R.accuracy_skips(["6", r"$\frac{1}{2}$", "Paris", "", None, 0.5, '["a", "b"]']) == 4
+    assert R.accuracy_skips([]) == 0
+
+
 def test_accuracy_ignores_the_answer_match_columns():
     comps = ["<answer>\n6\n</answer>", r"$\boxed{6}$"]
     plain = R.accuracy_reward(completions=comps, solution=["6", "6"])

@@ -153,6 +153,7 @@ def run(args) -> int:
             rows += trajectory_rows(_load_data(args.data), report=traj_report)
             report["trajectories"] = traj_report
         print(f"single-turn prompts: {len(rows)} ({json.dumps(report)})")
+        _note_accuracy_skips(cfg.reward_spec, [r["solution"] for r in rows])
         dataset = build_single_turn_dataset(rows, shuffle_seed=args.seed)
     else:
         if not domains:
@@ -215,6 +216,19 @@ def run(args) -> int:
         summary["rollout_tokens_per_s"] = round(result.rollout_stats.tokens_per_s, 1)
     print("done: " + json.dumps(summary))
     return 0
+
+
+def _note_accuracy_skips(spec: str, solutions: list) -> None:
+    """Say when open-r1's accuracy cannot score most of the golds (the seed's reward line on the
+    kit's agent answers): the run still trains, on the other rewards."""
+    from ..rewards import accuracy_skips, parse_reward_spec
+
+    if "accuracy" in parse_reward_spec(spec) and solutions:
+        skipped = accuracy_skips(solutions)
+        if skipped:
+            print(f"note: accuracy (open-r1's, math_verify) cannot parse {skipped} of {len(solutions)} golds "
+                  "and skips them; it also wants answers in LaTeX (\\boxed{...}). The kit's check for agent "
+                  "answers is answer_match (--reward_funcs answer_match format tag_count)", file=sys.stderr)
 
 
 def _load_data(path: str) -> list[dict]:
