@@ -1,6 +1,6 @@
 """Frozen benchmark suites: task files generated once, guarded by checksums, never regenerated.
 
-Layout under `data/benchmark/`:
+Layout under `openmanus_lite/resources/benchmark/` (package data, so an installed wheel has them):
 
     MANIFEST.json                 every file's sha256, task count, domain, difficulty, seed
     dev/<domain>_<difficulty>.jsonl
@@ -10,7 +10,10 @@ Layout under `data/benchmark/`:
 Each line is a `Task.to_dict()`. A benchmark number is only comparable across checkpoints
 if the tasks are the same, so loading reads these files and checks their hashes; it never
 calls a task generator (generators may change; the frozen tasks must not). `freeze_suites`
-writes them once, refuses to overwrite, and keeps only tasks the expert solves.
+writes them once, refuses to overwrite, and keeps only tasks the expert solves. From a clone it
+writes into the package folder by default; an installed package (site-packages may be read-only,
+and an upgrade replaces it) needs an explicit output folder, which `load_suite(root=...)` and
+`eval verify --root` then read.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ..paths import DATA_DIR, REAL_SAMPLES_DIR
+from ..paths import DATA_DIR, IN_CHECKOUT, REAL_SAMPLES_DIR
 from ..schema import Task
 
 SUITE_DIR = DATA_DIR / "benchmark"
@@ -101,8 +104,9 @@ def read_manifest(root: Path | None = None) -> dict:
     root = Path(root or SUITE_DIR)
     path = root / MANIFEST_NAME
     if not path.is_file():
-        raise SuiteError(f"no frozen benchmark suites at {root} ({MANIFEST_NAME} is missing). They ship with the "
-                         f"repository; restore them with `git checkout -- {root}`, or freeze new ones with "
+        raise SuiteError(f"no frozen benchmark suites at {root} ({MANIFEST_NAME} is missing). The kit's suites ship "
+                         f"inside the package ({SUITE_DIR}); restore them with `git checkout -- {SUITE_DIR}` in a "
+                         f"clone or by reinstalling openmanus_lite, or freeze new ones with "
                          f"`python -m openmanus_lite eval freeze --out {root}`.")
     try:
         manifest = json.loads(path.read_text())
@@ -213,6 +217,9 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
     """
     from ..envs import DIFFICULTIES, generate_tasks, list_domains
 
+    if out is None and not IN_CHECKOUT:
+        raise SuiteError(f"openmanus_lite is installed as a package ({SUITE_DIR}): freeze new suites into a folder "
+                         f"of your own with out=DIR (`eval freeze --out DIR`) and load them with root=DIR")
     out = Path(out or SUITE_DIR)
     if (out / MANIFEST_NAME).exists() and not force:
         raise SuiteError(f"{out / MANIFEST_NAME} exists: frozen suites are not regenerated. Pass force=True "
