@@ -166,3 +166,16 @@ def test_notebooks_default_preset_follows_cuda(monkeypatch, cuda, name):
         if "get_preset(" in source:
             assert "get_preset(PRESET or default_preset_name())" in source, path.name
             assert re.search(r"^PRESET = None\b", source, re.M), path.name
+
+
+def test_a_damaged_shipped_suite_says_how_to_restore_it(monkeypatch, tmp_path):
+    from openmanus_lite.eval import suites
+
+    shutil.copytree(SUITE_DIR, tmp_path / "benchmark")
+    (tmp_path / "benchmark" / "dev" / "db_easy.jsonl").write_text("")
+    monkeypatch.setattr(suites, "IN_CHECKOUT", False)
+    monkeypatch.setattr(suites, "SUITE_DIR", tmp_path / "benchmark")  # as if it were site-packages
+    with pytest.raises(suites.SuiteError, match="reinstalling openmanus_lite"):
+        suites.load_suite("dev")
+    with pytest.raises(suites.SuiteError, match="git checkout"):  # a folder of the user's own
+        suites.load_suite("dev", root=shutil.copytree(tmp_path / "benchmark", tmp_path / "mine"))

@@ -96,6 +96,13 @@ def _check_subset(what: str, wanted: Iterable[str] | None, have: list[str], suit
     return wanted or None
 
 
+def _restore(path: Path) -> str:
+    """How to get a suite file back: the shipped ones of an installed package by reinstalling, else from git."""
+    if not IN_CHECKOUT and Path(path).resolve().is_relative_to(SUITE_DIR):
+        return "restore it by reinstalling openmanus_lite (pip install --force-reinstall, the way you installed it)"
+    return f"restore it with `git checkout -- {path}`"
+
+
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -105,15 +112,14 @@ def read_manifest(root: Path | None = None) -> dict:
     path = root / MANIFEST_NAME
     if not path.is_file():
         raise SuiteError(f"no frozen benchmark suites at {root} ({MANIFEST_NAME} is missing). The kit's suites ship "
-                         f"inside the package ({SUITE_DIR}); restore them with `git checkout -- {SUITE_DIR}` in a "
-                         f"clone or by reinstalling openmanus_lite, or freeze new ones with "
+                         f"inside the package ({SUITE_DIR}): {_restore(SUITE_DIR)}; or freeze new ones with "
                          f"`python -m openmanus_lite eval freeze --out {root}`.")
     try:
         manifest = json.loads(path.read_text())
     except json.JSONDecodeError as e:
-        raise SuiteError(f"{path} is not valid JSON ({e}); restore it with `git checkout -- {path}`") from e
+        raise SuiteError(f"{path} is not valid JSON ({e}); {_restore(path)}") from e
     if not isinstance(manifest, dict) or "files" not in manifest or "suites" not in manifest:
-        raise SuiteError(f"{path} lacks the 'files' and 'suites' keys; restore it with `git checkout -- {path}`")
+        raise SuiteError(f"{path} lacks the 'files' and 'suites' keys; {_restore(path)}")
     return manifest
 
 
@@ -149,13 +155,13 @@ def load_suite(name: str = "dev", *, domains: Iterable[str] | None = None, diffi
 def _read_checked(root: Path, rel: str, entry: dict) -> list[Task]:
     path = root / rel
     if not path.is_file():
-        raise SuiteError(f"frozen suite file {path} is missing; restore it with `git checkout -- {path}`")
+        raise SuiteError(f"frozen suite file {path} is missing; {_restore(path)}")
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     if digest != entry["sha256"]:
         raise SuiteError(f"frozen suite file {path} was modified: sha256 {digest[:12]}... does not match the "
                          f"manifest ({entry['sha256'][:12]}...). Benchmark numbers are only comparable on "
-                         f"unchanged tasks: restore it with `git checkout -- {path}`; to make a new suite on "
+                         f"unchanged tasks: {_restore(path)}; to make a new suite on "
                          f"purpose, freeze it under a new directory with `python -m openmanus_lite eval freeze`.")
     tasks = []
     for i, line in enumerate(data.decode("utf-8").splitlines(), 1):
