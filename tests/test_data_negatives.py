@@ -14,14 +14,14 @@ from openmanus_lite.data.negatives import (
     make_negatives,
     no_tool_needed_sample,
 )
-from openmanus_lite.paths import DATA_DIR
+from openmanus_lite.paths import SAMPLES_DIR
 from openmanus_lite.react import parse_step
 from openmanus_lite.schema import DOMAINS
 
 
 @pytest.fixture(scope="module")
 def six_domain_trajs():
-    specs = [SourceSpec(n, str(DATA_DIR / "samples" / n)) for n in ("agentinstruct", "agenttraj_l", "agentbank")]
+    specs = [SourceSpec(n, str(SAMPLES_DIR / n)) for n in ("agentinstruct", "agenttraj_l", "agentbank")]
     return [t for t in merge(specs, MergeConfig(split_ratios=(1, 0, 0))).trajectories if t.domain in DOMAINS]
 
 

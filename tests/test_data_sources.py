@@ -1,4 +1,4 @@
-"""Each source converter on the shipped samples (data/samples), and the raw-row loaders."""
+"""Each source converter on the shipped samples (openmanus_lite/resources/samples), and the raw-row loaders."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 from openmanus_lite.data import SOURCES, InputError, RowRejected, Validator, get_source, read_rows
 from openmanus_lite.data.sources.base import RawRow, split_name
 from openmanus_lite.data.sources.normalize import clean_observation
-from openmanus_lite.paths import DATA_DIR
+from openmanus_lite.paths import SAMPLES_DIR
 from openmanus_lite.react import parse_step
 from openmanus_lite.schema import DOMAINS, EXTRA_LABELS
 
-SAMPLES = DATA_DIR / "samples"
+SAMPLES = SAMPLES_DIR
 
 
 def convert_all(name: str) -> dict:

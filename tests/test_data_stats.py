@@ -10,7 +10,7 @@ from openmanus_lite.data.stats import (
     summary_tables,
     trajectory_stats,
 )
-from openmanus_lite.paths import DATA_DIR
+from openmanus_lite.paths import SAMPLES_DIR
 from openmanus_lite.schema import Trajectory, Turn
 
 
@@ -30,7 +30,7 @@ def test_stats_columns_and_counts():
 
 
 def test_tables_and_plots_of_the_samples(tmp_path):
-    specs = [SourceSpec(n, str(DATA_DIR / "samples" / n)) for n in ("agentinstruct", "agent_flan", "taskcraft")]
+    specs = [SourceSpec(n, str(SAMPLES_DIR / n)) for n in ("agentinstruct", "agent_flan", "taskcraft")]
     res = merge(specs, MergeConfig(negatives=0.5))
     df = trajectory_stats(res.trajectories)
     tables = summary_tables(df)

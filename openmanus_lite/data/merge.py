@@ -2,7 +2,7 @@
 
     from openmanus_lite.data import merge, SourceSpec, MergeConfig
     result = merge([SourceSpec("agentinstruct", "THUDM/AgentInstruct"),
-                    SourceSpec("agenttraj_l", "data/samples/agenttraj_l")], MergeConfig(seed=0))
+                    SourceSpec("agenttraj_l", "openmanus_lite/resources/samples/agenttraj_l")], MergeConfig(seed=0))
     result.report.summary(); result.save("runs/merged", formats=("jsonl", "parquet"))
 
 Every input row ends up in exactly one place of `result.report.outcomes`, keyed by

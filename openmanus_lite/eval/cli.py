@@ -22,9 +22,9 @@ def _csv(s: str | None) -> list[str] | None:
 def find_checkpoint(tag: str, root: str | Path | None = None) -> Path | None:
     """The newest model folder under `runs/` whose path mentions `tag` (e.g. 'sft', 'grpo'):
     one holding a config.json or a LoRA adapter_config.json. None when there is none."""
-    from openmanus_lite.paths import REPO_ROOT
+    from openmanus_lite.paths import RUNS_DIR
 
-    root = Path(root or REPO_ROOT / "runs")
+    root = Path(root or RUNS_DIR)
     if not root.is_dir():
         return None
     found = {p.parent for name in ("config.json", "adapter_config.json") for p in root.rglob(name)
@@ -178,7 +178,7 @@ def _compare(argv: list[str]) -> int:
 
 def _verify(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m openmanus_lite eval verify")
-    p.add_argument("--root", help="suite folder (default data/benchmark)")
+    p.add_argument("--root", help="suite folder (default: the suites shipped in the package)")
     a = p.parse_args(argv)
     from .suites import SuiteError, list_suites, load_suite, verify_suites
 
@@ -198,7 +198,7 @@ def _verify(argv: list[str]) -> int:
 
 def _freeze(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m openmanus_lite eval freeze")
-    p.add_argument("--out", help="folder (default data/benchmark)")
+    p.add_argument("--out", help="folder (default: the package's suite folder, from a clone only)")
     p.add_argument("--per-cell", type=int, default=None, help="tasks per split x domain x difficulty")
     p.add_argument("--domains", help="comma-separated subset (default: every registered domain)")
     p.add_argument("--agentbench", help="AgentBench dbbench JSONL to import (default: the shared real samples)")

@@ -1,6 +1,6 @@
 """Frozen benchmark suites: task files generated once, guarded by checksums, never regenerated.
 
-Layout under `data/benchmark/`:
+Layout under `openmanus_lite/resources/benchmark/` (package data, so an installed wheel has them):
 
     MANIFEST.json                 every file's sha256, task count, domain, difficulty, seed
     dev/<domain>_<difficulty>.jsonl
@@ -10,7 +10,10 @@ Layout under `data/benchmark/`:
 Each line is a `Task.to_dict()`. A benchmark number is only comparable across checkpoints
 if the tasks are the same, so loading reads these files and checks their hashes; it never
 calls a task generator (generators may change; the frozen tasks must not). `freeze_suites`
-writes them once, refuses to overwrite, and keeps only tasks the expert solves.
+writes them once, refuses to overwrite, and keeps only tasks the expert solves. From a clone it
+writes into the package folder by default; an installed package (site-packages may be read-only,
+and an upgrade replaces it) needs an explicit output folder, which `load_suite(root=...)` and
+`eval verify --root` then read.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ..paths import DATA_DIR, REAL_SAMPLES_DIR
+from ..paths import DATA_DIR, IN_CHECKOUT, REAL_SAMPLES_DIR
 from ..schema import Task
 
 SUITE_DIR = DATA_DIR / "benchmark"
@@ -93,6 +96,13 @@ def _check_subset(what: str, wanted: Iterable[str] | None, have: list[str], suit
     return wanted or None
 
 
+def _restore(path: Path) -> str:
+    """How to get a suite file back: the shipped ones of an installed package by reinstalling, else from git."""
+    if not IN_CHECKOUT and Path(path).resolve().is_relative_to(SUITE_DIR):
+        return "restore it by reinstalling openmanus_lite (pip install --force-reinstall, the way you installed it)"
+    return f"restore it with `git checkout -- {path}`"
+
+
 def sha256_file(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -101,15 +111,15 @@ def read_manifest(root: Path | None = None) -> dict:
     root = Path(root or SUITE_DIR)
     path = root / MANIFEST_NAME
     if not path.is_file():
-        raise SuiteError(f"no frozen benchmark suites at {root} ({MANIFEST_NAME} is missing). They ship with the "
-                         f"repository; restore them with `git checkout -- {root}`, or freeze new ones with "
+        raise SuiteError(f"no frozen benchmark suites at {root} ({MANIFEST_NAME} is missing). The kit's suites ship "
+                         f"inside the package ({SUITE_DIR}): {_restore(SUITE_DIR)}; or freeze new ones with "
                          f"`python -m openmanus_lite eval freeze --out {root}`.")
     try:
         manifest = json.loads(path.read_text())
     except json.JSONDecodeError as e:
-        raise SuiteError(f"{path} is not valid JSON ({e}); restore it with `git checkout -- {path}`") from e
+        raise SuiteError(f"{path} is not valid JSON ({e}); {_restore(path)}") from e
     if not isinstance(manifest, dict) or "files" not in manifest or "suites" not in manifest:
-        raise SuiteError(f"{path} lacks the 'files' and 'suites' keys; restore it with `git checkout -- {path}`")
+        raise SuiteError(f"{path} lacks the 'files' and 'suites' keys; {_restore(path)}")
     return manifest
 
 
@@ -145,13 +155,13 @@ def load_suite(name: str = "dev", *, domains: Iterable[str] | None = None, diffi
 def _read_checked(root: Path, rel: str, entry: dict) -> list[Task]:
     path = root / rel
     if not path.is_file():
-        raise SuiteError(f"frozen suite file {path} is missing; restore it with `git checkout -- {path}`")
+        raise SuiteError(f"frozen suite file {path} is missing; {_restore(path)}")
     data = path.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     if digest != entry["sha256"]:
         raise SuiteError(f"frozen suite file {path} was modified: sha256 {digest[:12]}... does not match the "
                          f"manifest ({entry['sha256'][:12]}...). Benchmark numbers are only comparable on "
-                         f"unchanged tasks: restore it with `git checkout -- {path}`; to make a new suite on "
+                         f"unchanged tasks: {_restore(path)}; to make a new suite on "
                          f"purpose, freeze it under a new directory with `python -m openmanus_lite eval freeze`.")
     tasks = []
     for i, line in enumerate(data.decode("utf-8").splitlines(), 1):
@@ -213,6 +223,9 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
     """
     from ..envs import DIFFICULTIES, generate_tasks, list_domains
 
+    if out is None and not IN_CHECKOUT:
+        raise SuiteError(f"openmanus_lite is installed as a package ({SUITE_DIR}): freeze new suites into a folder "
+                         f"of your own with out=DIR (`eval freeze --out DIR`) and load them with root=DIR")
     out = Path(out or SUITE_DIR)
     if (out / MANIFEST_NAME).exists() and not force:
         raise SuiteError(f"{out / MANIFEST_NAME} exists: frozen suites are not regenerated. Pass force=True "

@@ -208,6 +208,16 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+def default_preset_name() -> str:
+    """`t4` when a CUDA GPU is present, else `cpu`: what a notebook should use unless told otherwise.
+
+    `t4` is the smallest GPU preset (16 GB, fp16), so it is the safe guess on Colab and other GPUs.
+    """
+    import torch
+
+    return "t4" if torch.cuda.is_available() else "cpu"
+
+
 def get_preset(name: str) -> Preset:
     """A copy of a preset (changing it does not change the table)."""
     if name not in PRESETS:
