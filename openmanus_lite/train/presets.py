@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ..models import LoraSpec
+from .dpo import DPOSettings
 from .grpo import GRPORunConfig
+from .reward_model import RMSettings
 from .sft import SFTRunConfig
 
 TINY_MODEL = "tiny"
@@ -47,6 +49,12 @@ class Preset:
     sft: SFTRunConfig = field(default_factory=SFTRunConfig)
     grpo: GRPORunConfig = field(default_factory=GRPORunConfig)
     """GRPO knobs for all three modes (`grpo.replace(mode="multi")` picks the mode)."""
+    dpo: DPOSettings = field(default_factory=DPOSettings)
+    reward_model: RMSettings = field(default_factory=RMSettings)
+    """Outcome / process reward model training (the base loads in float32; mixed precision on a GPU)."""
+    memory_gb: float | None = None
+    """The GPU memory the preset is sized for (GB, as torch reports the card); None: a CPU.
+    `python -m openmanus_lite presets --memory` estimates each stage against it (train/memory.py)."""
 
     def replace(self, **changes) -> "Preset":
         unknown = set(changes) - {f.name for f in fields(self)}
@@ -121,6 +129,11 @@ PRESETS: dict[str, Preset] = {
             max_episode_tokens=1536, max_new_tokens=256, max_turns=8, beta=0.0, loss_type="dapo",
             save_steps=50, logging_steps=1, sample_every=25,
         ),
+        # DPO and reward models: 4-bit / 16-bit bases with checkpointing; the DPO logits of a pair (151,936
+        # vocabulary x 2 sequences, float32 copies for the loss and the reference pass) dominate (train/memory.py).
+        dpo=DPOSettings(batch_size=2, grad_accum=4, max_length=1024, load_in_4bit=True, gradient_checkpointing=True),
+        reward_model=RMSettings(batch_size=2, grad_accum=4, max_length=1024, gradient_checkpointing=True),
+        memory_gb=15.8,
     ),
     "gpu8": Preset(
         name="gpu8",
@@ -147,6 +160,9 @@ PRESETS: dict[str, Preset] = {
             max_episode_tokens=1024, max_new_tokens=192, max_turns=6, beta=0.0, loss_type="dapo",
             save_steps=50, logging_steps=1, sample_every=25,
         ),
+        dpo=DPOSettings(batch_size=1, grad_accum=8, max_length=1024, load_in_4bit=True, gradient_checkpointing=True),
+        reward_model=RMSettings(batch_size=1, grad_accum=8, max_length=1024, gradient_checkpointing=True),
+        memory_gb=8.6,
     ),
     "cpu": Preset(
         name="cpu",
