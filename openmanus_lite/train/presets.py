@@ -1,8 +1,11 @@
 """Hardware presets: which model, how it is loaded, and the training knobs that fit the machine.
 
 Each preset bundles the model loading settings (`load_model` arguments) with one settings
-object per training stage: `sft` (an `SFTRunConfig`) and `grpo` (a `GRPORunConfig`). Other stages
-add their own field the same way and fill it in each preset below. The `assumptions`
+object per training stage: `sft` (an `SFTRunConfig`), `grpo` (a `GRPORunConfig`), `dpo` (`DPOSettings`)
+and `reward_model` (`RMSettings`). Other stages add their own field the same way and fill it in each
+preset below. GPU presets name the card memory they are sized for (`memory_gb`):
+`python -m openmanus_lite presets --memory` estimates every stage against it (train/memory.py), and the
+precision (bf16 / fp16 / fp32) follows the device, not the preset (precision.py). The `assumptions`
 text says what the numbers were chosen for; change a preset by `get_preset(name).replace(...)`
 or by editing the stage's settings (`preset.sft.replace(learning_rate=...)`).
 
