@@ -28,6 +28,9 @@ Llama 3.2 3B and Llama 3.1 8B, which the table does not say): `python -m openman
 published vs 4.2 estimated (+20%), 3B LoRA 8.0 vs 8.4 (+5%), 8B QLoRA 6.0 vs 7.9 (+32%), 8B LoRA 22.0 vs
 18.3 (-17%). The published rows name no batch or length and are "absolute minimum"; the 8B QLoRA row is about
 its weights alone (6.2 GB here with the CUDA context), so the estimate errs high for QLoRA, as a fit check should.
+On a CPU it reads low: the cpu preset's SFT step at batch 4 x 768 tokens is 6.6 GiB here against a measured
+10.5 GiB process peak (README, benchmarks/train_throughput.py; about 1 GiB of it is the imported libraries):
+eager CPU attention and the allocator keep more than this count, which assumes fused attention as on a GPU.
 """
 
 from __future__ import annotations
@@ -129,12 +132,12 @@ def model_shape(name: str) -> ModelShape:
     from pathlib import Path
 
     from ..models import DEFAULT_MODEL
-    from .presets import TINY_MODEL
+    from .presets import TINY_MODEL, tiny_model_path
 
     if name.lower() in ("default", "smollm2", DEFAULT_MODEL.lower()):
         return default_model_shape()
-    if name == TINY_MODEL:  # build_tiny_model's defaults: a 512-token BPE, hidden 128, 2 layers
-        return ModelShape("tiny", 512, 128, 2, 4, 2, 256, True, True)
+    if name == TINY_MODEL:  # built once and cached, like every user of the preset
+        name = str(tiny_model_path())
     if (Path(name) / "config.json").is_file():
         return shape_from_config(name, json.loads((Path(name) / "config.json").read_text()))
     key = name.rsplit("/", 1)[-1].lower().removesuffix("-bnb-4bit").removesuffix("-unsloth").removesuffix("-instruct")
@@ -289,8 +292,7 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
     # reward_model._load_head loads the base in float32 (mixed precision autocasts it), without the LM head
     r_weights = weight_bytes(shape, False, 4) - shape.vocab * shape.hidden * 4 * (not shape.tied_embeddings)
     step = TrainShape(2 * r.batch_size, r.max_length, 1, r.gradient_checkpointing, "adamw_torch")
-    parts = training_parts(rm_shape, step, trainable(r.lora) if r.lora is not None else shape.params(), compute,
-                           r_weights + context, card)
+    parts = training_parts(rm_shape, step, trainable(r.lora), compute, r_weights + context, card)
     stages.append(StageMemory("reward model", {"weights": r_weights, "cuda_ctx": context, **parts},
                               f"{r.batch_size} pairs x {r.max_length} tokens"))
 
@@ -302,15 +304,14 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
 
 def published_check() -> list[tuple[str, float, float]]:
     """(case, published GB, estimated GB) against Unsloth's minimum-VRAM table (see the module doc)."""
-    from ..models import LoraSpec
+    from ..models import LORA_TARGETS
 
     out = []
     for shape, published_q, published_l in ((LLAMA32_3B, 3.5, 8.0), (LLAMA31_8B, 6.0, 22.0)):
         for four_bit, published in ((True, published_q), (False, published_l)):
-            lora = LoraSpec(r=16)
             weights = weight_bytes(shape, four_bit, 2)
             step = TrainShape(1, 512, 512, True, "adamw_8bit", fused_loss=True)
-            parts = training_parts(shape, step, lora_params(shape, 16, list(lora.target_modules)), 2,
+            parts = training_parts(shape, step, lora_params(shape, 16, LORA_TARGETS), 2,
                                    weights + CUDA_CONTEXT, 80 * GB)
             total = weights + CUDA_CONTEXT + sum(parts.values())
             out.append((f"{shape.name} {'QLoRA' if four_bit else 'LoRA 16-bit'}", published, total / GB))
