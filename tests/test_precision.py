@@ -47,6 +47,16 @@ def record_trl(monkeypatch, name: str, stop: bool = False) -> list:
     return calls
 
 
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory):
+    return models.build_tiny_model(tmp_path_factory.mktemp("tiny_precision"), seed=0)
+
+
+PAIR = {"prompt": [{"role": "user", "content": "Count the rows."}],
+        "chosen": [{"role": "assistant", "content": "Act: answer(3)"}],
+        "rejected": [{"role": "assistant", "content": "Act: answer(4)"}]}
+
+
 def amp_dtype(kwargs) -> torch.dtype:
     assert not (kwargs["bf16"] and kwargs["fp16"])
     return torch.bfloat16 if kwargs["bf16"] else torch.float16 if kwargs["fp16"] else torch.float32
@@ -121,17 +131,14 @@ def test_grpo_config_on_a_t4_is_fp16(fake_gpu, monkeypatch):
     assert (calls[0]["bf16"], calls[0]["fp16"], calls[0]["use_cpu"]) == (False, True, False)
 
 
-def test_dpo_config_on_a_t4_is_fp16(fake_gpu, monkeypatch, tmp_path):
+def test_dpo_config_on_a_t4_is_fp16(fake_gpu, monkeypatch, tmp_path, tiny_path):
     from openmanus_lite.train.dpo import DPOSettings, run_dpo
 
-    tok = models.load_tokenizer(models.build_tiny_model(tmp_path / "tiny", seed=0))
-    row = {"prompt": [{"role": "user", "content": "Count the rows."}],
-           "chosen": [{"role": "assistant", "content": "Act: answer(3)"}],
-           "rejected": [{"role": "assistant", "content": "Act: answer(4)"}]}
+    tok = models.load_tokenizer(tiny_path)
     fake_gpu("t4")
     calls = record_trl(monkeypatch, "DPOConfig", stop=True)
     with pytest.raises(Recorded):
-        run_dpo((object(), tok), [row], DPOSettings(max_length=128), output_dir=tmp_path / "out")
+        run_dpo((object(), tok), [PAIR], DPOSettings(max_length=128), output_dir=tmp_path / "out")
     assert (calls[0]["bf16"], calls[0]["fp16"], calls[0]["use_cpu"]) == (False, True, False)
 
 
@@ -143,40 +150,37 @@ def test_reward_model_configs_on_a_t4_are_fp16(fake_gpu):
     assert (args["bf16"], args["fp16"], args["use_cpu"]) == (False, True, False)
 
 
-def test_hf_backend_4bit_computes_in_fp16_on_a_t4(fake_gpu, monkeypatch, tmp_path):
+def test_hf_backend_4bit_computes_in_fp16_on_a_t4(fake_gpu, monkeypatch, tiny_path):
     import transformers
 
-    path = models.build_tiny_model(tmp_path / "tiny", seed=0)
     fake_gpu("t4")
     calls: list = []
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", recorder(calls, stop=True))
     with pytest.raises(Recorded):
-        models.load_model(path, backend="hf", load_in_4bit=True)
+        models.load_model(tiny_path, backend="hf", load_in_4bit=True)
     assert calls[0]["dtype"] == torch.float16
     assert calls[0]["quantization_config"].bnb_4bit_compute_dtype == torch.float16
 
 
 @pytest.mark.parametrize("card", sorted(EXPECTED))
-def test_unsloth_backend_gets_the_device_dtype(fake_gpu, monkeypatch, tmp_path, card):
+def test_unsloth_backend_gets_the_device_dtype(fake_gpu, monkeypatch, tiny_path, card):
     import unsloth
 
-    path = models.build_tiny_model(tmp_path / "tiny", seed=0)
     fake_gpu(card)
     calls: list = []
     monkeypatch.setattr(unsloth.FastLanguageModel, "from_pretrained", recorder(calls, stop=True))
     with pytest.raises(Recorded):
-        models.load_model(path, backend="unsloth", load_in_4bit=True)
+        models.load_model(tiny_path, backend="unsloth", load_in_4bit=True)
     assert calls[0]["dtype"] == EXPECTED[card]
 
 
-def test_peft_merge_on_a_t4_saves_float16(fake_gpu, monkeypatch, tmp_path):
+def test_peft_merge_on_a_t4_saves_float16(fake_gpu, monkeypatch, tmp_path, tiny_path):
     import peft.peft_model
     from safetensors import safe_open
 
     from openmanus_lite.train.sft import save_merged
 
-    path = models.build_tiny_model(tmp_path / "tiny", seed=0)
-    model, tok = models.load_model(path, backend="hf", lora=models.LoraSpec(r=4, alpha=8))
+    model, tok = models.load_model(tiny_path, backend="hf", lora=models.LoraSpec(r=4, alpha=8))
     fake_gpu("t4")
     monkeypatch.setattr(peft.peft_model, "infer_device", lambda: "cpu")  # no real GPU to put the adapter on
     out = save_merged(model, tok, tmp_path / "merged", prefer_unsloth=False)
@@ -254,3 +258,39 @@ def test_a_bf16_preset_on_a_t4_is_refused_before_loading(fake_gpu, monkeypatch):
     monkeypatch.setattr(models, "_check_reachable", lambda name: None)
     with pytest.raises(ValueError, match="only emulates"):
         get_preset("gpu8").replace(dtype="bfloat16").load()
+
+
+@pytest.mark.parametrize("card", sorted(EXPECTED))
+@pytest.mark.parametrize("name", ["t4", "gpu8"])
+def test_dpo_and_reward_model_settings_of_each_gpu_preset(fake_gpu, monkeypatch, tmp_path, tiny_path, card, name):
+    """What run_dpo and train_orm hand to TRL and the loader under a GPU preset's `dpo` / `reward_model`."""
+    from openmanus_lite.train.dpo import run_dpo
+    from openmanus_lite.train.reward_model import train_orm
+
+    preset = get_preset(name)
+    tok = models.load_tokenizer(tiny_path)
+    fake_gpu(card)
+    loads: list = []
+
+    def load_unsloth(*args):
+        loads.append(args)
+        raise Recorded
+
+    monkeypatch.setattr(models, "unsloth_available", lambda: True)
+    monkeypatch.setattr(models, "_load_unsloth", load_unsloth)
+    with pytest.raises(Recorded):
+        run_dpo(str(tiny_path), [PAIR], preset.dpo, output_dir=tmp_path / "dpo")
+    _, load_in_4bit, max_seq_length, lora, dtype, _ = loads[0]
+    assert (load_in_4bit, max_seq_length, dtype) == (True, preset.dpo.max_length, EXPECTED[card])
+    assert lora.gradient_checkpointing is True
+    dpo_calls = record_trl(monkeypatch, "DPOConfig", stop=True)
+    with pytest.raises(Recorded):
+        run_dpo((object(), tok), [PAIR], preset.dpo, output_dir=tmp_path / "dpo")
+    rm_calls = record_trl(monkeypatch, "RewardConfig", stop=True)
+    with pytest.raises(Recorded):
+        train_orm(str(tiny_path), [PAIR], preset.reward_model, output_dir=tmp_path / "rm")
+    for kwargs, settings in ((dpo_calls[0], preset.dpo), (rm_calls[0], preset.reward_model)):
+        assert amp_dtype(kwargs) == EXPECTED[card] and kwargs["use_cpu"] is False
+        assert (kwargs["per_device_train_batch_size"], kwargs["gradient_accumulation_steps"]) == (
+            settings.batch_size, settings.grad_accum)
+        assert kwargs["gradient_checkpointing"] is True
