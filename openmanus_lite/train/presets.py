@@ -40,7 +40,8 @@ class Preset:
     assumptions: str
     load_in_4bit: bool = False
     dtype: str | None = None
-    """'float32', 'bfloat16', 'float16' or None (float32 on CPU, the backend's choice on GPU)."""
+    """'float32', 'bfloat16', 'float16' or None: the device's choice (precision.py: bfloat16 on GPUs with native
+    bf16, float16 on a T4, float32 on CPU). 'bfloat16' on a GPU that only emulates it is refused at load."""
     max_seq_length: int = 2048
     lora: LoraSpec | None = None
     """None: full fine-tuning (only sensible for the tiny model)."""
