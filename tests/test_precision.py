@@ -129,6 +129,8 @@ def test_grpo_config_on_a_t4_is_fp16(fake_gpu, monkeypatch):
     calls = record_trl(monkeypatch, "GRPOConfig")
     make_grpo_config(GRPORunConfig(use_vllm=False), [1.0])
     assert (calls[0]["bf16"], calls[0]["fp16"], calls[0]["use_cpu"]) == (False, True, False)
+    make_grpo_config(GRPORunConfig(use_vllm=False, bf16=False), [1.0])  # False: no mixed precision, as before
+    assert (calls[1]["bf16"], calls[1]["fp16"]) == (False, False)
 
 
 def test_dpo_config_on_a_t4_is_fp16(fake_gpu, monkeypatch, tmp_path, tiny_path):

@@ -101,7 +101,7 @@ class GRPORunConfig:
     gradient_checkpointing: bool = False
     bf16: bool | None = None
     """None: bf16 on a GPU with native bf16 (compute capability >= 8.0), else fp16 on a GPU, fp32 on CPU.
-    True where the device only emulates bf16 (T4) is refused; False: fp16 on a GPU (precision.py)."""
+    True where the device only emulates bf16 (T4) is refused; False: no mixed precision (precision.py)."""
     report_to: str = "none"
     disable_tqdm: bool = False
 
@@ -165,7 +165,7 @@ def make_grpo_config(cfg: GRPORunConfig, reward_weights: list[float]):
         seed=cfg.seed,
         report_to=cfg.report_to,
         disable_tqdm=cfg.disable_tqdm,
-        **trainer_precision(cfg.bf16).trainer_kwargs(),
+        **trainer_precision(cfg.bf16, fp16=False if cfg.bf16 is False else None).trainer_kwargs(),
         use_vllm=use_vllm,
         gradient_checkpointing=cfg.gradient_checkpointing,
         max_tool_calling_iterations=cfg.max_tool_calling_iterations,
