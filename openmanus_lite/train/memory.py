@@ -19,7 +19,7 @@ No GPU has run the kit's GPU presets yet, so this is arithmetic on what the stag
   (unsloth/models/rl_replacements.py); both are counted with that cap, an approximation for GRPO;
 - the KV cache of a generation batch (2 x layers x kv heads x head dim x 16-bit per token), one prefill
   layer's working set, and the float32 next-token logits of the batch;
-- the CUDA context (driver, cuBLAS / Triton kernels): 0.5 GB, as commonly measured with torch.
+- the CUDA context (driver, cuBLAS / Triton kernels): an allowance of 0.5 GB, not measured here.
 
 Checked against Unsloth's published minimum VRAM for QLoRA / 16-bit LoRA ("Unsloth Requirements",
 unsloth.ai/docs/get-started/fine-tuning-for-beginners/unsloth-requirements, rows 3B and 8B, assumed here to be
