@@ -141,20 +141,15 @@ def parse_args(argv):
 
 
 def training_dtype(asked: str, error) -> str:
-    """float32 or bfloat16 for `--dtype`: 'auto' takes bfloat16 where it is fast; an explicit bfloat16 on a CPU
+    """float32 or bfloat16 for `--dtype`: 'auto' takes bfloat16 where it is native; an explicit bfloat16 on a CPU
     that emulates it is an `error` (a 60-minute run would make a few dozen steps: benchmarks/cpu_bf16.py)."""
-    import torch
+    from openmanus_lite.precision import resolve_precision
 
-    from openmanus_lite.models import cpu_has_native_bf16
-
-    native = torch.cuda.is_bf16_supported() if torch.cuda.is_available() else cpu_has_native_bf16()
-    if asked == "auto":
-        return "bfloat16" if native else "float32"
-    if asked == "bfloat16" and not native:
-        error(f"--dtype bfloat16: this CPU ({torch.backends.cpu.get_cpu_capability()}) has no native bfloat16, and "
-              "emulated bfloat16 trains many times slower than float32 (python benchmarks/cpu_bf16.py): use "
-              "--dtype float32 or --dtype auto")
-    return asked
+    try:
+        return resolve_precision(asked, cpu_bf16=True, strict=True).name
+    except ValueError as e:
+        error(f"--dtype {asked}: {e}")
+        raise
 
 
 def model_path(args) -> str:

@@ -34,10 +34,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-QWEN25_1P5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-                   num_key_value_heads=2, vocab_size=151936, max_position_embeddings=32768, rope_theta=1e6,
-                   tie_word_embeddings=True)
-"""Qwen2.5-1.5B's architecture (weights are random: throughput and memory do not depend on them)."""
+from openmanus_lite.train.memory import QWEN25_1_5B  # noqa: E402
+
+_S = QWEN25_1_5B
+QWEN25_1P5B = dict(hidden_size=_S.hidden, intermediate_size=_S.intermediate, num_hidden_layers=_S.layers,
+                   num_attention_heads=_S.heads, num_key_value_heads=_S.kv_heads, vocab_size=_S.vocab,
+                   max_position_embeddings=32768, rope_theta=1e6, tie_word_embeddings=_S.tied_embeddings)
+"""Qwen2.5-1.5B's architecture (weights are random: throughput and memory do not depend on them); its peak
+memory is what `python -m openmanus_lite presets --memory` estimates (train/memory.py) for such a step."""
 
 
 def pick_threads(arg: str) -> int:
@@ -110,6 +114,7 @@ def measure_one(spec: dict) -> dict:
 
     import_trl()
     from openmanus_lite.models import LORA_TARGETS, LoraSpec, count_parameters, load_model, resolve_model_name
+    from openmanus_lite.precision import resolve_precision
     from openmanus_lite.train.presets import tiny_model_path
 
     on_gpu = torch.cuda.is_available()
@@ -140,7 +145,9 @@ def measure_one(spec: dict) -> dict:
         raise RuntimeError(f"only {len(data)} batches of data; lower --batch-size or --steps")
     model.train()
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_gpu and spec["dtype"] != "float32" else None
+    # bf16 only where the GPU has it natively; fp16 on a T4 (precision.py)
+    autocast = (torch.autocast("cuda", dtype=resolve_precision().dtype)
+                if on_gpu and spec["dtype"] != "float32" else None)
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
     times, tokens = [], []

@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dpo": ("openmanus_lite.train.dpo_cli", "DPO and reward models from environment rollouts"),
     "eval": ("openmanus_lite.eval.cli", "evaluate policies on the frozen benchmark suites"),
     "export": ("openmanus_lite.verl_export", "export data and tasks for verl"),
+    "presets": ("openmanus_lite.train.memory", "list the hardware presets; --memory: GPU memory per stage"),
     "prepare-model": ("openmanus_lite.models", "convert the embedded default model to a local checkpoint"),
     "demo": ("openmanus_lite.demo", "the whole pipeline on the embedded default"),
 }

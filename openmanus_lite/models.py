@@ -268,19 +268,6 @@ def cpu_has_native_bf16() -> bool:
         return False
 
 
-def warn_if_slow_bf16(dtype: Any) -> None:
-    """A warning when bfloat16 weights are asked for on a CPU that only emulates bfloat16."""
-    import warnings
-
-    import torch
-
-    if str(dtype).removeprefix("torch.") == "bfloat16" and not torch.cuda.is_available() and not cpu_has_native_bf16():
-        warnings.warn(
-            f"bfloat16 on a CPU without native bfloat16 (torch reports {torch.backends.cpu.get_cpu_capability()}, "
-            "no AVX512-BF16/AMX): matrix products are emulated and training is many times slower than in float32 "
-            "(measure: python benchmarks/cpu_bf16.py). Use float32 on this machine.", stacklevel=3)
-
-
 def load_model(
     name_or_path: str | os.PathLike,
     *,
@@ -295,10 +282,12 @@ def load_model(
 
     `"auto"` picks Unsloth when it imports (it also runs on CPU). `lora` attaches a LoRA
     adapter (QLoRA when `load_in_4bit`); without it the model is returned as loaded (for
-    inference, or full fine-tuning of a from-scratch model). `dtype=None` means float32 on
-    CPU and the backend's choice on GPU. On CPU, grouped-query models get `attention.NAME`.
+    inference, or full fine-tuning of a from-scratch model). `dtype` goes through
+    `precision.resolve_precision`: None means float32 on CPU, bfloat16 on GPUs that have it natively
+    (compute capability >= 8.0) and float16 on older ones (T4); it is also the 4-bit compute dtype.
+    On CPU, grouped-query models get `attention.NAME`.
     """
-    import torch
+    from .precision import resolve_precision
 
     name = resolve_model_name(name_or_path)
     _check_reachable(name)
@@ -314,9 +303,7 @@ def load_model(
         backend = "hf"
     if backend not in ("unsloth", "hf"):
         raise ValueError(f"backend must be 'auto', 'unsloth' or 'hf', got {backend!r}")
-    if dtype is None and not torch.cuda.is_available():
-        dtype = torch.float32
-    warn_if_slow_bf16(dtype)
+    dtype = resolve_precision(dtype).dtype
     if backend == "unsloth":
         model, tok = _load_unsloth(name, load_in_4bit, max_seq_length, lora, dtype, full_finetuning)
     else:
@@ -362,14 +349,13 @@ def _load_hf(name, load_in_4bit, lora, dtype):
 
     kwargs: dict[str, Any] = {"dtype": dtype}
     if load_in_4bit:
-        import torch
         from transformers import BitsAndBytesConfig
 
         kwargs["quantization_config"] = BitsAndBytesConfig(
             load_in_4bit=True,
             bnb_4bit_quant_type="nf4",
             bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=dtype or torch.bfloat16,
+            bnb_4bit_compute_dtype=dtype,
         )
     model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
     if load_in_4bit:

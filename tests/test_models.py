@@ -91,13 +91,14 @@ def test_bf16_on_a_cpu_that_emulates_it_is_warned_about(monkeypatch, native):
     import torch
 
     from openmanus_lite import models
+    from openmanus_lite.precision import resolve_precision
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: native)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for dtype in (torch.bfloat16, "bfloat16", torch.float32, None):
-            models.warn_if_slow_bf16(dtype)
+            resolve_precision(dtype)
     assert len(caught) == (0 if native else 2) and all("Use float32" in str(w.message) for w in caught)
 
 

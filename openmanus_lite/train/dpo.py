@@ -25,6 +25,7 @@ from typing import Any
 
 from ..models import LoraSpec, load_model, load_tokenizer, resolve_model_name
 from ..paths import CACHE_DIR
+from ..precision import trainer_precision
 from .preferences import Messages, fit_prompt
 from .sft import import_trl  # noqa: F401  (unsloth before trl; reward_model imports it from here)
 
@@ -34,12 +35,6 @@ MERGED_MARKER = "openmanus_merged_from.json"
 # --------------------------------------------------------------------------- shared training plumbing
 
 
-
-
-def cpu_only() -> bool:
-    import torch
-
-    return not torch.cuda.is_available()
 
 
 def time_limit_callback(max_seconds: float | None):
@@ -225,7 +220,6 @@ def run_dpo(
     train_ds, counts = build_dpo_dataset(rows, tok, s.max_length)
     eval_ds = build_dpo_dataset(eval_rows, tok, s.max_length)[0] if eval_rows else None
     out_dir = str(output_dir or CACHE_DIR / "runs" / "dpo")
-    cpu = cpu_only()
     cfg = trl.DPOConfig(
         output_dir=out_dir,
         beta=s.beta,
@@ -242,8 +236,7 @@ def run_dpo(
         report_to=[],
         seed=s.seed,
         gradient_checkpointing=s.gradient_checkpointing,
-        bf16=False if cpu else None,
-        use_cpu=cpu,
+        **trainer_precision().trainer_kwargs(),
         disable_tqdm=False,
     )
     stop = time_limit_callback(s.max_seconds)

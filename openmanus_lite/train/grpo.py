@@ -102,7 +102,8 @@ class GRPORunConfig:
     The multi-turn rollout always generates with transformers' generate."""
     gradient_checkpointing: bool = False
     bf16: bool | None = None
-    """None: bf16 on a GPU that has it, else fp16 on a GPU, fp32 on CPU."""
+    """None: bf16 on a GPU with native bf16 (compute capability >= 8.0), else fp16 on a GPU, fp32 on CPU.
+    True where the device only emulates bf16 (T4) is refused; False: no mixed precision (precision.py)."""
     report_to: str = "none"
     disable_tqdm: bool = False
 
@@ -130,14 +131,14 @@ class GRPORunConfig:
 
 
 def make_grpo_config(cfg: GRPORunConfig, reward_weights: list[float]):
-    """TRL's GRPOConfig from the kit's settings (CPU-safe: no bf16 where the CPU lacks it)."""
+    """TRL's GRPOConfig from the kit's settings (precision from the device: precision.py)."""
     import_trl()
     import torch
     from trl import GRPOConfig
 
+    from ..precision import trainer_precision
+
     on_gpu = torch.cuda.is_available()
-    bf16 = cfg.bf16 if cfg.bf16 is not None else (on_gpu and torch.cuda.is_bf16_supported())
-    fp16 = on_gpu and not bf16 and cfg.bf16 is None
     use_vllm = cfg.use_vllm if cfg.use_vllm is not None else (on_gpu and vllm_available() and cfg.mode == "single")
     if use_vllm and not on_gpu:
         raise ValueError("use_vllm needs a GPU; on CPU generation goes through transformers' generate")
@@ -166,9 +167,7 @@ def make_grpo_config(cfg: GRPORunConfig, reward_weights: list[float]):
         seed=cfg.seed,
         report_to=cfg.report_to,
         disable_tqdm=cfg.disable_tqdm,
-        bf16=bf16,
-        fp16=fp16,
-        use_cpu=not on_gpu,
+        **trainer_precision(cfg.bf16, fp16=False if cfg.bf16 is False else None).trainer_kwargs(),
         use_vllm=use_vllm,
         gradient_checkpointing=cfg.gradient_checkpointing,
         max_tool_calling_iterations=cfg.max_tool_calling_iterations,

@@ -1,8 +1,11 @@
 """Hardware presets: which model, how it is loaded, and the training knobs that fit the machine.
 
 Each preset bundles the model loading settings (`load_model` arguments) with one settings
-object per training stage: `sft` (an `SFTRunConfig`) and `grpo` (a `GRPORunConfig`). Other stages
-add their own field the same way and fill it in each preset below. The `assumptions`
+object per training stage: `sft` (an `SFTRunConfig`), `grpo` (a `GRPORunConfig`), `dpo` (`DPOSettings`)
+and `reward_model` (`RMSettings`). Other stages add their own field the same way and fill it in each
+preset below. GPU presets name the card memory they are sized for (`memory_gb`):
+`python -m openmanus_lite presets --memory` estimates every stage against it (train/memory.py), and the
+precision (bf16 / fp16 / fp32) follows the device, not the preset (precision.py). The `assumptions`
 text says what the numbers were chosen for; change a preset by `get_preset(name).replace(...)`
 or by editing the stage's settings (`preset.sft.replace(learning_rate=...)`).
 
@@ -20,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ..models import LoraSpec
+from .dpo import DPOSettings
 from .grpo import GRPORunConfig
+from .reward_model import RMSettings
 from .sft import SFTRunConfig
 
 TINY_MODEL = "tiny"
@@ -35,7 +40,8 @@ class Preset:
     assumptions: str
     load_in_4bit: bool = False
     dtype: str | None = None
-    """'float32', 'bfloat16', 'float16' or None (float32 on CPU, the backend's choice on GPU)."""
+    """'float32', 'bfloat16', 'float16' or None: the device's choice (precision.py: bfloat16 on GPUs with native
+    bf16, float16 on a T4, float32 on CPU). 'bfloat16' on a GPU that only emulates it is refused at load."""
     max_seq_length: int = 2048
     lora: LoraSpec | None = None
     """None: full fine-tuning (only sensible for the tiny model)."""
@@ -47,6 +53,12 @@ class Preset:
     sft: SFTRunConfig = field(default_factory=SFTRunConfig)
     grpo: GRPORunConfig = field(default_factory=GRPORunConfig)
     """GRPO knobs for all three modes (`grpo.replace(mode="multi")` picks the mode)."""
+    dpo: DPOSettings = field(default_factory=DPOSettings)
+    reward_model: RMSettings = field(default_factory=RMSettings)
+    """Outcome / process reward model training (the base loads in float32; mixed precision on a GPU)."""
+    memory_gb: float | None = None
+    """The GPU memory the preset is sized for (GB, as torch reports the card); None: a CPU.
+    `python -m openmanus_lite presets --memory` estimates each stage against it (train/memory.py)."""
 
     def replace(self, **changes) -> "Preset":
         unknown = set(changes) - {f.name for f in fields(self)}
@@ -121,6 +133,11 @@ PRESETS: dict[str, Preset] = {
             max_episode_tokens=1536, max_new_tokens=256, max_turns=8, beta=0.0, loss_type="dapo",
             save_steps=50, logging_steps=1, sample_every=25,
         ),
+        # DPO and reward models: 4-bit / 16-bit bases with checkpointing; the DPO logits of a pair (151,936
+        # vocabulary x 2 sequences, float32 copies for the loss and the reference pass) dominate (train/memory.py).
+        dpo=DPOSettings(batch_size=2, grad_accum=4, max_length=1024, load_in_4bit=True, gradient_checkpointing=True),
+        reward_model=RMSettings(batch_size=2, grad_accum=4, max_length=1024, gradient_checkpointing=True),
+        memory_gb=15.8,
     ),
     "gpu8": Preset(
         name="gpu8",
@@ -147,6 +164,9 @@ PRESETS: dict[str, Preset] = {
             max_episode_tokens=1024, max_new_tokens=192, max_turns=6, beta=0.0, loss_type="dapo",
             save_steps=50, logging_steps=1, sample_every=25,
         ),
+        dpo=DPOSettings(batch_size=1, grad_accum=8, max_length=1024, load_in_4bit=True, gradient_checkpointing=True),
+        reward_model=RMSettings(batch_size=1, grad_accum=8, max_length=1024, gradient_checkpointing=True),
+        memory_gb=8.6,
     ),
     "cpu": Preset(
         name="cpu",

@@ -34,7 +34,8 @@ from typing import Any, Iterable
 
 from ..models import LoraSpec, load_tokenizer
 from ..paths import CACHE_DIR
-from .dpo import count_chat_tokens, cpu_only, import_trl, resolve_checkpoint, time_limit_callback
+from ..precision import trainer_precision
+from .dpo import count_chat_tokens, import_trl, resolve_checkpoint, time_limit_callback
 from .preferences import Messages, fit_prompt
 
 RM_MARKER = "openmanus_rm.json"
@@ -421,13 +422,12 @@ def _orm_dataset(rows: list[dict[str, Any]], tokenizer, max_length: int):
 
 
 def _common_args(s: RMSettings, output_dir: str) -> dict[str, Any]:
-    cpu = cpu_only()
     return dict(
         output_dir=output_dir, learning_rate=s.learning_rate, max_steps=s.max_steps, num_train_epochs=s.epochs,
         per_device_train_batch_size=s.batch_size, per_device_eval_batch_size=s.batch_size,
         gradient_accumulation_steps=s.grad_accum, logging_steps=s.logging_steps, save_strategy="no",
         report_to=[], seed=s.seed, gradient_checkpointing=s.gradient_checkpointing,
-        bf16=False if cpu else None, use_cpu=cpu,
+        **trainer_precision().trainer_kwargs(),
     )
 
 

@@ -72,9 +72,10 @@ class SFTRunConfig:
     gradient_checkpointing: bool = False
     optim: str = "adamw_torch"
     bf16: bool | None = None
-    """None: bf16 on GPUs that support it; never on CPU (see benchmarks/train_throughput.py)."""
+    """None: bf16 on GPUs with native bf16 (compute capability >= 8.0); never on CPU (see
+    benchmarks/train_throughput.py). True where the device only emulates it (T4) is refused: precision.py."""
     fp16: bool | None = None
-    """None: fp16 on GPUs without bf16 (T4)."""
+    """None: fp16 on GPUs without native bf16 (T4)."""
     logging_steps: int = 1
     save_steps: int = 50
     save_total_limit: int | None = 2
@@ -127,12 +128,10 @@ def time_cosine_factor(step: int, train_s: float, budget_s: float, warmup_steps:
 def make_sft_config(cfg: SFTRunConfig):
     """TRL's SFTConfig for pre-tokenized data (labels come from the `assistant_masks` column)."""
     import_trl()
-    import torch
     from trl import SFTConfig
 
-    on_gpu = torch.cuda.is_available()
-    bf16 = cfg.bf16 if cfg.bf16 is not None else bool(on_gpu and torch.cuda.is_bf16_supported())
-    fp16 = cfg.fp16 if cfg.fp16 is not None else bool(on_gpu and not bf16)
+    from ..precision import trainer_precision
+
     return SFTConfig(
         output_dir=cfg.output_dir,
         max_steps=cfg.max_steps,
@@ -148,9 +147,7 @@ def make_sft_config(cfg: SFTRunConfig):
         train_sampling_strategy="group_by_length" if cfg.group_by_length else "random",
         gradient_checkpointing=cfg.gradient_checkpointing,
         optim=cfg.optim,
-        bf16=bf16,
-        fp16=fp16,
-        use_cpu=not on_gpu,
+        **trainer_precision(cfg.bf16, cfg.fp16).trainer_kwargs(),
         logging_steps=cfg.logging_steps,
         save_strategy="steps",
         save_steps=cfg.save_steps,
@@ -379,7 +376,7 @@ def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, prefe
     Unsloth's `save_pretrained_merged(..., "merged_16bit")` when the model came through
     Unsloth; otherwise the base model is reloaded, the adapter applied and merged with PEFT
     (`merge_and_unload`), leaving the trained model untouched. Weights are stored in float16
-    (bfloat16 on GPUs that have it); `load_model` on a CPU upcasts them to float32.
+    (bfloat16 on GPUs that have it natively: precision.py); `load_model` on a CPU upcasts them to float32.
     """
     import torch
 
@@ -401,7 +398,9 @@ def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, prefe
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    half = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float16
+    from ..precision import resolve_precision
+
+    half = torch.bfloat16 if resolve_precision().bf16 else torch.float16
     tmp = out / "_adapter_tmp"
     model.save_pretrained(tmp)
     # merge in float32 (exact), then store 16-bit like Unsloth's merged_16bit

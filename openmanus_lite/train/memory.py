@@ -1,0 +1,365 @@
+"""GPU memory estimate per preset and stage, from the model's shape and the preset's numbers.
+
+No GPU has run the kit's GPU presets yet, so this is arithmetic on what the stage keeps in memory:
+
+- weights at their bit width: nf4 (0.5 byte per quantized weight plus its constants: with double
+  quantization one 8-bit absmax per 64 weights and one float32 per 256 of those, 0.127 bits a weight)
+  for the seven projections of every layer, 16-bit embeddings / norms / biases beside them; or all of
+  them at 16 or 32 bits;
+- trainable parameters (the LoRA adapters, or every weight without LoRA) in float32, their float32
+  gradients and the optimizer state: AdamW's two float32 moments (8 bytes), or 2 bytes with 8-bit AdamW;
+- activations: with gradient checkpointing the hidden state at every layer boundary (batch x length x
+  hidden, 16-bit) plus one layer's working set while it is recomputed; without it every layer's working
+  set (per token: ~10 x hidden + 3 x kv width + 4 x intermediate values). Unsloth's "unsloth" checkpointing
+  offloads the boundary states to CPU RAM, so the boundary term over-counts there;
+- logits: a loss that materialises them takes (compute bytes + 4 + 4) per logit (the logits, their float32
+  copy for the log-softmax and its gradient) for every token the loss sees (DPO, reward models, CPU runs).
+  On a GPU Unsloth chunks them: its fused cross-entropy (unsloth_zoo/fused_losses, SFT) caps its working
+  set at min(4 GiB, half the memory left), and its GRPO trainer autotunes mini-batches and logit chunks
+  (unsloth/models/rl_replacements.py); both are counted with that cap, an approximation for GRPO;
+- the KV cache of a generation batch (2 x layers x kv heads x head dim x 16-bit per token), one prefill
+  layer's working set, and the float32 next-token logits of the batch;
+- the CUDA context (driver, cuBLAS / Triton kernels): an allowance of 0.5 GB, not measured here.
+
+Checked against Unsloth's published minimum VRAM for QLoRA / 16-bit LoRA ("Unsloth Requirements",
+unsloth.ai/docs/get-started/fine-tuning-for-beginners/unsloth-requirements, rows 3B and 8B, assumed here to be
+Llama 3.2 3B and Llama 3.1 8B, which the table does not say): `python -m openmanus_lite presets
+--published` prints both. At batch 1 x 512 tokens, r=16 on all projections, 8-bit AdamW: 3B QLoRA 3.5 GB
+published vs 4.2 estimated (+20%), 3B LoRA 8.0 vs 8.4 (+5%), 8B QLoRA 6.0 vs 7.9 (+32%), 8B LoRA 22.0 vs
+18.3 (-17%). The published rows name no batch or length and are "absolute minimum"; the 8B QLoRA row is about
+its weights alone (6.2 GB here with the CUDA context), so the estimate errs high for QLoRA, as a fit check should.
+On a CPU it reads low: the cpu preset's SFT step at batch 4 x 768 tokens is 6.6 GiB here against a measured
+10.5 GiB process peak (README, benchmarks/train_throughput.py; about 1 GiB of it is the imported libraries):
+eager CPU attention and the allocator keep more than this count, which assumes fused attention as on a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any
+
+GB = 1e9
+CUDA_CONTEXT = 0.5 * GB
+FUSED_LOSS_CAP = 4 * 2**30
+"""Unsloth's fused cross-entropy target: min(4 GiB, half of the free memory) (unsloth_zoo _CE_TARGET_GB_CAP)."""
+NF4_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)
+"""nf4 with double quantization, per quantized weight (blocksize 64; 256 absmax per second-level block)."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The numbers of a decoder-only transformer (Llama / Qwen2 layout) that memory depends on."""
+
+    name: str
+    vocab: int
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    intermediate: int
+    tied_embeddings: bool = True
+    qkv_bias: bool = False
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def kv_width(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    def projection_shapes(self) -> dict[str, tuple[int, int]]:
+        """(in, out) of each of the seven projections of one layer."""
+        h, kv, i = self.hidden, self.kv_width, self.intermediate
+        return {"q_proj": (h, h), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (h, h),
+                "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+
+    def linear_params(self) -> int:
+        """Weights of the projections (what bitsandbytes quantizes)."""
+        return self.layers * sum(a * b for a, b in self.projection_shapes().values())
+
+    def other_params(self) -> int:
+        """Embeddings (and an untied head), norms and biases: kept 16-bit in a 4-bit model."""
+        emb = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        bias = (self.hidden + 2 * self.kv_width) if self.qkv_bias else 0
+        return emb + self.layers * (2 * self.hidden + bias) + self.hidden
+
+    def params(self) -> int:
+        return self.linear_params() + self.other_params()
+
+
+# Published configs (config.json on the hub), as numbers since the kit runs offline.
+QWEN25_0_5B = ModelShape("Qwen2.5-0.5B-Instruct", 151936, 896, 24, 14, 2, 4864, True, True)
+QWEN25_1_5B = ModelShape("Qwen2.5-1.5B-Instruct", 151936, 1536, 28, 12, 2, 8960, True, True)
+QWEN25_3B = ModelShape("Qwen2.5-3B-Instruct", 151936, 2048, 36, 16, 2, 11008, True, True)
+QWEN25_7B = ModelShape("Qwen2.5-7B-Instruct", 152064, 3584, 28, 28, 4, 18944, False, True)
+# The models behind Unsloth's published minimum-VRAM table (its 3B and 8B rows): Llama 3.2 3B, Llama 3.1 8B.
+LLAMA32_3B = ModelShape("Llama-3.2-3B-Instruct", 128256, 3072, 28, 24, 8, 8192, True, False)
+LLAMA31_8B = ModelShape("Llama-3.1-8B-Instruct", 128256, 4096, 32, 32, 8, 14336, False, False)
+KNOWN_SHAPES = {s.name.lower().removesuffix("-instruct"): s for s in (QWEN25_0_5B, QWEN25_1_5B, QWEN25_3B, QWEN25_7B)}
+
+
+def shape_from_config(name: str, cfg: dict[str, Any]) -> ModelShape:
+    """A ModelShape from a transformers config.json dict."""
+    return ModelShape(name, cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"],
+                      cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"],
+                      cfg["intermediate_size"], bool(cfg.get("tie_word_embeddings", True)),
+                      cfg.get("model_type") == "qwen2" or bool(cfg.get("attention_bias")))
+
+
+def default_model_shape() -> ModelShape:
+    """SmolLM2-135M-Instruct's shape, read from the embedded GGUF file's header (no weights are loaded)."""
+    from gguf import GGUFReader
+
+    from ..models import DEFAULT_MODEL, default_gguf_path
+
+    reader = GGUFReader(default_gguf_path())
+
+    def value(key: str) -> int:
+        f = reader.fields[key]
+        return int(f.parts[f.data[0]][0])
+
+    tied = not any(t.name == "output.weight" for t in reader.tensors)
+    return ModelShape(DEFAULT_MODEL, value("llama.vocab_size"), value("llama.embedding_length"),
+                      value("llama.block_count"), value("llama.attention.head_count"),
+                      value("llama.attention.head_count_kv"), value("llama.feed_forward_length"), tied)
+
+
+def model_shape(name: str) -> ModelShape:
+    """The shape of a preset's model: 'default', 'tiny', a local checkpoint, or a known Qwen2.5 hub name."""
+    import json
+    from pathlib import Path
+
+    from ..models import DEFAULT_MODEL
+    from .presets import TINY_MODEL, tiny_model_path
+
+    if name.lower() in ("default", "smollm2", DEFAULT_MODEL.lower()):
+        return default_model_shape()
+    if name == TINY_MODEL:  # built once and cached, like every user of the preset
+        name = str(tiny_model_path())
+    if (Path(name) / "config.json").is_file():
+        return shape_from_config(name, json.loads((Path(name) / "config.json").read_text()))
+    key = name.rsplit("/", 1)[-1].lower().removesuffix("-bnb-4bit").removesuffix("-unsloth").removesuffix("-instruct")
+    if key in KNOWN_SHAPES:
+        return KNOWN_SHAPES[key]
+    raise ValueError(f"no shape known for model {name!r}: pass a local checkpoint (its config.json is read) or "
+                     f"one of {sorted(KNOWN_SHAPES)}")
+
+
+# --------------------------------------------------------------------------- the estimate
+
+
+@dataclass
+class StageMemory:
+    """Bytes by part for one stage; `total` is their sum."""
+
+    stage: str
+    parts: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def total(self) -> float:
+        return sum(self.parts.values())
+
+
+@dataclass(frozen=True)
+class TrainShape:
+    """What one training step holds: sequences x length, loss tokens per sequence, and how it saves memory."""
+
+    batch: int
+    length: int
+    loss_tokens: int
+    checkpointing: bool
+    optim: str
+    fused_loss: bool = False
+
+
+def weight_bytes(shape: ModelShape, load_in_4bit: bool, compute_bytes: int) -> float:
+    if load_in_4bit:
+        return shape.linear_params() * NF4_BYTES + shape.other_params() * compute_bytes
+    return shape.params() * compute_bytes
+
+
+def lora_params(shape: ModelShape, r: int, targets: list[str], layers: list[int] | None = None) -> int:
+    n_layers = len(layers) if layers is not None else shape.layers
+    proj = shape.projection_shapes()
+    unknown = set(targets) - set(proj)
+    if unknown:
+        raise ValueError(f"LoRA targets {sorted(unknown)} are not projections of {shape.name}: {sorted(proj)}")
+    return n_layers * sum(r * (proj[t][0] + proj[t][1]) for t in targets)
+
+
+def optimizer_bytes_per_param(optim: str) -> float:
+    """AdamW keeps two moments: float32 (8 bytes), or 8-bit (2 bytes) for bitsandbytes' 8-bit AdamW."""
+    name = str(optim).lower()
+    if "8bit" in name:
+        return 2.0
+    if name in ("sgd", "adafactor"):
+        return 4.0
+    return 8.0
+
+
+def layer_working_values(shape: ModelShape) -> int:
+    """Values per token one decoder layer keeps for its backward (norms, q/k/v/o, rope, MLP gate/up/act)."""
+    return 10 * shape.hidden + 3 * shape.kv_width + 4 * shape.intermediate
+
+
+def training_parts(shape: ModelShape, step: TrainShape, trainable: int, compute_bytes: int,
+                   fixed: float, card: float | None) -> dict[str, float]:
+    """Trainable state, activations and logits of one forward + backward (bytes)."""
+    tokens = step.batch * step.length
+    parts = {
+        "train+grad": trainable * 8.0,
+        "optimizer": trainable * optimizer_bytes_per_param(step.optim),
+    }
+    per_layer = tokens * layer_working_values(shape) * compute_bytes
+    if step.checkpointing:
+        parts["activations"] = (shape.layers + 1) * tokens * shape.hidden * compute_bytes + per_layer
+    else:
+        parts["activations"] = shape.layers * per_layer + tokens * shape.hidden * compute_bytes
+    full = step.batch * step.loss_tokens * shape.vocab * (compute_bytes + 8.0)
+    if step.fused_loss and card is not None:
+        free = card - fixed - sum(parts.values())
+        parts["logits"] = max(0.0, min(step.batch * step.loss_tokens * shape.vocab * 16.0, FUSED_LOSS_CAP, free / 2))
+    else:
+        parts["logits"] = full
+    return parts
+
+
+def generation_parts(shape: ModelShape, batch: int, length: int, compute_bytes: int) -> dict[str, float]:
+    """KV cache of `batch` sequences of `length` tokens, one prefill layer's working set, next-token logits."""
+    tokens = batch * length
+    return {
+        "kv_cache": tokens * 2 * shape.layers * shape.kv_width * compute_bytes,
+        "prefill": tokens * (3 * shape.hidden + 2 * shape.intermediate) * compute_bytes,
+        "logits": batch * shape.vocab * 4.0,
+    }
+
+
+def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageMemory]:
+    """Per-stage memory of a preset (train/presets.py) on its card (`preset.memory_gb`; None: a CPU)."""
+    shape = shape or model_shape(preset.model)
+    on_gpu = preset.memory_gb is not None
+    card = preset.memory_gb * GB if on_gpu else None
+    compute = 4 if preset.dtype == "float32" else 2
+    context = CUDA_CONTEXT if on_gpu else 0.0
+    unsloth = on_gpu and preset.backend in ("auto", "unsloth")
+
+    def trainable(lora) -> int:
+        return shape.params() if lora is None else lora_params(shape, lora.r, list(lora.target_modules), lora.layers)
+
+    def checkpointing(lora, own: bool) -> bool:
+        return bool(own or (lora is not None and lora.gradient_checkpointing))
+
+    stages = []
+    weights = weight_bytes(shape, preset.load_in_4bit, compute)
+    lora = preset.lora
+    n_train = trainable(lora)
+    base = {"weights": weights, "cuda_ctx": context}  # LoRA weights are in "train+grad"
+
+    s = preset.sft
+    step = TrainShape(s.per_device_train_batch_size, s.max_length, s.max_length,
+                      checkpointing(lora, s.gradient_checkpointing), s.optim, fused_loss=unsloth)
+    stages.append(StageMemory("sft", {**base, **training_parts(shape, step, n_train, compute, weights + context, card)},
+                              "Unsloth fused loss" if unsloth else ""))
+
+    g = preset.grpo
+    gen_batch = g.per_device_train_batch_size * g.gradient_accumulation_steps
+    optim_state = n_train * (4.0 + optimizer_bytes_per_param("adamw_torch"))  # weights + moments stay resident
+    stages.append(StageMemory("grpo rollout", {**base, "train+optim": optim_state,
+                                               **generation_parts(shape, gen_batch, preset.max_seq_length, compute)},
+                              f"{gen_batch} sequences x {preset.max_seq_length} tokens"))
+    for mode, completion in (("single", g.max_completion_length), ("multi", g.max_episode_tokens)):
+        step = TrainShape(g.per_device_train_batch_size, preset.max_seq_length, completion,
+                          checkpointing(lora, g.gradient_checkpointing), "adamw_torch", fused_loss=unsloth)
+        parts = training_parts(shape, step, n_train, compute, weights + context, card)
+        stages.append(StageMemory(f"grpo {mode}", {**base, **parts}, f"update, loss on {completion} tokens"
+                                  + (" (Unsloth chunked logits)" if unsloth else "")))
+
+    d = preset.dpo
+    d_weights = weight_bytes(shape, d.load_in_4bit, compute)
+    d_train = trainable(d.lora)
+    step = TrainShape(2 * d.batch_size, d.max_length, d.max_length, d.gradient_checkpointing, "adamw_torch")
+    # the reference pass (adapter disabled, no grad) keeps only log-probabilities: the policy's pass is the peak
+    parts = training_parts(shape, step, d_train, compute, d_weights + context, card)
+    stages.append(StageMemory("dpo", {"weights": d_weights, "cuda_ctx": context, **parts},
+                              f"{d.batch_size} pairs x {d.max_length} tokens"))
+
+    r = preset.reward_model
+    rm_shape = ModelShape(shape.name, 2, shape.hidden, shape.layers, shape.heads, shape.kv_heads,
+                          shape.intermediate, False, shape.qkv_bias)  # a score head instead of the LM head
+    # reward_model._load_head loads the base in float32 (mixed precision autocasts it), without the LM head
+    r_weights = weight_bytes(shape, False, 4) - shape.vocab * shape.hidden * 4 * (not shape.tied_embeddings)
+    step = TrainShape(2 * r.batch_size, r.max_length, 1, r.gradient_checkpointing, "adamw_torch")
+    parts = training_parts(rm_shape, step, trainable(r.lora), compute, r_weights + context, card)
+    stages.append(StageMemory("reward model", {"weights": r_weights, "cuda_ctx": context, **parts},
+                              f"{r.batch_size} pairs x {r.max_length} tokens"))
+
+    eval_parts = {"weights": weights, "cuda_ctx": context, "adapter": n_train * 4.0 if lora is not None else 0.0,
+                  **generation_parts(shape, preset.eval_batch_size, preset.max_seq_length, compute)}
+    stages.append(StageMemory("eval", eval_parts, f"{preset.eval_batch_size} episodes x {preset.max_seq_length} tokens"))
+    return stages
+
+
+def published_check() -> list[tuple[str, float, float]]:
+    """(case, published GB, estimated GB) against Unsloth's minimum-VRAM table (see the module doc)."""
+    from ..models import LORA_TARGETS
+
+    out = []
+    for shape, published_q, published_l in ((LLAMA32_3B, 3.5, 8.0), (LLAMA31_8B, 6.0, 22.0)):
+        for four_bit, published in ((True, published_q), (False, published_l)):
+            weights = weight_bytes(shape, four_bit, 2)
+            step = TrainShape(1, 512, 512, True, "adamw_8bit", fused_loss=True)
+            parts = training_parts(shape, step, lora_params(shape, 16, LORA_TARGETS), 2,
+                                   weights + CUDA_CONTEXT, 80 * GB)
+            total = weights + CUDA_CONTEXT + sum(parts.values())
+            out.append((f"{shape.name} {'QLoRA' if four_bit else 'LoRA 16-bit'}", published, total / GB))
+    return out
+
+
+# --------------------------------------------------------------------------- the `presets` command
+
+
+def format_table(preset: Any, stages: list[StageMemory]) -> str:
+    cols = ["weights", "adapter", "train+grad", "optimizer", "train+optim", "activations", "logits", "kv_cache",
+            "prefill", "cuda_ctx"]
+    cols = [c for c in cols if any(c in st.parts for st in stages)]
+    card = preset.memory_gb
+    head = f"{'stage':<14}" + "".join(f"{c:>12}" for c in cols) + f"{'total':>9}" + ("  of card" if card else "")
+    lines = [head]
+    for st in stages:
+        row = f"{st.stage:<14}" + "".join(f"{st.parts.get(c, 0.0) / GB:>12.2f}" for c in cols)
+        row += f"{st.total / GB:>9.2f}"
+        if card:
+            row += f"  {100 * st.total / (card * GB):>6.0f}%"
+        lines.append(row + (f"   {st.note}" if st.note else ""))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m openmanus_lite presets [--memory] [NAME ...]`."""
+    from .presets import PRESETS, get_preset
+
+    p = argparse.ArgumentParser(prog="openmanus_lite presets",
+                                description="List the hardware presets; --memory adds a per-stage GPU memory estimate.")
+    p.add_argument("names", nargs="*", help=f"presets to show (default: all of {sorted(PRESETS)})")
+    p.add_argument("--memory", action="store_true", help="per-stage memory estimate in GB against the preset's card")
+    p.add_argument("--published", action="store_true", help="the estimator against Unsloth's published minimum VRAM")
+    args = p.parse_args(argv)
+    unknown = [n for n in args.names if n not in PRESETS]
+    if unknown:
+        p.error(f"unknown presets {unknown}; choose from {sorted(PRESETS)}")
+    for name in args.names or list(PRESETS):
+        preset = get_preset(name)
+        card = f"{preset.memory_gb:.1f} GB card" if preset.memory_gb else "CPU (RAM)"
+        print(f"{name}: {preset.model}, {'4-bit' if preset.load_in_4bit else preset.dtype or '16-bit'}, "
+              f"max_seq_length {preset.max_seq_length}, {card}")
+        if args.memory:
+            print(format_table(preset, estimate_preset(preset)))
+            print()
+    if args.published:
+        print(f"{'case':<36}{'published GB':>14}{'estimate GB':>13}")
+        for case, published, estimate in published_check():
+            print(f"{case:<36}{published:>14.1f}{estimate:>13.1f}")
+    return 0
