@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from .trainer_args import SFT_OWNED, trainer_kwargs
+
 LOSS_HISTORY_FILE = "loss_history.json"
 
 
@@ -81,9 +83,12 @@ class SFTRunConfig:
     resume: bool | str = "auto"
     """"auto": continue from the last checkpoint in output_dir if there is one; a path: from that one."""
     seed: int = 0
-    report_to: str = "none"
+    report_to: str | list[str] = "none"
+    """Experiment tracker(s): "none", "tensorboard", "trackio", "wandb" (TrainingArguments.report_to)."""
     disable_tqdm: bool = False
     dataloader_num_workers: int = 0
+    trainer_args: dict[str, Any] = field(default_factory=dict)
+    """Any other SFTConfig field (e.g. {"warmup_ratio": 0.1}); see train/trainer_args.py."""
 
     def replace(self, **changes) -> "SFTRunConfig":
         unknown = set(changes) - {f.name for f in fields(self)}
@@ -133,7 +138,8 @@ def make_sft_config(cfg: SFTRunConfig):
     on_gpu = torch.cuda.is_available()
     bf16 = cfg.bf16 if cfg.bf16 is not None else bool(on_gpu and torch.cuda.is_bf16_supported())
     fp16 = cfg.fp16 if cfg.fp16 is not None else bool(on_gpu and not bf16)
-    return SFTConfig(
+    return SFTConfig(**trainer_kwargs(
+        cfg.trainer_args, SFT_OWNED,
         output_dir=cfg.output_dir,
         max_steps=cfg.max_steps,
         num_train_epochs=cfg.num_train_epochs,
@@ -165,7 +171,7 @@ def make_sft_config(cfg: SFTRunConfig):
         padding_free=False,
         assistant_only_loss=False,  # the mask is already in the data (per-turn flags)
         dataset_num_proc=None,
-    )
+    ))
 
 
 # --------------------------------------------------------------------------- callbacks
