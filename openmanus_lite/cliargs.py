@@ -131,7 +131,11 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None, *, passth
     Without `passthrough`, leftover options are an error, as in plain argparse."""
     argv = normalize_argv(list(sys.argv[1:] if argv is None else argv), parser.prog, deprecated)
     if config:
-        argv = expand_config(argv, parser)
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is not None and argv and argv[0] in sub.choices:  # `dpo train-dpo --config x.yaml`
+            argv = expand_config(argv, sub.choices[argv[0]], insert_at=1)
+        else:
+            argv = expand_config(argv, parser)
     if not passthrough:
         return parser.parse_args(argv), []
     args, extras = parser.parse_known_args(argv)

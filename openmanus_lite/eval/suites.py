@@ -103,7 +103,7 @@ def read_manifest(root: Path | None = None) -> dict:
     if not path.is_file():
         raise SuiteError(f"no frozen benchmark suites at {root} ({MANIFEST_NAME} is missing). They ship with the "
                          f"repository; restore them with `git checkout -- {root}`, or freeze new ones with "
-                         f"`python -m openmanus_lite eval freeze --out {root}`.")
+                         f"`python -m openmanus_lite eval freeze --output_dir {root}`.")
     try:
         manifest = json.loads(path.read_text())
     except json.JSONDecodeError as e:
