@@ -12,6 +12,7 @@ and `--per_device_eval_batch_size`.
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from pathlib import Path
@@ -75,7 +76,8 @@ def _slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_") or "policy"
 
 
-def _run(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `eval` itself (the subcommands build their own)."""
     p = make_parser("python -m openmanus_lite eval", __doc__, (
         "python -m openmanus_lite eval --model expert --model random --suite dev --limit 1 --output_dir runs/eval",
         "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json",
@@ -98,7 +100,11 @@ def _run(argv: list[str]) -> int:
     p.add_argument("--oracle", action="store_true", help="select by the true score: oracle pass@k, an upper bound")
     p.add_argument("--output_dir", default="runs/eval", help="folder for JSON/CSV results and the plot")
     p.add_argument("--no_progress", action="store_true")
-    a, _ = parse(p, argv, deprecated=RENAMED)
+    return p
+
+
+def _run(argv: list[str]) -> int:
+    a, _ = parse(build_parser(), argv, deprecated=RENAMED)
     from .benchmark import run_benchmark
     from .compare import comparison_table
     from .plots import plot_comparison
@@ -220,7 +226,7 @@ def _verify(argv: list[str]) -> int:
     return 1 if problems else 0
 
 
-def _freeze(argv: list[str]) -> int:
+def freeze_parser() -> argparse.ArgumentParser:
     p = make_parser("python -m openmanus_lite eval freeze", "Write new frozen suites (never needed for evaluation).",
                     ("python -m openmanus_lite eval freeze --output_dir /tmp/suites --per_cell 2 --domains db",
                      "python -m openmanus_lite eval freeze --output_dir /tmp/suites --no_agentbench --force"))
@@ -230,7 +236,11 @@ def _freeze(argv: list[str]) -> int:
     p.add_argument("--agentbench", help="AgentBench dbbench JSONL to import (default: the shared real samples)")
     p.add_argument("--no_agentbench", action="store_true", help="freeze without the agentbench_db suite")
     p.add_argument("--force", action="store_true", help="replace existing frozen suites")
-    a, _ = parse(p, argv, deprecated=RENAMED)
+    return p
+
+
+def _freeze(argv: list[str]) -> int:
+    a, _ = parse(freeze_parser(), argv, deprecated=RENAMED)
     from .suites import TASKS_PER_CELL, SuiteError, freeze_suites
 
     try:

@@ -10,7 +10,7 @@ Each trainer subcommand also accepts `--tasks N --domains ...` instead of `--dat
 build the data on the fly (expert and mistake episodes only, unless `--policy` is given).
 Options follow TRL's spelling (`--x_y` or `--x-y`); the trainer subcommands read `--config run.yaml`
 and pass any other field of their TRL config (DPOConfig, RewardConfig; TrainingArguments for the
-PRM) through, e.g. `--warmup_ratio 0.1`.
+PRM) through, e.g. `--adam_beta2 0.95`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ..models import LoraSpec
 EXAMPLES = (
     "python -m openmanus_lite dpo pairs --domains household --tasks 4 --output_dir runs/pairs",
     "python -m openmanus_lite dpo train-dpo --data runs/pairs --model runs/sft/merged --max_steps 20 "
-    "--output_dir runs/dpo --warmup_ratio 0.1 --report_to tensorboard",
+    "--output_dir runs/dpo --adam_beta2 0.95 --report_to tensorboard",
     "python -m openmanus_lite dpo train-rm --data runs/pairs --model runs/sft/merged --output_dir runs/orm",
 )
 

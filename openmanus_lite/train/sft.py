@@ -88,7 +88,7 @@ class SFTRunConfig:
     disable_tqdm: bool = False
     dataloader_num_workers: int = 0
     trainer_args: dict[str, Any] = field(default_factory=dict)
-    """Any other SFTConfig field (e.g. {"warmup_ratio": 0.1}); see train/trainer_args.py."""
+    """Any other SFTConfig field (e.g. {"adam_beta2": 0.95}); see train/trainer_args.py."""
 
     def replace(self, **changes) -> "SFTRunConfig":
         unknown = set(changes) - {f.name for f in fields(self)}

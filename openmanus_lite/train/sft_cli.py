@@ -31,7 +31,7 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
 
 EXAMPLES = (
     "python -m openmanus_lite sft --preset cpu_debug --synth 4 --domains os,db --max_steps 2 --output_dir runs/sft_try",
-    "python -m openmanus_lite sft --config run.yaml --learning_rate 1e-4 --warmup_ratio 0.1 --report_to tensorboard",
+    "python -m openmanus_lite sft --config run.yaml --learning_rate 1e-4 --adam_beta2 0.95 --report_to tensorboard",
     "python -m openmanus_lite sft --data runs/merged --preset t4 --push_to_hub --hub_model_id me/agent-sft",
 )
 
@@ -80,7 +80,7 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 
 def settings(args: argparse.Namespace, extras: list[str]):
     """(preset, SFTRunConfig) for parsed options: the preset's settings, then the flags, then any
-    other SFTConfig field given (`--warmup_ratio 0.1`), kept in `trainer_args`."""
+    other SFTConfig field given (`--adam_beta2 0.95`), kept in `trainer_args`."""
     from dataclasses import fields
 
     from .presets import get_preset

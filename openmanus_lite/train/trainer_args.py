@@ -1,7 +1,7 @@
 """Extra TRL settings on top of the ones the kit builds (`trainer_args` of each run config).
 
 A run config's `trainer_args` holds any field of the trainer's config that the kit does not
-wrap (`warmup_ratio`, `num_iterations`, `log_completions`, ...). It overrides the kit's value,
+wrap (`adam_beta2`, `num_iterations`, `log_completions`, ...). It overrides the kit's value,
 except for the few settings the kit sets on purpose, listed here with the reason.
 """
 
