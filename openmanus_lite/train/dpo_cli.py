@@ -136,16 +136,19 @@ def settings(args: argparse.Namespace, extras: list[str] = ()):
     import trl
     from transformers import TrainingArguments
 
+    from .trainer_args import DPO_OWNED, RM_OWNED, trainer_kwargs
+
     if args.cmd in ("train-dpo", "dpo"):
         from .dpo import DPOSettings as cls
 
-        config_cls = trl.DPOConfig
+        config_cls, owned = trl.DPOConfig, DPO_OWNED
     else:
         from .reward_model import RMSettings as cls
 
-        config_cls = trl.RewardConfig if args.cmd == "train-rm" else TrainingArguments
+        config_cls, owned = (trl.RewardConfig if args.cmd == "train-rm" else TrainingArguments), RM_OWNED
     own = [f.name for f in fields(cls) if f.name not in ("lora", "trainer_args")]
     kit, trainer = split_overrides(trainer_overrides(extras, config_cls, command=f"dpo {args.cmd}"), own)
+    trainer_kwargs(trainer, owned)  # a setting the kit owns fails here, before the data is built
     common = dict(learning_rate=args.learning_rate, max_steps=args.max_steps, epochs=args.num_train_epochs,
                   batch_size=args.per_device_train_batch_size, grad_accum=args.gradient_accumulation_steps,
                   max_length=args.max_length, lora=_lora(args), seed=args.seed, max_seconds=args.max_seconds,

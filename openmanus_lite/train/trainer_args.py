@@ -24,7 +24,8 @@ SFT_OWNED = {
 GRPO_OWNED = {**KIT_OWNED, "reward_weights": "give weights in --reward_funcs, e.g. accuracy:2 format"}
 DPO_OWNED = {**KIT_OWNED, "save_strategy": "the kit saves the policy at the end (save_policy)"}
 RM_OWNED = {**KIT_OWNED, "save_strategy": "the kit saves the reward model at the end (rm.save)",
-            "max_length": "the kit truncates the data itself (max_length of the settings)"}
+            "max_length": "the kit truncates the data itself (max_length of the settings)",
+            "remove_unused_columns": "the process reward model's collator needs its label columns"}
 
 
 def trainer_kwargs(extra: Mapping[str, Any] | None, owned: Mapping[str, str], **kwargs: Any) -> dict[str, Any]:
