@@ -269,3 +269,13 @@ def test_help_is_fast_and_ends_with_examples():
                            timeout=60)
         assert r.returncode == 0 and "examples:" in r.stdout, (cmd, r.stderr[-500:])
     assert time.perf_counter() - t0 < 60  # no unsloth import (7-10 s each) behind --help
+
+
+@pytest.mark.parametrize("name", ["sft_quick", "grpo_quick"])
+def test_shipped_run_configs_build_their_trainer_configs(name):
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "runs" / f"{name}.yaml"
+    cfg = (_sft_cfg if name.startswith("sft") else _grpo_cfg)(["--config", str(path)])
+    assert cfg.report_to == ["tensorboard"]
+    assert cfg.adam_beta2 == 0.95 if name.startswith("sft") else (cfg.num_iterations, cfg.log_completions) == (2, True)
