@@ -159,14 +159,15 @@ def print_sign_tests(a, b) -> None:
     from .compare import sign_tests
 
     print(f"\n== paired sign test, {b.label} vs {a.label} (tasks that changed outcome; two-sided exact p)")
-    print(sign_tests(a, b).to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    print(sign_tests(a, b).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
 
 
 def _compare(argv: list[str]) -> int:
     p = make_parser("python -m openmanus_lite eval compare", "Rates side by side, the tasks that flipped, "
                     "and the paired exact sign test on them (per domain and overall).", (
                         "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json",
-                        "python -m openmanus_lite eval compare a.json b.json --level overall --plot cmp.png",
+                        "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json --level overall "
+                        "--plot runs/eval/cmp.png",
                     ))
     p.add_argument("results", nargs="+", help="result files (.json or .csv) written by `eval`")
     p.add_argument("--level", default="domain", choices=["domain", "cell", "overall"])

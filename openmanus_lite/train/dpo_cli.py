@@ -28,9 +28,9 @@ from ..models import LoraSpec
 
 EXAMPLES = (
     "python -m openmanus_lite dpo pairs --domains household --tasks 4 --output_dir runs/pairs",
-    "python -m openmanus_lite dpo train-dpo --data runs/pairs --model runs/sft/merged --max_steps 20 "
+    "python -m openmanus_lite dpo train-dpo --data runs/pairs --model runs/sft_try/merged --max_steps 2 "
     "--output_dir runs/dpo --adam_beta2 0.95 --report_to tensorboard",
-    "python -m openmanus_lite dpo train-rm --data runs/pairs --model runs/sft/merged --output_dir runs/orm",
+    "python -m openmanus_lite dpo train-rm --data runs/pairs --model runs/sft_try/merged --max_steps 2 --output_dir runs/orm",
 )
 
 
