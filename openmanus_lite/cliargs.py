@@ -79,6 +79,8 @@ def _config_tokens(config: Mapping[str, Any], parser: argparse.ArgumentParser) -
             tokens += [flag] if value else []
         elif isinstance(value, bool):
             tokens += [flag, str(value).lower()]
+        elif isinstance(value, (list, tuple)) and action is not None and action.nargs in (None, "?"):
+            tokens += [flag, ",".join(map(str, value))]  # a comma list, e.g. report_to: [tensorboard, wandb]
         elif isinstance(value, (list, tuple)):
             tokens += [flag, *(json.dumps(v) if isinstance(v, (dict, list)) else str(v) for v in value)]
         elif isinstance(value, dict):
@@ -204,8 +206,18 @@ def add_tracking_args(p: argparse.ArgumentParser | Any) -> None:
     g.add_argument("--hub_token", default=None, help="Hub token (default: HF_TOKEN or the saved `hf auth login`)")
 
 
-def check_hub_args(args: argparse.Namespace) -> None:
-    """Fail before training when a push could not happen."""
+TRACKER_PACKAGES = {"tensorboard": "tensorboard", "trackio": "trackio", "wandb": "wandb"}
+
+
+def check_tracking_args(args: argparse.Namespace) -> None:
+    """Fail before training when the tracker is not installed or a push could not happen."""
+    import importlib.util
+
+    trackers = [args.report_to] if isinstance(args.report_to, str) else list(args.report_to)
+    missing = [t for t in trackers if t in TRACKER_PACKAGES and importlib.util.find_spec(TRACKER_PACKAGES[t]) is None]
+    if missing:
+        raise ValueError(f"--report_to {','.join(missing)}: not installed here; pip install "
+                         f"{' '.join(TRACKER_PACKAGES[t] for t in missing)} (or --report_to none)")
     if args.push_to_hub and not args.hub_model_id:
         raise ValueError("--push_to_hub needs --hub_model_id user/name: the repository to upload the model to")
     if args.hub_model_id and not args.push_to_hub:

@@ -4,6 +4,7 @@ and the paired sign test of `eval compare`."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 
@@ -130,6 +131,11 @@ def test_trl_only_settings_pass_through_and_bad_ones_are_named(tmp_path, capsys)
     assert "unknown setting --no_such_setting" in capsys.readouterr().err
     assert dpo_cli.main(["pairs", "--output_dir", str(tmp_path), "--adam_beta2", "0.9"]) == 2
     assert "unknown options for `dpo pairs`" in capsys.readouterr().err
+    if importlib.util.find_spec("trackio") is None:  # a tracker that is not installed fails before any work
+        assert sft_cli.main(["--preset", "cpu_debug", "--synth", "1", "--report_to", "trackio"]) == 2
+        assert "pip install trackio" in capsys.readouterr().err
+    (tmp_path / "two.yaml").write_text("report_to: [tensorboard, wandb]\n")
+    assert sft_cli.parse(["--config", str(tmp_path / "two.yaml")])[0].report_to == ["tensorboard", "wandb"]
     bad = tmp_path / "bad.yaml"
     bad.write_text("- just\n- a list\n")
     with pytest.raises(SystemExit, match="must hold a mapping"):

@@ -21,7 +21,14 @@ import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from ..cliargs import add_tracking_args, check_hub_args, make_parser, push_saved, split_overrides, trainer_overrides
+from ..cliargs import (
+    add_tracking_args,
+    check_tracking_args,
+    make_parser,
+    push_saved,
+    split_overrides,
+    trainer_overrides,
+)
 from ..cliargs import parse as parse_args
 from ..hub import HubPushError
 from ..models import LoraSpec
@@ -177,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     s = None
     if args.cmd != "pairs":
         try:
-            check_hub_args(args)
+            check_tracking_args(args)
             s = settings(args, extras)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)

@@ -23,7 +23,14 @@ import math
 import sys
 from pathlib import Path
 
-from ..cliargs import add_tracking_args, check_hub_args, make_parser, push_saved, split_overrides, trainer_overrides
+from ..cliargs import (
+    add_tracking_args,
+    check_tracking_args,
+    make_parser,
+    push_saved,
+    split_overrides,
+    trainer_overrides,
+)
 from ..cliargs import parse as parse_args
 from ..schema import DOMAINS
 
@@ -132,7 +139,7 @@ def settings(args: argparse.Namespace, extras: list[str] = ()):
     import torch
     from trl import GRPOConfig
 
-    check_hub_args(args)
+    check_tracking_args(args)
     preset_name = args.preset or ("t4" if torch.cuda.is_available() else "cpu")
     preset = get_preset(preset_name)
     overrides = {k: getattr(args, k) for k in (

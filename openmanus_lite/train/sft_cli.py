@@ -15,7 +15,14 @@ import json
 import sys
 from pathlib import Path
 
-from ..cliargs import add_tracking_args, check_hub_args, make_parser, push_saved, split_overrides, trainer_overrides
+from ..cliargs import (
+    add_tracking_args,
+    check_tracking_args,
+    make_parser,
+    push_saved,
+    split_overrides,
+    trainer_overrides,
+)
 from ..cliargs import parse as parse_args
 from ..hub import HubPushError
 
@@ -120,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --save: unknown {sorted(unknown)}; choose from adapter, merged, gguf", file=sys.stderr)
         return 2
     try:
-        check_hub_args(args)
+        check_tracking_args(args)
         preset, cfg = settings(args, extras)
         from .sft import make_sft_config
 
