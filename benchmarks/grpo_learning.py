@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
@@ -150,6 +149,7 @@ def find_sft(args) -> str | None:
 
 def run_multi(args, preset):
     from openmanus_lite.envs import generate_tasks
+    from openmanus_lite.eval.compare import sign_test
     from openmanus_lite.train import grpo
 
     sft = find_sft(args)
@@ -205,7 +205,7 @@ def run_multi(args, preset):
             "ci_before": _ci(b["successes"], b["n"]), "ci_after": _ci(a["successes"], a["n"]),
             "valid_rate_before": round(b["valid_rate"], 3), "valid_rate_after": round(a["valid_rate"], 3),
             "flips_gained": len(gained), "flips_lost": len(lost),
-            "sign_test_p": round(_sign_test(len(gained), len(lost)), 4),
+            "sign_test_p": round(sign_test(len(gained), len(lost)), 4),
         }
     return {
         "sft": sft,
@@ -256,16 +256,6 @@ def _ci(k: int, n: int):
 
     lo, hi = wilson_interval(k, n)
     return [round(lo, 3), round(hi, 3)]
-
-
-def _sign_test(gained: int, lost: int) -> float:
-    """Two-sided exact sign test on the discordant pairs (1.0 when there are none)."""
-    n = gained + lost
-    if n == 0:
-        return 1.0
-    k = min(gained, lost)
-    p = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-    return min(1.0, 2 * p)
 
 
 def _save_plot(log_history, path, title):

@@ -285,18 +285,30 @@ def _latest_run() -> Path | None:
     return runs[-1] if runs else None
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="openmanus_lite demo", description=__doc__.split("\n\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    from .cliargs import make_parser
+
+    p = make_parser("openmanus_lite demo", __doc__.split("\n\n")[0] + " Options take --x_y or --x-y.", (
+        "python -m openmanus_lite demo --quick --domains os,db --output_dir runs/demo-quick",
+        "python -m openmanus_lite demo --resume",
+    ))
     p.add_argument("--quick", action="store_true", help="the tiny test model and small settings (a few minutes)")
     p.add_argument("--model", default=None, help="a hub name or local checkpoint instead of the preset's model")
     p.add_argument("--preset", default=None, help="t4, gpu8, cpu or cpu_debug (default: cpu; cpu_debug with --quick)")
-    p.add_argument("--out", default=None, help="run folder (default: runs/demo-<timestamp>)")
+    p.add_argument("--output_dir", default=None, help="run folder (default: runs/demo-<timestamp>)")
     p.add_argument("--resume", action="store_true", help="continue the latest unfinished run in runs/")
-    p.add_argument("--sft-minutes", type=float, default=None)
-    p.add_argument("--grpo-minutes", type=float, default=None)
-    p.add_argument("--eval-per-domain", type=int, default=None)
+    p.add_argument("--sft_minutes", type=float, default=None)
+    p.add_argument("--grpo_minutes", type=float, default=None)
+    p.add_argument("--eval_per_domain", type=int, default=None)
     p.add_argument("--domains", default=None, help="comma-separated subset of the six domains")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .cliargs import parse
+
+    p = build_parser()
+    args, _ = parse(p, argv)
 
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
     for name, value in (("model", args.model), ("preset", args.preset), ("sft_minutes", args.sft_minutes),
@@ -315,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if cfg.preset not in PRESETS:
         p.error(f"--preset {cfg.preset!r}: choose one of {sorted(PRESETS)}")
-    run_dir = Path(args.out) if args.out else (_latest_run() if args.resume else None)
+    run_dir = Path(args.output_dir) if args.output_dir else (_latest_run() if args.resume else None)
     run_dir = run_dir or RUNS_DIR / time.strftime("demo-%Y%m%d-%H%M%S")
     free_gb = shutil.disk_usage(run_dir.parent if run_dir.parent.exists() else Path.cwd()).free / 1e9
     if free_gb < 2:

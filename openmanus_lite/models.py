@@ -397,11 +397,22 @@ def count_parameters(model) -> tuple[int, int]:
     return trainable, total
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m openmanus_lite prepare-model [--out DIR]`."""
-    p = argparse.ArgumentParser(prog="openmanus_lite prepare-model", description=prepare_default_model.__doc__)
-    p.add_argument("--out", default=None, help="output folder (default: the cache folder)")
+def build_parser() -> argparse.ArgumentParser:
+    from .cliargs import make_parser
+
+    p = make_parser("openmanus_lite prepare-model", prepare_default_model.__doc__, (
+        "python -m openmanus_lite prepare-model",
+        "python -m openmanus_lite prepare-model --output_dir models/smollm2 --force",
+    ))
+    p.add_argument("--output_dir", default=None, help="output folder (default: the cache folder)")
     p.add_argument("--force", action="store_true", help="convert again even if a checkpoint exists")
-    args = p.parse_args(argv)
-    print(prepare_default_model(args.out, force=args.force))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m openmanus_lite prepare-model [--output_dir DIR]`."""
+    from .cliargs import parse
+
+    args, _ = parse(build_parser(), argv)
+    print(prepare_default_model(args.output_dir, force=args.force))
     return 0

@@ -54,6 +54,7 @@ episodes into the rollout's reward arguments; `plot_reward_distributions(table)`
 from __future__ import annotations
 
 import difflib
+import importlib
 import json
 import logging
 import math
@@ -175,13 +176,47 @@ def list_rewards() -> list[str]:
 
 
 def reward_info(name: str) -> RewardInfo:
-    """The registry entry for `name`, or a KeyError that suggests close names."""
+    """The registry entry for `name`, a reward given by import path `package.module:function`,
+    or a KeyError that suggests close names."""
     info = _REGISTRY.get(name)
+    if info is None and ":" in str(name):
+        return _import_reward(str(name))
     if info is None:
         close = difflib.get_close_matches(str(name), list(_REGISTRY), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"unknown reward {name!r}.{hint} Registered rewards: {', '.join(sorted(_REGISTRY))}")
+        raise KeyError(f"unknown reward {name!r}.{hint} Registered rewards: {', '.join(sorted(_REGISTRY))}; "
+                       f"or give your own as package.module:function")
     return info
+
+
+_IMPORTED: dict[str, RewardInfo] = {}
+
+
+def _import_reward(path: str) -> RewardInfo:
+    """A reward function named by import path, as TRL's and open-r1's scripts take them. Its
+    `required_columns` / `reward_range` attributes are used when it has them."""
+    if path in _IMPORTED:
+        return _IMPORTED[path]
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr or ":" in attr:
+        raise ValueError(f"reward {path!r}: write an import path as package.module:function")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as e:  # the module's own code may raise anything while importing
+        raise ValueError(f"cannot import reward {path!r}: importing module {module_name!r} failed with "
+                         f"{type(e).__name__}: {e}") from e
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"cannot import reward {path!r}: module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"reward {path!r} is a {type(obj).__name__}, not a function "
+                         f"f(prompts, completions, **columns) -> list[float]")
+    groups = tuple((c,) if isinstance(c, str) else tuple(c) for c in getattr(obj, "required_columns", ()))
+    lo, hi = getattr(obj, "reward_range", (-math.inf, math.inf))
+    doc = (getattr(obj, "__doc__", None) or "").strip().split("\n\n")[0]
+    _IMPORTED[path] = RewardInfo(path, obj, groups, (float(lo), float(hi)), False, doc)
+    return _IMPORTED[path]
 
 
 def describe_rewards() -> list[dict[str, Any]]:
@@ -198,12 +233,33 @@ def describe_rewards() -> list[dict[str, Any]]:
     ]
 
 
-_SPEC_ITEM = re.compile(r"^([^:=\s]+)(?:\s*[:=]\s*(\S+))?$")
+def _spec_item(tok: str) -> tuple[str, str | float]:
+    """(name, weight) of one spec item: name, name:weight, name=weight, where the name may be an
+    import path with its own colon (pkg.mod:func, pkg.mod:func:0.5)."""
+    if "=" in tok:
+        name, _, weight = tok.rpartition("=")
+    else:
+        head, sep, tail = tok.rpartition(":")
+        try:
+            float(tail)
+            is_weight = bool(sep)
+        except ValueError:
+            is_weight = False
+        if is_weight:
+            name, weight = head, tail
+        elif sep and head in _REGISTRY:
+            raise ValueError(f"weight of reward {head!r} must be a number, got {tail!r}")
+        else:
+            name, weight = tok, 1.0
+    if not name or name.startswith(":") or name.endswith(":"):
+        raise ValueError(f"cannot read reward spec item {tok!r}; write name, name:weight or package.module:function")
+    return name, weight
 
 
 def parse_reward_spec(spec: str | Sequence[str] | Mapping[str, float]) -> dict[str, float]:
     """Names and weights, in order: "accuracy:2 format tag_count" (commas also work, `=` too),
-    a list of such items (the CLI's `--reward_funcs a b:0.5`), or a {name: weight} dict."""
+    a list of such items (the CLI's `--reward_funcs a b:0.5`), or a {name: weight} dict. A name is
+    a registered reward or an import path `package.module:function` (weighted: `pkg.mod:func:0.5`)."""
     if isinstance(spec, Mapping):
         items = [(str(k), v) for k, v in spec.items()]
     else:
@@ -215,10 +271,7 @@ def parse_reward_spec(spec: str | Sequence[str] | Mapping[str, float]) -> dict[s
             for tok in re.split(r"[\s,]+", part.strip()):
                 if not tok:
                     continue
-                m = _SPEC_ITEM.match(tok)
-                if m is None:
-                    raise ValueError(f"cannot read reward spec item {tok!r}; write name or name:weight")
-                items.append((m.group(1), m.group(2) if m.group(2) is not None else 1.0))
+                items.append(_spec_item(tok))
     out: dict[str, float] = {}
     for name, w in items:
         reward_info(name)  # unknown names fail here, with suggestions

@@ -124,18 +124,30 @@ def validate_rl_rows(rows: list[dict[str, Any]]) -> None:
             raise ValueError(f"row {i}: 'extra_info' needs 'split' and 'index'")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m openmanus_lite export --tasks db,kg --n 100 --out DIR` / `--trajectories FILE`."""
-    p = argparse.ArgumentParser(prog="openmanus_lite export", description="Export data and tasks for verl.")
-    p.add_argument("--out", required=True, help="output folder")
+def build_parser() -> argparse.ArgumentParser:
+    from .cliargs import make_parser
+
+    p = make_parser("openmanus_lite export", "Export data and tasks for verl (options take --x_y or --x-y).", (
+        "python -m openmanus_lite export --tasks db,kg --n 100 --output_dir runs/verl",
+        "python -m openmanus_lite export --trajectories synth_os.jsonl --layout rl --output_dir runs/verl",
+    ))
+    p.add_argument("--output_dir", required=True, help="output folder")
     p.add_argument("--tasks", default="", help="comma-separated domains to generate tasks for")
     p.add_argument("--n", type=int, default=100, help="tasks per domain and split")
     p.add_argument("--difficulty", default="easy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--trajectories", default=None, help="a Trajectory JSONL file (e.g. from merge or synth)")
     p.add_argument("--layout", choices=("sft", "rl"), default="sft", help="layout for --trajectories")
-    args = p.parse_args(argv)
-    out = Path(args.out)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m openmanus_lite export --tasks db,kg --n 100 --output_dir DIR` / `--trajectories FILE`."""
+    from .cliargs import parse
+
+    p = build_parser()
+    args, _ = parse(p, argv)
+    out = Path(args.output_dir)
     if args.tasks:
         from .envs import generate_tasks
 

@@ -91,17 +91,18 @@ def test_duplicate_task_ids_are_refused(tasks):
 
 def test_cli_runs_compares_and_verifies(tmp_path, capsys):
     out = tmp_path / "eval"
-    rc = eval_main(["--model", "expert", "--model", "random", "--suite", "dev", "--limit", "1", "--out", str(out),
-                    "--no-progress"])
+    rc = eval_main(["--model", "expert", "--model", "random", "--suite", "dev", "--limit", "1", "--output_dir",
+                    str(out), "--no-progress"])
     assert rc == 0
     files = sorted(p.name for p in out.iterdir())
     assert "expert_dev.json" in files and "random_dev.csv" in files and "comparison_dev.png" in files
     printed = capsys.readouterr().out
-    assert "comparison" in printed and "flips expert -> random" in printed
+    assert "comparison" in printed and "paired sign test, random vs expert" in printed
     assert json.loads((out / "expert_dev.json").read_text())["summary"][-1]["success_rate"] == 1.0
     assert eval_main(["compare", str(out / "expert_dev.json"), str(out / "random_dev.csv")]) == 0
     assert eval_main(["verify"]) == 0
     rc = eval_main(["--model", "random", "--suite", "dev", "--limit", "1", "--strategy", "dfsdt", "--budget-calls",
-                    "12", "--out", str(out), "--no-progress"])
+                    "12", "--out", str(out), "--no-progress"])  # the old --out still works, with a notice
     assert rc == 0 and (out / "dfsdt_random_dev.json").exists()
+    assert "--out is deprecated" in capsys.readouterr().err
     assert eval_main(["--model", "expert", "--suite", "nope", "--out", str(out)]) == 2

@@ -1,8 +1,8 @@
-"""`python -m openmanus_lite merge --source NAME=PATH_OR_HUB_ID ... --out DIR`: the merge from a shell.
+"""`python -m openmanus_lite merge --source NAME=PATH_OR_HUB_ID ... --output_dir DIR`: the merge from a shell.
 
     python -m openmanus_lite merge \\
         --source agentinstruct=THUDM/AgentInstruct --source agent_flan=internlm/Agent-FLAN \\
-        --source agenttraj_l=AgentGym/AgentTraj-L --out runs/merged --six-only --negatives 0.05
+        --source agenttraj_l=AgentGym/AgentTraj-L --output_dir runs/merged --six_only --negatives 0.05
 
 Writes `<split>.jsonl` / `.parquet` / `hf/`, `report.json`, `rejected.jsonl` and (with
 --plots) PNG figures to DIR, and prints the accounting. Sources: agentinstruct,
@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..cliargs import make_parser, parse
 from ..schema import EXTRA_LABELS, SchemaError
 from .merge import MergeConfig, SourceSpec, merge
 from .sources import SOURCES, get_source
@@ -39,30 +40,36 @@ def _labels(text: str | None) -> tuple[str, ...]:
     return tuple(x.strip() for x in text.split(",") if x.strip()) if text else ()
 
 
+EXAMPLES = (
+    "python -m openmanus_lite merge --source agenttraj_l=data/samples/agenttraj_l --output_dir runs/merged --six_only",
+    "python -m openmanus_lite merge --source taskcraft=data/samples/taskcraft --output_dir runs/merged --formats jsonl",
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m openmanus_lite merge",
-                                 description="Merge agent datasets into the unified ReAct format.")
+    ap = make_parser("python -m openmanus_lite merge", "Merge agent datasets into the unified ReAct format "
+                     "(options take --x_y or --x-y).", EXAMPLES)
     ap.add_argument("--source", action="append", required=True, metavar="NAME=PATH_OR_HUB_ID",
                     help=f"an input (repeatable); NAME is one of {sorted(SOURCES)} or an alias")
     ap.add_argument("--splits", action="append", metavar="NAME=a,b", help="read only these files/splits of NAME")
     ap.add_argument("--config", action="append", metavar="NAME=CONFIG", help="hub config of NAME (AgentBank task)")
-    ap.add_argument("--out", required=True, help="output folder")
+    ap.add_argument("--output_dir", required=True, help="output folder")
     ap.add_argument("--formats", default="jsonl,parquet", help="jsonl, parquet, hf (comma-separated)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--split-ratios", default="0.9,0.05,0.05", help="train,validation,test")
+    ap.add_argument("--split_ratios", default="0.9,0.05,0.05", help="train,validation,test")
     ap.add_argument("--include", help="keep only these labels (comma-separated)")
     ap.add_argument("--exclude", help="drop these labels (comma-separated)")
-    ap.add_argument("--six-only", action="store_true", help=f"drop the extra labels {', '.join(EXTRA_LABELS)}")
-    ap.add_argument("--source-weight", action="append", metavar="NAME=W", help="sample a source by W (<1 drops, >1 repeats in train)")
-    ap.add_argument("--domain-weight", action="append", metavar="DOMAIN=W", help="sample a domain by W")
-    ap.add_argument("--source-cap", action="append", metavar="NAME=N", help="at most N rows of a source")
-    ap.add_argument("--domain-cap", action="append", metavar="DOMAIN=N", help="at most N rows of a domain")
+    ap.add_argument("--six_only", action="store_true", help=f"drop the extra labels {', '.join(EXTRA_LABELS)}")
+    ap.add_argument("--source_weight", action="append", metavar="NAME=W", help="sample a source by W (<1 drops, >1 repeats in train)")
+    ap.add_argument("--domain_weight", action="append", metavar="DOMAIN=W", help="sample a domain by W")
+    ap.add_argument("--source_cap", action="append", metavar="NAME=N", help="at most N rows of a source")
+    ap.add_argument("--domain_cap", action="append", metavar="DOMAIN=N", help="at most N rows of a domain")
     ap.add_argument("--lenient", action="store_true", help="count unreadable rows as rejected instead of stopping")
-    ap.add_argument("--allow-free-text", action="store_true", help="keep training turns without an action (chat)")
+    ap.add_argument("--allow_free_text", action="store_true", help="keep training turns without an action (chat)")
     ap.add_argument("--dedup", choices=("none", "exact", "normalized"), default="normalized")
-    ap.add_argument("--max-turns", type=int)
-    ap.add_argument("--max-chars", type=int)
-    ap.add_argument("--max-tokens", type=int, help="with --tokenizer, in its tokens; else ≈4 characters a token")
+    ap.add_argument("--max_turns", type=int)
+    ap.add_argument("--max_chars", type=int)
+    ap.add_argument("--max_tokens", type=int, help="with --tokenizer, in its tokens; else ≈4 characters a token")
     ap.add_argument("--tokenizer", help="a tokenizer folder or hub name (transformers.AutoTokenizer)")
     ap.add_argument("--negatives", type=float, default=0.0, help="fraction of train rows to derive negative samples from")
     ap.add_argument("--rejected", help="file for rejected rows (default: OUT/rejected.jsonl)")
@@ -94,12 +101,12 @@ def _specs(args) -> list[SourceSpec]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    out = Path(args.out)
+    args, _ = parse(build_parser(), argv)
+    out = Path(args.output_dir)
     try:
         ratios = tuple(float(x) for x in args.split_ratios.split(","))
     except ValueError:
-        raise SystemExit(f"error: --split-ratios {args.split_ratios!r}: expected three numbers") from None
+        raise SystemExit(f"error: --split_ratios {args.split_ratios!r}: expected three numbers") from None
     tokenizer = None
     if args.tokenizer:
         from transformers import AutoTokenizer
@@ -111,10 +118,10 @@ def main(argv: list[str] | None = None) -> int:
             include=_labels(args.include) or None, exclude=exclude, strict=not args.lenient,
             allow_free_text=args.allow_free_text, dedup=args.dedup, max_turns=args.max_turns,
             max_chars=args.max_chars, max_tokens=args.max_tokens, tokenizer=tokenizer,
-            source_weights=_pairs(args.source_weight, "--source-weight", float),
-            domain_weights=_pairs(args.domain_weight, "--domain-weight", float),
-            source_caps=_pairs(args.source_cap, "--source-cap", int),
-            domain_caps=_pairs(args.domain_cap, "--domain-cap", int),
+            source_weights=_pairs(args.source_weight, "--source_weight", float),
+            domain_weights=_pairs(args.domain_weight, "--domain_weight", float),
+            source_caps=_pairs(args.source_cap, "--source_cap", int),
+            domain_caps=_pairs(args.domain_cap, "--domain_cap", int),
             seed=args.seed, split_ratios=ratios, negatives=args.negatives,
             rejected_path=args.rejected or out / "rejected.jsonl", progress=args.progress, workers=args.workers,
         )

@@ -1,7 +1,7 @@
 """`python -m openmanus_lite synth`: expert trajectories from the in-process environments, as JSONL.
 
-    python -m openmanus_lite synth --domain os --n 100 --seed 0 --difficulty easy --out synth_os.jsonl
-    python -m openmanus_lite synth --domain all --difficulty all --n 20 --out synth_all.jsonl
+    python -m openmanus_lite synth --domain os --n 100 --seed 0 --difficulty easy --output_file synth_os.jsonl
+    python -m openmanus_lite synth --domain all --difficulty all --n 20 --output_file synth_all.jsonl
 
 Each line is a unified `Trajectory` (source "synth") with the episode outcome in `meta`
 (`success`, `score`, `task_id`, `difficulty`), ready for SFT.
@@ -14,22 +14,24 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from ..cliargs import make_parser, parse
 from .base import DIFFICULTIES, list_domains, synthesize_trajectories
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m openmanus_lite synth", description=__doc__.split("\n\n")[0])
+    p = make_parser("python -m openmanus_lite synth", __doc__.split("\n\n")[0] + " Options take --x_y or --x-y.",
+                    [line.strip() for line in __doc__.split("\n\n")[1].splitlines()])
     p.add_argument("--domain", default="all", help="an environment domain, or 'all' (default: all)")
     p.add_argument("--n", type=int, default=100, help="trajectories per domain and difficulty (default: 100)")
     p.add_argument("--seed", type=int, default=0, help="task-generation seed (default: 0)")
     p.add_argument("--difficulty", default="easy", help=f"one of {', '.join(DIFFICULTIES)}, or 'all' (default: easy)")
-    p.add_argument("--out", required=True, help="output JSONL file (overwritten)")
-    p.add_argument("--only-success", action="store_true", help="drop episodes the expert did not solve")
+    p.add_argument("--output_file", required=True, help="output JSONL file (overwritten)")
+    p.add_argument("--only_success", action="store_true", help="drop episodes the expert did not solve")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, _ = parse(build_parser(), argv, deprecated={"out": "output_file"})
     available = list_domains()
     domains = available if args.domain == "all" else [args.domain]
     unknown = [d for d in domains if d not in available]
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.n < 1:
         print("error: --n must be at least 1", file=sys.stderr)
         return 2
-    out = Path(args.out)
+    out = Path(args.output_file)
     out.parent.mkdir(parents=True, exist_ok=True)
     counts: Counter = Counter()
     dropped = 0

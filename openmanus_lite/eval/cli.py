@@ -1,10 +1,13 @@
 """`python -m openmanus_lite eval ...`: evaluate policies on frozen suites, compare runs, freeze suites.
 
     eval --model expert --model random --model PATH --suite dev --domains db,kg --limit 10
-    eval --model random --suite dev --strategy mcts --budget-calls 40   (test-time search)
-    eval compare runs/eval/a.json runs/eval/b.json --plot cmp.png
-    eval verify                       (check the frozen suites' checksums)
-    eval freeze --out DIR [--force]   (write new frozen suites; never needed for evaluation)
+    eval --model random --suite dev --strategy mcts --budget_calls 40   (test-time search)
+    eval compare runs/eval/a.json runs/eval/b.json --plot cmp.png   (with the paired sign test)
+    eval verify                              (check the frozen suites' checksums)
+    eval freeze --output_dir DIR [--force]   (write new frozen suites; never needed for evaluation)
+
+Options take `--x_y` or `--x-y`; `--out` and `--batch-size` are the old names of `--output_dir`
+and `--per_device_eval_batch_size`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,11 @@ import argparse
 import re
 import sys
 from pathlib import Path
+
+from ..cliargs import DEPRECATED, make_parser, parse
+
+RENAMED = {**DEPRECATED, "batch_size": "per_device_eval_batch_size"}
+"""Old spellings: here the batch is of episodes evaluated together, TrainingArguments' eval batch."""
 
 
 def _csv(s: str | None) -> list[str] | None:
@@ -68,29 +76,37 @@ def _slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_") or "policy"
 
 
-def _run(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m openmanus_lite eval", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `eval` itself (the subcommands build their own)."""
+    p = make_parser("python -m openmanus_lite eval", __doc__, (
+        "python -m openmanus_lite eval --model expert --model random --suite dev --limit 1 --output_dir runs/eval",
+        "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json",
+        "python -m openmanus_lite eval verify",
+    ))
     p.add_argument("--model", action="append", required=True,
                    help="expert | random | default | latest:sft | checkpoint path or hub name; repeat to compare")
     p.add_argument("--suite", default="dev", help="frozen suite: dev, test or agentbench_db (default dev)")
     p.add_argument("--domains", help="comma-separated subset, e.g. db,kg")
     p.add_argument("--difficulties", help="comma-separated subset of easy,medium,hard")
     p.add_argument("--limit", type=int, help="at most this many tasks per domain x difficulty")
-    p.add_argument("--max-turns", type=int, help="override the environments' turn limit")
-    p.add_argument("--batch-size", type=int, default=16, help="episodes per batched policy call")
-    p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--max_turns", type=int, help="override the environments' turn limit")
+    p.add_argument("--per_device_eval_batch_size", type=int, default=16, help="episodes per batched policy call")
+    p.add_argument("--max_new_tokens", type=int, default=96)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--strategy", choices=["best_of_n", "beam", "mcts", "dfsdt"], help="run test-time search")
-    p.add_argument("--budget-calls", type=int, help="search budget in generated turns per task")
-    p.add_argument("--budget-tokens", type=int, help="search budget in generated tokens per task")
+    p.add_argument("--budget_calls", type=int, help="search budget in generated turns per task")
+    p.add_argument("--budget_tokens", type=int, help="search budget in generated tokens per task")
     p.add_argument("--oracle", action="store_true", help="select by the true score: oracle pass@k, an upper bound")
-    p.add_argument("--out", default="runs/eval", help="folder for JSON/CSV results and the plot")
-    p.add_argument("--no-progress", action="store_true")
-    a = p.parse_args(argv)
+    p.add_argument("--output_dir", default="runs/eval", help="folder for JSON/CSV results and the plot")
+    p.add_argument("--no_progress", action="store_true")
+    return p
+
+
+def _run(argv: list[str]) -> int:
+    a, _ = parse(build_parser(), argv, deprecated=RENAMED)
     from .benchmark import run_benchmark
-    from .compare import comparison_table, flip_counts
+    from .compare import comparison_table
     from .plots import plot_comparison
     from .suites import SuiteError, load_suite
 
@@ -100,13 +116,13 @@ def _run(argv: list[str]) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if a.strategy and not (a.budget_calls or a.budget_tokens):
-        print("error: --strategy needs --budget-calls or --budget-tokens", file=sys.stderr)
+        print("error: --strategy needs --budget_calls or --budget_tokens", file=sys.stderr)
         return 2
-    out = Path(a.out)
+    out = Path(a.output_dir)
     results = []
     for spec in a.model:
         policy = make_policy(spec, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
-                             batch_size=a.batch_size, seed=a.seed)
+                             batch_size=a.per_device_eval_batch_size, seed=a.seed)
         if a.strategy:
             from openmanus_lite.search import Budget, search_suite
 
@@ -114,7 +130,7 @@ def _run(argv: list[str]) -> int:
                                max_turns=a.max_turns, progress=not a.no_progress, oracle=a.oracle, seed=a.seed,
                                suite_name=suite.name, label=f"{a.strategy}:{spec}")
         else:
-            res = run_benchmark(policy, suite, max_turns=a.max_turns, batch_size=a.batch_size,
+            res = run_benchmark(policy, suite, max_turns=a.max_turns, batch_size=a.per_device_eval_batch_size,
                                 progress=not a.no_progress, label=spec, meta={"model": spec})
         stem = out / f"{_slug(res.label)}_{suite.name}"
         res.save(stem.with_suffix(".json"))
@@ -128,7 +144,7 @@ def _run(argv: list[str]) -> int:
         print("\n== comparison (success rate, 95% Wilson CI)")
         print(comparison_table(results).to_string())
         for other in results[1:]:
-            print(f"flips {results[0].label} -> {other.label}: {flip_counts(results[0], other)}")
+            print_sign_tests(results[0], other)
         import matplotlib
 
         matplotlib.use("Agg")
@@ -138,12 +154,25 @@ def _run(argv: list[str]) -> int:
     return 0
 
 
+def print_sign_tests(a, b) -> None:
+    """The paired exact sign test of b against a, per domain and overall (eval.compare.sign_tests)."""
+    from .compare import sign_tests
+
+    print(f"\n== paired sign test, {b.label} vs {a.label} (tasks that changed outcome; two-sided exact p)")
+    print(sign_tests(a, b).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+
+
 def _compare(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m openmanus_lite eval compare")
+    p = make_parser("python -m openmanus_lite eval compare", "Rates side by side, the tasks that flipped, "
+                    "and the paired exact sign test on them (per domain and overall).", (
+                        "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json",
+                        "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json --level overall "
+                        "--plot runs/eval/cmp.png",
+                    ))
     p.add_argument("results", nargs="+", help="result files (.json or .csv) written by `eval`")
     p.add_argument("--level", default="domain", choices=["domain", "cell", "overall"])
     p.add_argument("--plot", help="write a grouped bar chart here (.png)")
-    a = p.parse_args(argv)
+    a, _ = parse(p, argv, deprecated=RENAMED)
     from .benchmark import load_result
     from .compare import comparison_table, flipped_tasks
 
@@ -165,6 +194,7 @@ def _compare(argv: list[str]) -> int:
         print(f"\n{len(flips)} tasks changed between {results[0].label} and {other.label}")
         if len(flips):
             print(flips.to_string(index=False))
+        print_sign_tests(results[0], other)
     if a.plot:
         import matplotlib
 
@@ -177,9 +207,10 @@ def _compare(argv: list[str]) -> int:
 
 
 def _verify(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m openmanus_lite eval verify")
+    p = make_parser("python -m openmanus_lite eval verify", "Check the frozen suites' checksums.",
+                    ("python -m openmanus_lite eval verify", "python -m openmanus_lite eval verify --root openmanus_lite/resources/benchmark"))
     p.add_argument("--root", help="suite folder (default: the suites shipped in the package)")
-    a = p.parse_args(argv)
+    a, _ = parse(p, argv, deprecated=RENAMED)
     from .suites import SuiteError, list_suites, load_suite, verify_suites
 
     try:
@@ -196,19 +227,25 @@ def _verify(argv: list[str]) -> int:
     return 1 if problems else 0
 
 
-def _freeze(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m openmanus_lite eval freeze")
-    p.add_argument("--out", help="folder (default: the package's suite folder, from a clone only)")
-    p.add_argument("--per-cell", type=int, default=None, help="tasks per split x domain x difficulty")
+def freeze_parser() -> argparse.ArgumentParser:
+    p = make_parser("python -m openmanus_lite eval freeze", "Write new frozen suites (never needed for evaluation).",
+                    ("python -m openmanus_lite eval freeze --output_dir /tmp/suites --per_cell 2 --domains db",
+                     "python -m openmanus_lite eval freeze --output_dir /tmp/suites --no_agentbench --force"))
+    p.add_argument("--output_dir", help="folder (default: the package's suite folder, from a clone only)")
+    p.add_argument("--per_cell", type=int, default=None, help="tasks per split x domain x difficulty")
     p.add_argument("--domains", help="comma-separated subset (default: every registered domain)")
     p.add_argument("--agentbench", help="AgentBench dbbench JSONL to import (default: the shared real samples)")
-    p.add_argument("--no-agentbench", action="store_true", help="freeze without the agentbench_db suite")
+    p.add_argument("--no_agentbench", action="store_true", help="freeze without the agentbench_db suite")
     p.add_argument("--force", action="store_true", help="replace existing frozen suites")
-    a = p.parse_args(argv)
+    return p
+
+
+def _freeze(argv: list[str]) -> int:
+    a, _ = parse(freeze_parser(), argv, deprecated=RENAMED)
     from .suites import TASKS_PER_CELL, SuiteError, freeze_suites
 
     try:
-        m = freeze_suites(a.out, domains=_csv(a.domains), per_cell=a.per_cell or TASKS_PER_CELL,
+        m = freeze_suites(a.output_dir, domains=_csv(a.domains), per_cell=a.per_cell or TASKS_PER_CELL,
                           agentbench_path=False if a.no_agentbench else a.agentbench, force=a.force)
     except SuiteError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -1,12 +1,14 @@
 """Several policies or checkpoints side by side, and which tasks flipped between two runs.
 
 A difference of a few points between two checkpoints on 60 tasks is often noise; the
-table shows each rate with its Wilson interval, and `flipped_tasks` lists the tasks that
-changed outcome, which is where to look before believing an aggregate.
+table shows each rate with its Wilson interval, `flipped_tasks` lists the tasks that
+changed outcome, which is where to look before believing an aggregate, and `sign_tests` gives
+the paired exact sign test on those changes, per domain and overall.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Iterable, Mapping
 
@@ -111,3 +113,32 @@ def flip_counts(a: BenchmarkResult, b: BenchmarkResult) -> dict[str, int]:
         key = "gained" if (y and not x) else "lost" if (x and not y) else "both_solved" if x else "both_failed"
         out[key] += 1
     return out
+
+
+def sign_test(gained: int, lost: int) -> float:
+    """Two-sided exact sign test on the discordant pairs (1.0 when there are none): the chance of a
+    split at least this uneven if each changed task were equally likely to go either way."""
+    if gained < 0 or lost < 0:
+        raise ValueError(f"gained and lost must be counts >= 0, got {gained}, {lost}")
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    k = min(gained, lost)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+def sign_tests(a: BenchmarkResult, b: BenchmarkResult):
+    """The paired sign test of b against a on the tasks both ran, one row per domain and one for all
+    (`ALL`): common tasks, gained, lost, and the two-sided p-value."""
+    import pandas as pd
+
+    ra, rb = a.by_task(), b.by_task()
+    common = [t for t in ra if t in rb]
+    rows = []
+    for domain in [*dict.fromkeys(ra[t].domain for t in common), ALL]:
+        mine = [t for t in common if domain == ALL or ra[t].domain == domain]
+        gained = sum(1 for t in mine if rb[t].success and not ra[t].success)
+        lost = sum(1 for t in mine if ra[t].success and not rb[t].success)
+        rows.append({"domain": domain, "common": len(mine), "gained": gained, "lost": lost,
+                     "p_value": sign_test(gained, lost)})
+    return pd.DataFrame(rows, columns=["domain", "common", "gained", "lost", "p_value"])

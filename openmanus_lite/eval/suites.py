@@ -113,7 +113,7 @@ def read_manifest(root: Path | None = None) -> dict:
     if not path.is_file():
         raise SuiteError(f"no frozen benchmark suites at {root} ({MANIFEST_NAME} is missing). The kit's suites ship "
                          f"inside the package ({SUITE_DIR}): {_restore(SUITE_DIR)}; or freeze new ones with "
-                         f"`python -m openmanus_lite eval freeze --out {root}`.")
+                         f"`python -m openmanus_lite eval freeze --output_dir {root}`.")
     try:
         manifest = json.loads(path.read_text())
     except json.JSONDecodeError as e:

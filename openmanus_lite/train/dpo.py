@@ -28,6 +28,7 @@ from ..paths import CACHE_DIR
 from ..precision import trainer_precision
 from .preferences import Messages, fit_prompt
 from .sft import import_trl  # noqa: F401  (unsloth before trl; reward_model imports it from here)
+from .trainer_args import DPO_OWNED, trainer_kwargs
 
 MERGED_MARKER = "openmanus_merged_from.json"
 
@@ -172,6 +173,9 @@ class DPOSettings:
     backend: str = "auto"
     load_in_4bit: bool = False
     gradient_checkpointing: bool = False
+    report_to: str | list[str] = "none"
+    trainer_args: dict[str, Any] = field(default_factory=dict)
+    """Any other DPOConfig field; see train/trainer_args.py."""
 
 
 @dataclass
@@ -220,7 +224,8 @@ def run_dpo(
     train_ds, counts = build_dpo_dataset(rows, tok, s.max_length)
     eval_ds = build_dpo_dataset(eval_rows, tok, s.max_length)[0] if eval_rows else None
     out_dir = str(output_dir or CACHE_DIR / "runs" / "dpo")
-    cfg = trl.DPOConfig(
+    cfg = trl.DPOConfig(**trainer_kwargs(
+        s.trainer_args, DPO_OWNED,
         output_dir=out_dir,
         beta=s.beta,
         loss_type=[s.loss_type],
@@ -233,12 +238,12 @@ def run_dpo(
         max_length=s.max_length,
         logging_steps=s.logging_steps,
         save_strategy="no",
-        report_to=[],
+        report_to=s.report_to,
         seed=s.seed,
         gradient_checkpointing=s.gradient_checkpointing,
         **trainer_precision().trainer_kwargs(),
         disable_tqdm=False,
-    )
+    ))
     stop = time_limit_callback(s.max_seconds)
     trainer = trl.DPOTrainer(model=model, args=cfg, train_dataset=train_ds, eval_dataset=eval_ds,
                              processing_class=tok, callbacks=[stop])

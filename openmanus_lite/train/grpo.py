@@ -49,6 +49,7 @@ from .grpo_data import (  # noqa: F401  (re-exported: the kit's GRPO API in one 
     value_task_rows,
 )
 from .sft import import_trl  # noqa: F401  (unsloth before trl; re-exported for notebooks)
+from .trainer_args import GRPO_OWNED, trainer_kwargs
 
 MODES = ("single", "multi", "tool")
 DEFAULT_REWARDS = {
@@ -104,8 +105,11 @@ class GRPORunConfig:
     bf16: bool | None = None
     """None: bf16 on a GPU with native bf16 (compute capability >= 8.0), else fp16 on a GPU, fp32 on CPU.
     True where the device only emulates bf16 (T4) is refused; False: no mixed precision (precision.py)."""
-    report_to: str = "none"
+    report_to: str | list[str] = "none"
+    """Experiment tracker(s): "none", "tensorboard", "trackio", "wandb" (TrainingArguments.report_to)."""
     disable_tqdm: bool = False
+    trainer_args: dict[str, Any] = field(default_factory=dict)
+    """Any other GRPOConfig field (e.g. {"num_iterations": 2}); see train/trainer_args.py."""
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -175,7 +179,7 @@ def make_grpo_config(cfg: GRPORunConfig, reward_weights: list[float]):
     )
     if use_vllm:
         kwargs["vllm_mode"] = "colocate"
-    return GRPOConfig(**kwargs)
+    return GRPOConfig(**trainer_kwargs(cfg.trainer_args, GRPO_OWNED, **kwargs))
 
 
 def vllm_available() -> bool:

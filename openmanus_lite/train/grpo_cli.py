@@ -10,7 +10,10 @@
     python -m openmanus_lite grpo --mode tool --model default --envs os,db
 
 The OpenManus-RL script's flag names are accepted too (--model_name_or_path, --dataset_name,
---num_train_epochs, ...). Writes checkpoints, `log_history.json`, `reward_curves.png` and the
+--num_train_epochs, ...), both as `--x_y` and `--x-y`; `--config run.yaml` holds any option, and
+any other GRPOConfig field (`--num_iterations 2`, `--log_completions`) passes through to TRL.
+`--reward_funcs` takes registered names and `package.module:function`, each with an optional
+`:weight`. Writes checkpoints, `log_history.json`, `reward_curves.png` and the
 final adapter / model under --output_dir; `--resume` continues from the newest checkpoint.
 """
 
@@ -22,14 +25,31 @@ import math
 import sys
 from pathlib import Path
 
+from ..cliargs import (
+    add_tracking_args,
+    check_tracking_args,
+    make_parser,
+    push_saved,
+    split_overrides,
+    trainer_overrides,
+)
+from ..cliargs import parse as parse_args
 from ..schema import DOMAINS
 
 SEED_FLAGS_WITHOUT_EFFECT = ("packing", "max_seq_length", "max_prompt_length", "dataset_config", "attn_implementation")
 
 
+EXAMPLES = (
+    "python -m openmanus_lite grpo --preset cpu_debug --envs kg,db --n_tasks 3 --max_steps 1 --output_dir runs/grpo_try",
+    "python -m openmanus_lite grpo --preset cpu_debug --envs db --max_steps 2 --num_iterations 2 "
+    "--reward_funcs accuracy:2 format openmanus_lite.rewards:tag_count_reward:0.5",
+    "python -m openmanus_lite grpo --config configs/runs/grpo_quick.yaml --push_to_hub --hub_model_id me/agent-grpo",
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="openmanus_lite grpo", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = make_parser("openmanus_lite grpo", __doc__.split("\n\n")[0], EXAMPLES)
+    p.add_argument("--config", default=None, help="YAML file of option: value (the command line wins)")
     p.add_argument("--model", "--model_name_or_path", dest="model", default=None,
                    help="checkpoint folder, hub name, or 'default' (SmolLM2-135M-Instruct); default: the preset's")
     p.add_argument("--preset", default=None, help="t4 | gpu8 | cpu | cpu_debug (default: cpu without a GPU, t4 with)")
@@ -41,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n_tasks", type=int, default=64, help="generated tasks per domain")
     p.add_argument("--difficulty", default="easy", choices=("easy", "medium", "hard"))
     p.add_argument("--reward_funcs", nargs="+", default=None,
-                   help="registered rewards, optionally name:weight (default per mode: "
+                   help="registered rewards or package.module:function, optionally :weight (default per mode: "
                         "single 'answer_match format tag_count', multi 'env_outcome react_format:0.25 "
                         "invalid_action:0.25', tool 'env_outcome invalid_action:0.25')")
     p.add_argument("--output_dir", default=None, help="default runs/grpo_<mode>")
@@ -73,19 +93,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume_from", default=None, help="continue from this checkpoint folder")
     p.add_argument("--no_plot", action="store_true", help="do not write reward_curves.png")
     p.add_argument("--no_save", action="store_true", help="do not save the final model")
+    add_tracking_args(p)
     for flag in SEED_FLAGS_WITHOUT_EFFECT:
         p.add_argument(f"--{flag}", nargs="?", const=True, default=None, help=argparse.SUPPRESS)
     return p
 
 
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """(the kit's options, the rest for GRPOConfig): see openmanus_lite/cliargs.py."""
+    return parse_args(build_parser(), argv, passthrough=True, config=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, extras = parse(argv)
     for flag in SEED_FLAGS_WITHOUT_EFFECT:
         if getattr(args, flag) is not None:
             print(f"note: --{flag} has no effect on GRPO here (prompt lengths come from the data; "
                   f"completion budgets from --max_completion_length)", file=sys.stderr)
     try:
-        return run(args)
+        return run(args, extras)
     except (ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -103,29 +129,21 @@ def _domains(args) -> list[str]:
     return out
 
 
-def run(args) -> int:
-    from ..envs import generate_tasks
-    from ..models import LoraSpec
-    from .grpo import (
-        build_env_dataset,
-        build_single_turn_dataset,
-        import_trl,
-        load_for_grpo,
-        plot_reward_curves,
-        reward_curves,
-        run_grpo,
-        trajectory_rows,
-        value_task_rows,
-    )
+def settings(args: argparse.Namespace, extras: list[str] = ()):
+    """(preset name, preset, GRPORunConfig) for parsed options: the preset's settings, then the flags,
+    then any other GRPOConfig field given (`--num_iterations 2`), kept in `trainer_args`."""
+    from dataclasses import fields
+
+    from .grpo import GRPORunConfig, import_trl
     from .presets import get_preset
 
-    domains = _domains(args)  # bad input fails before the slow imports
-    import_trl()
+    import_trl()  # unsloth before trl
     import torch
+    from trl import GRPOConfig
 
+    check_tracking_args(args)
     preset_name = args.preset or ("t4" if torch.cuda.is_available() else "cpu")
     preset = get_preset(preset_name)
-    cfg = preset.grpo
     overrides = {k: getattr(args, k) for k in (
         "max_steps", "learning_rate", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
         "max_completion_length", "max_new_tokens", "max_turns", "beta", "loss_type", "temperature", "logging_steps",
@@ -138,9 +156,33 @@ def run(args) -> int:
     overrides["mode"] = args.mode
     overrides["seed"] = args.seed
     overrides["output_dir"] = args.output_dir or f"runs/grpo_{args.mode}"
+    overrides["report_to"] = args.report_to
     if args.reward_funcs:
         overrides["rewards"] = " ".join(args.reward_funcs)
-    cfg = cfg.replace(**overrides)
+    kit, trainer = split_overrides(trainer_overrides(extras, GRPOConfig, command="grpo"),
+                                   [f.name for f in fields(GRPORunConfig)])
+    return preset_name, preset, preset.grpo.replace(**{**kit, **overrides}, trainer_args=trainer)
+
+
+def run(args, extras: list[str] = ()) -> int:
+    from ..envs import generate_tasks
+    from ..models import LoraSpec
+    from ..rewards import reward_weights
+    from .grpo import (
+        build_env_dataset,
+        build_single_turn_dataset,
+        load_for_grpo,
+        make_grpo_config,
+        plot_reward_curves,
+        reward_curves,
+        run_grpo,
+        trajectory_rows,
+        value_task_rows,
+    )
+
+    domains = _domains(args)  # bad input fails before the slow imports
+    preset_name, preset, cfg = settings(args, extras)
+    make_grpo_config(cfg, reward_weights(cfg.reward_spec))  # a bad setting fails here, before data and model
 
     # ---- data
     env_rollout = environment_factory = None
@@ -207,6 +249,9 @@ def run(args) -> int:
         tokenizer.save_pretrained(str(out / "final"))
         if (out / "final" / "tokenizer.json").is_file():
             _name_tokenizer_class(out / "final")  # reload through models.load_tokenizer unchanged
+        pushed = push_saved(args, {"adapter" if preset.lora else "merged": out / "final"})
+        if pushed:
+            print(f"pushed: {json.dumps(pushed)}")
     summary = {"steps": result.global_step, "wall_s": round(result.wall_s, 1), "output_dir": str(out)}
     if len(curves):
         n = min(10, max(1, len(curves) // 2))

@@ -37,6 +37,7 @@ from ..paths import CACHE_DIR
 from ..precision import trainer_precision
 from .dpo import count_chat_tokens, import_trl, resolve_checkpoint, time_limit_callback
 from .preferences import Messages, fit_prompt
+from .trainer_args import RM_OWNED, trainer_kwargs
 
 RM_MARKER = "openmanus_rm.json"
 AGGREGATES = ("min", "mean", "prod", "last")
@@ -57,6 +58,9 @@ class RMSettings:
     logging_steps: int = 5
     max_seconds: float | None = None
     gradient_checkpointing: bool = False
+    report_to: str | list[str] = "none"
+    trainer_args: dict[str, Any] = field(default_factory=dict)
+    """Any other RewardConfig (ORM) / TrainingArguments (PRM) field; see train/trainer_args.py."""
 
 
 @dataclass
@@ -422,11 +426,12 @@ def _orm_dataset(rows: list[dict[str, Any]], tokenizer, max_length: int):
 
 
 def _common_args(s: RMSettings, output_dir: str) -> dict[str, Any]:
-    return dict(
+    return trainer_kwargs(
+        s.trainer_args, RM_OWNED,
         output_dir=output_dir, learning_rate=s.learning_rate, max_steps=s.max_steps, num_train_epochs=s.epochs,
         per_device_train_batch_size=s.batch_size, per_device_eval_batch_size=s.batch_size,
         gradient_accumulation_steps=s.grad_accum, logging_steps=s.logging_steps, save_strategy="no",
-        report_to=[], seed=s.seed, gradient_checkpointing=s.gradient_checkpointing,
+        report_to=s.report_to, seed=s.seed, gradient_checkpointing=s.gradient_checkpointing,
         **trainer_precision().trainer_kwargs(),
     )
 
@@ -447,7 +452,7 @@ def train_orm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: RMS
                                  target_modules=list(s.lora.target_modules), modules_to_save=["score"],
                                  task_type="SEQ_CLS")
     out_dir = str(output_dir or CACHE_DIR / "runs" / "orm")
-    cfg = trl.RewardConfig(max_length=None, center_rewards_coefficient=0.01, **_common_args(s, out_dir))
+    cfg = trl.RewardConfig(**{"center_rewards_coefficient": 0.01, **_common_args(s, out_dir), "max_length": None})
     stop = time_limit_callback(s.max_seconds)
     trainer = trl.RewardTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok,
                                 peft_config=peft_config, callbacks=[stop])

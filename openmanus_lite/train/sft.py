@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from .trainer_args import SFT_OWNED, trainer_kwargs
+
 LOSS_HISTORY_FILE = "loss_history.json"
 
 
@@ -82,9 +84,12 @@ class SFTRunConfig:
     resume: bool | str = "auto"
     """"auto": continue from the last checkpoint in output_dir if there is one; a path: from that one."""
     seed: int = 0
-    report_to: str = "none"
+    report_to: str | list[str] = "none"
+    """Experiment tracker(s): "none", "tensorboard", "trackio", "wandb" (TrainingArguments.report_to)."""
     disable_tqdm: bool = False
     dataloader_num_workers: int = 0
+    trainer_args: dict[str, Any] = field(default_factory=dict)
+    """Any other SFTConfig field (e.g. {"adam_beta2": 0.95}); see train/trainer_args.py."""
 
     def replace(self, **changes) -> "SFTRunConfig":
         unknown = set(changes) - {f.name for f in fields(self)}
@@ -132,7 +137,8 @@ def make_sft_config(cfg: SFTRunConfig):
 
     from ..precision import trainer_precision
 
-    return SFTConfig(
+    return SFTConfig(**trainer_kwargs(
+        cfg.trainer_args, SFT_OWNED,
         output_dir=cfg.output_dir,
         max_steps=cfg.max_steps,
         num_train_epochs=cfg.num_train_epochs,
@@ -162,7 +168,7 @@ def make_sft_config(cfg: SFTRunConfig):
         padding_free=False,
         assistant_only_loss=False,  # the mask is already in the data (per-turn flags)
         dataset_num_proc=None,
-    )
+    ))
 
 
 # --------------------------------------------------------------------------- callbacks

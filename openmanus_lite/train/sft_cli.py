@@ -4,7 +4,8 @@ Data comes from a merged dataset (`--data`, a JSONL/parquet file or a merge outp
 and/or expert trajectories synthesized in the environments (`--synth N` per domain), with
 `--recovery K` episodes per synthesized task in which the expert recovers from an injected
 mistake (see `train.measure.recovery_trajectories`). A run resumes from the last checkpoint in
-its output folder unless `--no-resume`.
+its output folder unless `--no_resume`. Options follow TRL's spelling (`--x_y` or `--x-y`);
+`--config run.yaml` holds any of them, and any other SFTConfig field passes through to TRL.
 """
 
 from __future__ import annotations
@@ -13,6 +14,17 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+from ..cliargs import (
+    add_tracking_args,
+    check_tracking_args,
+    make_parser,
+    push_saved,
+    split_overrides,
+    trainer_overrides,
+)
+from ..cliargs import parse as parse_args
+from ..hub import HubPushError
 
 
 def _parse_mix(text: str | None) -> dict[str, float] | None:
@@ -24,13 +36,21 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
         raise SystemExit(f"--mix: {e} (e.g. --mix os=1,db=2)") from None
 
 
+EXAMPLES = (
+    "python -m openmanus_lite sft --preset cpu_debug --synth 4 --domains os,db --max_steps 2 --output_dir runs/sft_try",
+    "python -m openmanus_lite sft --config configs/runs/sft_quick.yaml --learning_rate 1e-4 --adam_beta2 0.9",
+    "python -m openmanus_lite sft --data runs/merged --preset t4 --push_to_hub --hub_model_id me/agent-sft",
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .presets import PRESETS
 
-    p = argparse.ArgumentParser(prog="openmanus_lite sft", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = make_parser("openmanus_lite sft", __doc__, EXAMPLES)
+    p.add_argument("--config", default=None, help="YAML file of option: value (the command line wins)")
     p.add_argument("--preset", default="cpu", choices=sorted(PRESETS), help="hardware preset (default: cpu)")
-    p.add_argument("--model", default=None, help="hub name, local checkpoint, 'default' or 'tiny' (default: preset's)")
+    p.add_argument("--model", "--model_name_or_path", dest="model", default=None,
+                   help="hub name, local checkpoint, 'default' or 'tiny' (default: preset's)")
     p.add_argument("--data", default=None, help="merged dataset: .jsonl / .parquet file or merge output folder")
     p.add_argument("--split", default="train", help="split to read from a merge output folder (default: train)")
     p.add_argument("--synth", type=int, default=0, help="expert trajectories to synthesize per domain (default: 0)")
@@ -38,29 +58,62 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --synth: episodes per task that recover from an injected mistake (default: 0)")
     p.add_argument("--domains", default=None, help="comma-separated domains for --synth (default: all registered)")
     p.add_argument("--difficulty", default="easy", choices=["easy", "medium", "hard"])
-    p.add_argument("--synth-seed", type=int, default=1000, help="task seed for --synth (keep it apart from eval seeds)")
+    p.add_argument("--synth_seed", type=int, default=1000, help="task seed for --synth (keep it apart from eval seeds)")
     p.add_argument("--mix", default=None, help="domain mix weights, e.g. os=1,db=1,household=2")
     p.add_argument("--total", type=int, default=None, help="records after mixing (default: all)")
-    p.add_argument("--max-length", type=int, default=None, help="tokens per conversation (default: preset's)")
+    p.add_argument("--max_length", type=int, default=None, help="tokens per conversation (default: preset's)")
     p.add_argument("--overflow", default="truncate", choices=["truncate", "drop"],
                    help="over-long conversations: cut at a turn boundary or drop (default: truncate)")
-    p.add_argument("--output-dir", default=None, help="run folder (default: preset's)")
-    p.add_argument("--max-steps", type=int, default=None)
-    p.add_argument("--epochs", type=float, default=None)
-    p.add_argument("--max-minutes", type=float, default=None, help="stop after this much training time")
-    p.add_argument("--lr", type=float, default=None)
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--grad-accum", type=int, default=None)
+    p.add_argument("--output_dir", default=None, help="run folder (default: preset's)")
+    p.add_argument("--max_steps", type=int, default=None)
+    p.add_argument("--num_train_epochs", type=float, default=None)
+    p.add_argument("--max_minutes", type=float, default=None, help="stop after this much training time")
+    p.add_argument("--learning_rate", type=float, default=None)
+    p.add_argument("--per_device_train_batch_size", type=int, default=None)
+    p.add_argument("--gradient_accumulation_steps", type=int, default=None)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--save", default="adapter,merged",
                    help="what to save at the end: any of adapter, merged, gguf (default: adapter,merged)")
-    p.add_argument("--no-resume", action="store_true", help="start fresh even if the output folder has checkpoints")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (log lines instead)")
+    p.add_argument("--no_resume", action="store_true", help="start fresh even if the output folder has checkpoints")
+    p.add_argument("--no_progress", action="store_true", help="no progress bar (log lines instead)")
+    add_tracking_args(p)
     return p
 
 
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """(the kit's options, the rest for SFTConfig): see openmanus_lite/cliargs.py."""
+    return parse_args(build_parser(), argv, passthrough=True, config=True)
+
+
+def settings(args: argparse.Namespace, extras: list[str]):
+    """(preset, SFTRunConfig) for parsed options: the preset's settings, then the flags, then any
+    other SFTConfig field given (`--adam_beta2 0.95`), kept in `trainer_args`."""
+    from dataclasses import fields
+
+    from .presets import get_preset
+    from .sft import SFTRunConfig, import_trl
+
+    import_trl()  # unsloth before trl and transformers' trainer
+    from trl import SFTConfig
+
+    preset = get_preset(args.preset)
+    changes = {k: getattr(args, k) for k in (
+        "output_dir", "max_steps", "num_train_epochs", "max_minutes", "learning_rate", "per_device_train_batch_size",
+        "gradient_accumulation_steps", "seed", "max_length",
+    ) if getattr(args, k) is not None}
+    changes["report_to"] = args.report_to
+    if args.no_resume:
+        changes["resume"] = False
+    if args.no_progress:
+        changes["disable_tqdm"] = True
+    kit, trainer = split_overrides(trainer_overrides(extras, SFTConfig, command="sft"),
+                                   [f.name for f in fields(SFTRunConfig)])
+    cfg = preset.sft.replace(**{**kit, **changes}, trainer_args=trainer)
+    return preset, cfg
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, extras = parse(argv)
     if args.recovery and not args.synth:
         print("error: --recovery builds on the synthesized tasks: give --synth N too", file=sys.stderr)
         return 2
@@ -68,27 +121,22 @@ def main(argv: list[str] | None = None) -> int:
         print("error: give training data with --data PATH and/or --synth N (expert trajectories per domain)",
               file=sys.stderr)
         return 2
-    from .data import build_sft_dataset, load_trajectories, save_report, synthesize_mix
-    from .presets import get_preset
-    from .sft import GGUFExportUnavailable, export_gguf, import_trl, run_sft, save_adapter, save_merged
-
-    import_trl()  # unsloth before trl and transformers' trainer
-    preset = get_preset(args.preset)
-    changes = {k: v for k, v in {
-        "output_dir": args.output_dir, "max_steps": args.max_steps, "num_train_epochs": args.epochs,
-        "max_minutes": args.max_minutes, "learning_rate": args.lr, "per_device_train_batch_size": args.batch_size,
-        "gradient_accumulation_steps": args.grad_accum, "seed": args.seed, "max_length": args.max_length,
-    }.items() if v is not None}
-    if args.no_resume:
-        changes["resume"] = False
-    if args.no_progress:
-        changes["disable_tqdm"] = True
-    cfg = preset.sft.replace(**changes)
     saves = {s.strip() for s in args.save.split(",") if s.strip()}
     unknown = saves - {"adapter", "merged", "gguf"}
     if unknown:
         print(f"error: --save: unknown {sorted(unknown)}; choose from adapter, merged, gguf", file=sys.stderr)
         return 2
+    try:
+        check_tracking_args(args)
+        preset, cfg = settings(args, extras)
+        from .sft import make_sft_config
+
+        make_sft_config(cfg)  # a bad setting fails here, before data and model are built
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    from .data import build_sft_dataset, load_trajectories, save_report, synthesize_mix
+    from .sft import GGUFExportUnavailable, export_gguf, run_sft, save_adapter, save_merged
 
     trajs = []
     if args.data:
@@ -129,7 +177,13 @@ def main(argv: list[str] | None = None) -> int:
             saved["gguf"] = str(export_gguf(result.model, tok, out / "gguf"))
         except GGUFExportUnavailable as e:
             print(f"GGUF export skipped: {e}", file=sys.stderr)
-    print(json.dumps({"saved": saved, "loss_history": str(out / "loss_history.json")}, indent=1))
+    try:
+        pushed = push_saved(args, saved)
+    except HubPushError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps({"saved": saved, **({"pushed": pushed} if pushed else {}),
+                      "loss_history": str(out / "loss_history.json")}, indent=1))
     return 0
 
 
