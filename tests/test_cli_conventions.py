@@ -281,7 +281,7 @@ def test_help_is_fast_and_ends_with_examples():
 def test_shipped_run_configs_build_their_trainer_configs(name):
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "configs" / "runs" / f"{name}.yaml"
+    path = Path(__file__).resolve().parents[1] / "configs" / "examples" / f"{name}.yaml"
     cfg = (_sft_cfg if name.startswith("sft") else _grpo_cfg)(["--config", str(path)])
     assert cfg.report_to == ["tensorboard"]
     assert cfg.adam_beta2 == 0.95 if name.startswith("sft") else (cfg.num_iterations, cfg.log_completions) == (2, True)

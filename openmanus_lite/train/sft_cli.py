@@ -38,7 +38,7 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
 
 EXAMPLES = (
     "python -m openmanus_lite sft --preset cpu_debug --synth 4 --domains os,db --max_steps 2 --output_dir runs/sft_try",
-    "python -m openmanus_lite sft --config configs/runs/sft_quick.yaml --learning_rate 1e-4 --adam_beta2 0.9",
+    "python -m openmanus_lite sft --config configs/examples/sft_quick.yaml --learning_rate 1e-4 --adam_beta2 0.9",
     "python -m openmanus_lite sft --data runs/merged --preset t4 --push_to_hub --hub_model_id me/agent-sft",
 )
 
