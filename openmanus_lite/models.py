@@ -476,6 +476,23 @@ def _hub_tokenizer(name: str):
     return AutoTokenizer.from_pretrained(name)
 
 
+def free_memory() -> int:
+    """Collect garbage and hand cached CUDA blocks back; returns the bytes still allocated on the GPU.
+
+    `del` of a stage's model / trainer drops the names only: trainers hold reference cycles
+    (callbacks, accelerator), so their weights and optimizer state stay on the GPU until the next
+    garbage collection, and PyTorch keeps freed blocks cached for itself. Call after the `del`s."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if not torch.cuda.is_available():
+        return 0
+    torch.cuda.empty_cache()
+    return int(torch.cuda.memory_allocated())
+
+
 def count_parameters(model) -> tuple[int, int]:
     """(trainable, total) parameter counts."""
     total = sum(p.numel() for p in model.parameters())

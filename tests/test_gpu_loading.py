@@ -1,5 +1,5 @@
-"""Loading and merging on a GPU machine, simulated on the CPU: which loader runs, where the weights
-go, and merging onto a pre-quantized 4-bit base."""
+"""Loading, merging and memory on a GPU machine, simulated on the CPU: which loader runs, where the
+weights go, merging onto a pre-quantized 4-bit base, reward-model precision, and freeing a stage."""
 
 from __future__ import annotations
 
@@ -120,3 +120,57 @@ def test_peft_merge_dequantizes_a_prequantized_4bit_base(tmp_path):
     with torch.no_grad():
         got = reloaded(input_ids=probe).logits
     assert torch.allclose(got, ref, atol=2e-2), (got - ref).abs().max()
+
+
+def test_free_memory_collects_what_a_deleted_stage_left_in_cycles():
+    import weakref
+
+    from openmanus_lite.models import free_memory
+
+    class Stage:
+        pass
+
+    stage = Stage()
+    stage.self_ref = stage  # trainers hold cycles like this (callbacks, accelerator)
+    stage.weights = torch.zeros(1024)
+    alive = weakref.ref(stage)
+    del stage
+    assert alive() is not None  # reference counting alone does not free a cycle
+    assert free_memory() == 0  # no GPU here: nothing allocated on one
+    assert alive() is None
+
+
+def test_reward_heads_load_frozen_weights_in_training_precision(monkeypatch, tmp_path):
+    from types import SimpleNamespace as NS
+
+    from transformers import AutoModelForSequenceClassification
+
+    from openmanus_lite.train.dpo import config_dtype
+    from openmanus_lite.train.reward_model import OutcomeRewardModel, _load_head, load_reward_model
+
+    assert config_dtype(NS(bf16=True, fp16=False)) == torch.bfloat16
+    assert config_dtype(NS(bf16=None, fp16=True)) == torch.float16
+    assert config_dtype(NS(bf16=False, fp16=False)) == torch.float32
+    base = str(build_tiny_model(tmp_path / "base", seed=0))
+    model, tok, path = _load_head(base, "orm", LoraSpec(r=4, alpha=8), dtype=torch.bfloat16)
+    trained = {n: p.dtype for n, p in model.named_parameters() if p.requires_grad}
+    frozen = {p.dtype for p in model.parameters() if not p.requires_grad}
+    assert frozen == {torch.bfloat16}  # half the memory of float32
+    assert any("score" in n for n in trained) and set(trained.values()) == {torch.float32}  # fp16 scaler needs it
+    full, _, _ = _load_head(base, "orm", None, dtype=torch.bfloat16)
+    assert {p.dtype for p in full.parameters()} == {torch.float32}  # every weight trains: float32 masters
+    folder = OutcomeRewardModel(model, tok, base=path).save(tmp_path / "orm")
+    assert json.loads((folder / "openmanus_rm.json").read_text())["dtype"] == "bfloat16"
+
+    original = AutoModelForSequenceClassification.from_pretrained
+    seen = []
+
+    def fake(name, **kwargs):
+        seen.append((kwargs.get("dtype"), kwargs.pop("device_map", None)))
+        return original(name, **kwargs)
+
+    monkeypatch.setattr(AutoModelForSequenceClassification, "from_pretrained", fake)
+    load_reward_model(folder)  # CPU: float32
+    _simulate_gpu(monkeypatch)
+    load_reward_model(folder)  # GPU: the training precision, on the GPU
+    assert seen == [(torch.float32, None), (torch.bfloat16, {"": 0})]

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..models import LoraSpec, load_model, load_tokenizer, resolve_model_name
+from ..models import LoraSpec, free_memory, load_model, load_tokenizer, resolve_model_name
 from ..paths import CACHE_DIR
 from .preferences import Messages, fit_prompt
 from .sft import import_trl  # noqa: F401  (unsloth before trl; reward_model imports it from here)
@@ -40,6 +40,18 @@ def cpu_only() -> bool:
     import torch
 
     return not torch.cuda.is_available()
+
+
+def config_dtype(args: Any) -> Any:
+    """The torch dtype a trainer config trains in (its bf16 / fp16 flags; float32 without either), so
+    frozen weights are loaded in the precision the trainer computes in, not a second guess of it."""
+    import torch
+
+    if getattr(args, "bf16", False):
+        return torch.bfloat16
+    if getattr(args, "fp16", False):
+        return torch.float16
+    return torch.float32
 
 
 def time_limit_callback(max_seconds: float | None):
@@ -252,9 +264,12 @@ def run_dpo(
     trainer.train()
     model = trainer.model
     model.eval()
-    return DPOResult(model=model, tokenizer=tok, log=list(trainer.state.log_history), data_counts=dict(counts),
-                     steps=int(trainer.state.global_step), wall_s=time.perf_counter() - t0,
-                     stopped_early=stop.stopped_early, start_checkpoint=str(start_name))
+    result = DPOResult(model=model, tokenizer=tok, log=list(trainer.state.log_history), data_counts=dict(counts),
+                       steps=int(trainer.state.global_step), wall_s=time.perf_counter() - t0,
+                       stopped_early=stop.stopped_early, start_checkpoint=str(start_name))
+    del trainer
+    free_memory()  # the optimizer state and TRL's reference copy, if it made one
+    return result
 
 
 def save_policy(model, tokenizer, out_dir: str | os.PathLike, merged: bool = True) -> Path:
