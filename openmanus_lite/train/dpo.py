@@ -92,9 +92,7 @@ def resolve_checkpoint(path: str | os.PathLike, merged_dir: str | os.PathLike | 
     stamp = str((adapter / "adapter_config.json").stat().st_mtime)
     if marker.is_file() and json.loads(marker.read_text()).get("stamp") == stamp:
         return str(out)
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
+    from .sft import merge_adapter
 
     cfg = json.loads((adapter / "adapter_config.json").read_text())
     base_name = resolve_model_name(cfg.get("base_model_name_or_path") or "")
@@ -103,8 +101,7 @@ def resolve_checkpoint(path: str | os.PathLike, merged_dir: str | os.PathLike | 
             f"{adapter} is a LoRA adapter whose base model {cfg.get('base_model_name_or_path')!r} is not a local "
             "folder; save the SFT result merged (a full checkpoint), or fix base_model_name_or_path in "
             "adapter_config.json")
-    base = AutoModelForCausalLM.from_pretrained(base_name, dtype=torch.float32)
-    merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+    merged = merge_adapter(base_name, adapter)
     tok_dir = adapter if (adapter / "tokenizer_config.json").is_file() else Path(base_name)
     tok = load_tokenizer(tok_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -373,6 +373,23 @@ def _base_path(model: Any) -> str:
     return cfg.base_model_name_or_path
 
 
+def merge_adapter(base_name: str, adapter_dir: str | os.PathLike) -> Any:
+    """Base + LoRA adapter merged into one float32 model (exact), with PEFT, on the CPU.
+
+    A pre-quantized base (e.g. a "-bnb-4bit" checkpoint) loads as Linear4bit, which neither merges
+    exactly nor casts to 16-bit: it is dequantized to plain float32 weights first."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from ..models import standalone_copy
+
+    base = AutoModelForCausalLM.from_pretrained(base_name, dtype=torch.float32)
+    if getattr(base, "hf_quantizer", None) is not None:
+        base = standalone_copy(base.dequantize(dtype=torch.float32), torch.float32)
+    return PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+
+
 def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, prefer_unsloth: bool = True) -> Path:
     """A standalone 16-bit checkpoint (LoRA merged in) that loads like any model.
 
@@ -399,21 +416,10 @@ def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, prefe
             return out
         except Exception as e:  # fall back to a PEFT merge, and say why
             print(f"Unsloth save_pretrained_merged failed ({type(e).__name__}: {e}); merging with PEFT instead")
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
     half = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float16
     tmp = out / "_adapter_tmp"
     model.save_pretrained(tmp)
-    # merge in float32 (exact), then store 16-bit like Unsloth's merged_16bit
-    base = AutoModelForCausalLM.from_pretrained(_base_path(model), dtype=torch.float32)
-    if getattr(base, "hf_quantizer", None) is not None:
-        # a pre-quantized base (e.g. a "-bnb-4bit" checkpoint) loads as Linear4bit, which neither merges
-        # exactly nor casts to 16-bit: dequantize it to plain float32 weights first
-        from ..models import standalone_copy
-
-        base = standalone_copy(base.dequantize(dtype=torch.float32), torch.float32)
-    merged = PeftModel.from_pretrained(base, str(tmp)).merge_and_unload().to(half)
+    merged = merge_adapter(_base_path(model), tmp).to(half)  # stored 16-bit like Unsloth's merged_16bit
     shutil.rmtree(tmp)
     merged.save_pretrained(out)
     _finish_tokenizer(tokenizer, out)
