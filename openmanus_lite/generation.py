@@ -223,10 +223,11 @@ class ChosenLogprobs:
     over prompt + completion would cost a prefill of every multi-turn context). `finish`
     reads the last step's token from the returned sequences.
 
-    transformers runs custom processors after the model's logit processors from its
-    generation config (e.g. a repetition penalty) and before temperature / top-p, so the
-    values are log_softmax(scores / temperature): the raw logits' when the generation config
-    sets no such processor (the kit's models do not), as TRL recomputes them.
+    transformers runs custom processors after the logit processors of the model's generation
+    config (e.g. a repetition penalty) and before temperature / top-p, so the values are
+    log_softmax(scores / temperature) of those scores: of the raw logits, as TRL recomputes
+    them, when the generation config sets no such processor (the tiny and default models; a
+    hub Qwen2.5-Instruct config sets repetition_penalty 1.05, which then counts).
     """
 
     def __init__(self, temperature: float = 1.0):
