@@ -209,6 +209,59 @@ class PrefixCache:
         self._bytes.clear()
 
 
+class ChosenLogprobs:
+    """A logits processor that keeps only the log-probability of each chosen token.
+
+    `output_logits=True` keeps one float32 [batch, vocab] row per generated step until
+    `generate` returns: with Qwen2.5's 151,936-token vocabulary, 16 rows x 256 steps is about
+    2.5 GB, and the old stack + log_softmax made two more copies. A processor is called
+    once per step with that step's scores, before the token is chosen; the token chosen at
+    step t is the last column of `input_ids` at step t + 1. So each call turns the previous
+    step's log-softmax into one number per row and keeps only the current step's: memory
+    is one [batch, vocab] row set whatever the length, it works for greedy and sampling
+    alike, and no extra forward pass is needed (recomputing from a teacher-forced forward
+    over prompt + completion would cost a prefill of every multi-turn context). `finish`
+    reads the last step's token from the returned sequences.
+
+    transformers runs custom processors after the logit processors of the model's generation
+    config (e.g. a repetition penalty) and before temperature / top-p, so the values are
+    log_softmax(scores / temperature) of those scores: of the raw logits, as TRL recomputes
+    them, when the generation config sets no such processor (the tiny and default models; a
+    hub Qwen2.5-Instruct config sets repetition_penalty 1.05, which then counts).
+    """
+
+    def __init__(self, temperature: float = 1.0):
+        if temperature <= 0:
+            raise ValueError(f"ChosenLogprobs needs a positive temperature, got {temperature}")
+        self.temperature = float(temperature)
+        self._prev: Any = None  # log_softmax of the previous step, [batch, vocab]
+        self._steps: list[Any] = []  # one [batch] tensor per finished step
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self._prev is not None:
+            self._steps.append(self._prev.gather(-1, input_ids[:, -1:].to(self._prev.device)).squeeze(-1))
+        self._prev = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def finish(self, sequences: Any) -> Any:
+        """[batch, steps] float32 log-probabilities of the generated tokens (on the CPU)."""
+        import torch
+
+        if self._prev is None:
+            raise RuntimeError("ChosenLogprobs.finish called before generate ran a step")
+        last = sequences[:, -1:].to(self._prev.device)
+        self._steps.append(self._prev.gather(-1, last).squeeze(-1))
+        self._prev = None
+        return torch.stack(self._steps, dim=1).cpu()
+
+    @property
+    def retained_rows(self) -> int:
+        """How many [batch, vocab] tensors this processor holds now (0 or 1)."""
+        return int(self._prev is not None)
+
+
 def generate_turns(
     model: Any,
     tokenizer: Any,
@@ -305,9 +358,11 @@ def generate_from_ids(
                 pad_token_id=pad_id,
                 do_sample=sample,
                 return_dict_in_generate=True,
-                output_logits=return_logprobs,
                 use_cache=True,
             )
+            recorder = ChosenLogprobs(temperature if sample else 1.0) if return_logprobs else None
+            if recorder is not None:
+                gen_kwargs["logits_processor"] = [recorder]
             if past is not None:
                 gen_kwargs["past_key_values"] = past
             if sample:
@@ -316,13 +371,8 @@ def generate_from_ids(
                 gen_kwargs.update(temperature=None, top_p=None, top_k=None)
             out = model.generate(**gen_kwargs)
             new = out.sequences[:, width:].tolist()
-            if return_logprobs:
-                logits = torch.stack(out.logits, dim=1).float()  # (batch, steps, vocab), raw
-                if sample:
-                    logits = logits / float(temperature)
-                token_lp = torch.log_softmax(logits, dim=-1)
-                seq = out.sequences[:, width:width + token_lp.shape[1]].to(token_lp.device)
-                chosen = token_lp.gather(-1, seq.unsqueeze(-1)).squeeze(-1).tolist()
+            if recorder is not None:
+                chosen = recorder.finish(out.sequences).tolist()
             for row, i in enumerate(idx):
                 ids = new[row][: limits[i]]
                 cut = next((k for k, t in enumerate(ids) if t in stop), None)

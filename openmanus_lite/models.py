@@ -88,11 +88,7 @@ def prepare_default_model(out_dir: str | os.PathLike | None = None, force: bool 
     gguf = default_gguf_path()
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     src = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    cfg = src.config
-    if hasattr(cfg, "quantization_config"):
-        delattr(cfg, "quantization_config")
-    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-    model.load_state_dict(src.state_dict())
+    model = standalone_copy(src, torch.float32)
     tok.chat_template = qwen25_chat_template()
     tok.eos_token = "<|im_end|>"
     if tok.pad_token is None or tok.pad_token == tok.eos_token:
@@ -110,6 +106,23 @@ def prepare_default_model(out_dir: str | os.PathLike | None = None, force: bool 
     _name_tokenizer_class(out)
     marker.write_text(json.dumps({"source": str(gguf), "model": DEFAULT_MODEL}))
     return out
+
+
+def standalone_copy(model: Any, dtype: Any) -> Any:
+    """The same weights in a model built afresh from its config, without quantization config.
+
+    A model loaded from GGUF, or a bitsandbytes checkpoint after `dequantize()`, refuses or
+    breaks `save_pretrained` (it tries to undo the conversions made at load time); a fresh
+    model holding the plain weights saves like any checkpoint."""
+    from transformers import AutoModelForCausalLM
+
+    cfg = model.config
+    if hasattr(cfg, "quantization_config"):
+        delattr(cfg, "quantization_config")
+    fresh = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    fresh.load_state_dict(model.state_dict())
+    fresh.generation_config = model.generation_config
+    return fresh
 
 
 # --------------------------------------------------------------------------- the tiny test model
@@ -268,6 +281,22 @@ def cpu_has_native_bf16() -> bool:
         return False
 
 
+def resolve_backend(backend: str) -> str:
+    """'unsloth' or 'hf' for a requested backend ('auto': Unsloth when it imports; plain HF under
+    several processes, where Unsloth cannot train)."""
+    if backend == "auto":
+        backend = "unsloth" if unsloth_available() else "hf"
+    if backend == "unsloth" and world_size() > 1:
+        print(
+            f"openmanus_lite: {world_size()} processes (accelerate / torchrun): Unsloth trains in one process "
+            "only, so the plain transformers + PEFT backend is used instead."
+        )
+        backend = "hf"
+    if backend not in ("unsloth", "hf"):
+        raise ValueError(f"backend must be 'auto', 'unsloth' or 'hf', got {backend!r}")
+    return backend
+
+
 def load_model(
     name_or_path: str | os.PathLike,
     *,
@@ -293,16 +322,7 @@ def load_model(
     _check_reachable(name)
     if isinstance(lora, dict):
         lora = LoraSpec(**lora)
-    if backend == "auto":
-        backend = "unsloth" if unsloth_available() else "hf"
-    if backend == "unsloth" and world_size() > 1:
-        print(
-            f"openmanus_lite: {world_size()} processes (accelerate / torchrun): Unsloth trains in one process "
-            "only, so the plain transformers + PEFT backend is used instead."
-        )
-        backend = "hf"
-    if backend not in ("unsloth", "hf"):
-        raise ValueError(f"backend must be 'auto', 'unsloth' or 'hf', got {backend!r}")
+    backend = resolve_backend(backend)
     dtype = resolve_precision(dtype).dtype
     if backend == "unsloth":
         model, tok = _load_unsloth(name, load_in_4bit, max_seq_length, lora, dtype, full_finetuning)
@@ -345,9 +365,12 @@ def _load_unsloth(name, load_in_4bit, max_seq_length, lora, dtype, full_finetuni
 
 
 def _load_hf(name, load_in_4bit, lora, dtype):
+    import torch
     from transformers import AutoModelForCausalLM
 
     kwargs: dict[str, Any] = {"dtype": dtype}
+    if torch.cuda.is_available():  # without a device map transformers leaves the weights on the CPU
+        kwargs["device_map"] = {"": torch.cuda.current_device()}
     if load_in_4bit:
         from transformers import BitsAndBytesConfig
 
@@ -384,10 +407,77 @@ def _load_hf(name, load_in_4bit, lora, dtype):
     return model, tok
 
 
+def load_adapter(
+    folder: str | os.PathLike,
+    *,
+    backend: str = "auto",
+    trainable: bool = False,
+    gradient_checkpointing: bool | str = False,
+    load_in_4bit: bool = False,
+    max_seq_length: int = 2048,
+    dtype: Any = None,
+) -> tuple[Any, Any]:
+    """(model, tokenizer) from a saved LoRA adapter folder: its base model with the adapter on top.
+
+    Unsloth backend on a GPU: `FastLanguageModel.from_pretrained(folder)` (it recognises an
+    adapter folder by adapter_config.json, loads the base named there, attaches the adapter
+    trainable and patches the PEFT model with its gradient checkpointing) so GRPO from an SFT
+    adapter gets Unsloth's memory savings. Elsewhere (CPU, HF backend) the base comes through
+    `load_model` and PEFT adds the adapter; `trainable` keeps LoRA weights trainable and
+    `gradient_checkpointing` turns on transformers' checkpointing then.
+    """
+    import torch
+
+    folder = Path(folder)
+    config = folder / "adapter_config.json"
+    if not config.is_file():
+        raise FileNotFoundError(f"{folder} has no adapter_config.json: is it a saved LoRA adapter folder?")
+    backend = resolve_backend(backend)
+    if backend == "unsloth" and torch.cuda.is_available():
+        from unsloth import FastLanguageModel
+
+        model, _ = FastLanguageModel.from_pretrained(
+            model_name=str(folder),
+            max_seq_length=max_seq_length,
+            load_in_4bit=load_in_4bit,
+            dtype=dtype,
+            use_gradient_checkpointing=gradient_checkpointing if trainable else False,
+        )
+    else:
+        from peft import PeftModel
+
+        base = json.loads(config.read_text())["base_model_name_or_path"]
+        model, _ = load_model(base, backend=backend, load_in_4bit=load_in_4bit, max_seq_length=max_seq_length,
+                              dtype=dtype)
+        if trainable and gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+            model.enable_input_require_grads()
+        model = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable)
+    model.openmanus_backend = backend
+    return model, load_tokenizer(folder)
+
+
 def _hub_tokenizer(name: str):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(name)
+
+
+def free_memory() -> int:
+    """Collect garbage and hand cached CUDA blocks back; returns the bytes still allocated on the GPU.
+
+    `del` of a stage's model / trainer drops the names only: trainers hold reference cycles
+    (callbacks, accelerator), so their weights and optimizer state stay on the GPU until the next
+    garbage collection, and PyTorch keeps freed blocks cached for itself. Call after the `del`s."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if not torch.cuda.is_available():
+        return 0
+    torch.cuda.empty_cache()
+    return int(torch.cuda.memory_allocated())
 
 
 def count_parameters(model) -> tuple[int, int]:

@@ -93,6 +93,81 @@ def test_logprobs_match_a_teacher_forced_forward_pass(tiny):
             assert max(lp) <= 0.0
 
 
+def _spy_generate(model, monkeypatch):
+    """Record the kwargs and outputs of every model.generate call."""
+    calls = []
+    original = model.generate
+
+    def spy(**kwargs):
+        out = original(**kwargs)
+        calls.append((kwargs, out))
+        return out
+
+    monkeypatch.setattr(model, "generate", spy)
+    return calls, original
+
+
+def test_logprobs_equal_the_output_logits_path_without_keeping_logits(tiny, monkeypatch):
+    """The chosen-token log-probs equal those from generate(output_logits=True) + log_softmax (the
+    old path, which kept a [batch, vocab] float32 row per step), and nothing per-step of vocab
+    width comes back from generate."""
+    model, tok, _ = tiny
+    vocab = model.config.vocab_size
+    for temperature in (0.0, 0.7):
+        calls, original = _spy_generate(model, monkeypatch)
+        res = generate_turns(model, tok, CONVS, max_new_tokens=16, temperature=temperature, seed=2,
+                             batch_size=len(CONVS), return_ids=True, return_logprobs=True)
+        monkeypatch.undo()
+        assert len(calls) == 1
+        kwargs, out = calls[0]
+        assert not kwargs.get("output_logits") and not kwargs.get("output_scores")
+        assert getattr(out, "logits", None) is None and getattr(out, "scores", None) is None
+        recorder = kwargs["logits_processor"][0]
+        assert recorder.retained_rows == 0  # the one [batch, vocab] row it held is released
+
+        old_kwargs = {k: v for k, v in kwargs.items() if k != "logits_processor"}
+        torch.manual_seed(2)  # generate_turns seeds once, before its only batch
+        with torch.inference_mode():
+            old = original(**old_kwargs, output_logits=True)
+        assert torch.equal(old.sequences, out.sequences)
+        logits = torch.stack(old.logits, dim=1).float()
+        assert logits.shape[-1] == vocab  # what the old path kept: (batch, steps, vocab)
+        if temperature > 0:
+            logits = logits / temperature
+        width = kwargs["input_ids"].shape[1]
+        seq = old.sequences[:, width:]
+        ref = torch.log_softmax(logits, -1).gather(-1, seq.unsqueeze(-1)).squeeze(-1)
+        order = sorted(range(len(CONVS)), key=lambda i: len(res.prompt_ids[i]))
+        for row, i in enumerate(order):
+            n = len(res.logprobs[i])
+            assert n == len(res.completion_ids[i])
+            assert torch.allclose(torch.tensor(res.logprobs[i]), ref[row, :n], atol=1e-5, rtol=0)
+
+
+def test_chosen_logprobs_hold_one_vocab_row_at_any_step():
+    from openmanus_lite.generation import ChosenLogprobs
+
+    gen = torch.Generator().manual_seed(0)
+    batch, vocab, steps = 3, 1000, 50
+    rec = ChosenLogprobs(temperature=0.5)
+    ids = torch.zeros((batch, 4), dtype=torch.long)
+    expected = []
+    for _ in range(steps):
+        scores = torch.randn((batch, vocab), generator=gen)
+        assert rec(ids, scores) is scores  # scores pass through unchanged
+        assert rec.retained_rows == 1
+        held = [t for t in vars(rec).values() if torch.is_tensor(t) and t.shape[-1] == vocab]
+        assert len(held) == 1 and all(t.shape == (batch,) for t in rec._steps)
+        token = torch.randint(vocab, (batch, 1), generator=gen)
+        expected.append(torch.log_softmax(scores / 0.5, -1).gather(-1, token).squeeze(-1))
+        ids = torch.cat([ids, token], dim=1)
+    got = rec.finish(ids)
+    assert got.shape == (batch, steps) and rec.retained_rows == 0
+    assert torch.allclose(got, torch.stack(expected, dim=1), atol=1e-6)
+    with pytest.raises(ValueError, match="positive temperature"):
+        ChosenLogprobs(temperature=0.0)
+
+
 def test_sampling_is_seeded(tiny):
     model, tok, _ = tiny
     a = generate_turns(model, tok, CONVS, max_new_tokens=10, temperature=5.0, seed=3)

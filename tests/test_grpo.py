@@ -11,7 +11,12 @@ from openmanus_lite.envs import generate_tasks  # noqa: E402
 from openmanus_lite.generation import render_prompts  # noqa: E402
 from openmanus_lite.models import build_tiny_model, load_model, load_tokenizer  # noqa: E402
 from openmanus_lite.rewards import ROLLOUT_COLUMNS, build_rewards  # noqa: E402
-from openmanus_lite.train.env_rollout import ObservationRenderer, run_episode_tokens  # noqa: E402
+from openmanus_lite.train.env_rollout import (  # noqa: E402
+    ObservationRenderer,
+    episodes_to_rollout_output,
+    run_episode_tokens,
+    trainer_uses_logprobs,
+)
 from openmanus_lite.train.grpo import (  # noqa: E402
     DEFAULT_REWARDS,
     GRPORunConfig,
@@ -113,6 +118,23 @@ def test_env_mask_covers_exactly_the_observation_tokens(tiny_dir):
             assert tok.decode(ids, skip_special_tokens=True).strip() == m["content"]
         assert all(lp == 0.0 for lp, m in zip(ep.logprobs, ep.env_mask) if m == 0)
         assert all(lp < 0.0 for lp, m in zip(ep.logprobs, ep.env_mask) if m == 1)
+
+
+def test_rollout_records_logprobs_only_when_trl_reads_them(tiny_dir):
+    from types import SimpleNamespace as NS
+
+    plain = NS(use_vllm=False, vllm_importance_sampling_correction=True, args=NS(off_policy_mask_threshold=None))
+    vllm = NS(use_vllm=True, vllm_importance_sampling_correction=True, args=NS(off_policy_mask_threshold=None))
+    opsm = NS(use_vllm=False, vllm_importance_sampling_correction=False, args=NS(off_policy_mask_threshold=0.5))
+    assert [trainer_uses_logprobs(t) for t in (plain, vllm, opsm)] == [False, True, True]
+    model, tok = _model(tiny_dir)
+    tasks = generate_tasks("db", 2, seed=0)
+    _, rollout = build_env_dataset(tasks, max_turns=2)
+    eps = run_episode_tokens(model, tok, tasks, render_prompts(tok, [rollout.prompt_for(t) for t in tasks]),
+                             max_turns=2, max_new_tokens=8, max_completion_tokens=200, return_logprobs=False)
+    assert all(ep.completion_ids and not ep.logprobs for ep in eps)
+    out = episodes_to_rollout_output(eps, logprobs=False)
+    assert out["logprobs"] is None and len(out["completion_ids"]) == 2
 
 
 def test_multi_turn_steps_pass_env_columns_and_conversations_to_rewards(tiny_dir, tmp_path):

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..models import LoraSpec, load_model, load_tokenizer, resolve_model_name
+from ..models import LoraSpec, free_memory, load_model, load_tokenizer, resolve_model_name
 from ..paths import CACHE_DIR
 from ..precision import trainer_precision
 from .preferences import Messages, fit_prompt
@@ -36,6 +36,18 @@ MERGED_MARKER = "openmanus_merged_from.json"
 # --------------------------------------------------------------------------- shared training plumbing
 
 
+
+
+def config_dtype(args: Any) -> Any:
+    """The torch dtype a trainer config trains in (its bf16 / fp16 flags; float32 without either), so
+    frozen weights are loaded in the precision the trainer computes in, not a second guess of it."""
+    import torch
+
+    if getattr(args, "bf16", False):
+        return torch.bfloat16
+    if getattr(args, "fp16", False):
+        return torch.float16
+    return torch.float32
 
 
 def time_limit_callback(max_seconds: float | None):
@@ -76,9 +88,7 @@ def resolve_checkpoint(path: str | os.PathLike, merged_dir: str | os.PathLike | 
     stamp = str((adapter / "adapter_config.json").stat().st_mtime)
     if marker.is_file() and json.loads(marker.read_text()).get("stamp") == stamp:
         return str(out)
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
+    from .sft import merge_adapter
 
     cfg = json.loads((adapter / "adapter_config.json").read_text())
     base_name = resolve_model_name(cfg.get("base_model_name_or_path") or "")
@@ -87,8 +97,7 @@ def resolve_checkpoint(path: str | os.PathLike, merged_dir: str | os.PathLike | 
             f"{adapter} is a LoRA adapter whose base model {cfg.get('base_model_name_or_path')!r} is not a local "
             "folder; save the SFT result merged (a full checkpoint), or fix base_model_name_or_path in "
             "adapter_config.json")
-    base = AutoModelForCausalLM.from_pretrained(base_name, dtype=torch.float32)
-    merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+    merged = merge_adapter(base_name, adapter)
     tok_dir = adapter if (adapter / "tokenizer_config.json").is_file() else Path(base_name)
     tok = load_tokenizer(tok_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -250,9 +259,12 @@ def run_dpo(
     trainer.train()
     model = trainer.model
     model.eval()
-    return DPOResult(model=model, tokenizer=tok, log=list(trainer.state.log_history), data_counts=dict(counts),
-                     steps=int(trainer.state.global_step), wall_s=time.perf_counter() - t0,
-                     stopped_early=stop.stopped_early, start_checkpoint=str(start_name))
+    result = DPOResult(model=model, tokenizer=tok, log=list(trainer.state.log_history), data_counts=dict(counts),
+                       steps=int(trainer.state.global_step), wall_s=time.perf_counter() - t0,
+                       stopped_early=stop.stopped_early, start_checkpoint=str(start_name))
+    del trainer
+    free_memory()  # the optimizer state and TRL's reference copy, if it made one
+    return result
 
 
 def save_policy(model, tokenizer, out_dir: str | os.PathLike, merged: bool = True) -> Path:

@@ -16,8 +16,11 @@ What TRL 1.15 expects (read from `trl/trainer/grpo_trainer.py`):
 - `env_mask` (same length as `completion_ids`) is popped and used as TRL's tool mask:
   1 = the model's own token (gets loss), 0 = an environment token (no loss). The mask also
   decides which tokens count as "completion length" in TRL's logs.
-- Without vLLM, `logprobs` are only used for off-policy masking; TRL recomputes the old
-  log-probabilities itself. Environment tokens get logprob 0.0 (as TRL's own tool loop does).
+- `logprobs` (the sampling log-probabilities) are read only for vLLM's importance-sampling
+  correction and for off-policy sequence masking (`off_policy_mask_threshold`); otherwise TRL
+  recomputes the old log-probabilities itself and `logprobs` may be None. The rollout records
+  them only when the trainer will read them (`trainer_uses_logprobs`). Environment tokens get
+  logprob 0.0 (as TRL's own tool loop does).
 
 The token layout of one episode, for the Qwen2.5 / ChatML template:
 
@@ -88,6 +91,15 @@ class RolloutStats:
         return self.generated_tokens / self.seconds if self.seconds > 0 else 0.0
 
 
+def trainer_uses_logprobs(trainer: Any) -> bool:
+    """True when TRL 1.15's GRPOTrainer reads the rollout's `logprobs` (grpo_trainer.py): the vLLM
+    importance-sampling correction, or off-policy sequence masking. Skipping them otherwise saves
+    a log-softmax over the vocabulary per generated token."""
+    if getattr(trainer, "use_vllm", False) and getattr(trainer, "vllm_importance_sampling_correction", False):
+        return True
+    return getattr(trainer.args, "off_policy_mask_threshold", None) is not None
+
+
 def turn_limit(max_turns: int | dict[str, int] | None, domain: str) -> dict[str, int]:
     """make_env kwargs for a turn limit given as one number, a {domain: turns} dict, or None
     (the environment's own limit)."""
@@ -154,12 +166,13 @@ def run_episode_tokens(
     batch_size: int = 64,
     renderer: ObservationRenderer | None = None,
     stats: RolloutStats | None = None,
+    return_logprobs: bool = True,
 ) -> list[EpisodeTokens]:
     """Play one episode per (task, prompt ids), all in lock step; see the module docstring.
 
     `max_new_tokens` caps one assistant turn, `max_completion_tokens` the whole completion
     (assistant + observation tokens); `max_turns` (a number or {domain: turns}) overrides the
-    environments' turn limits.
+    environments' turn limits. With `return_logprobs=False` the episodes' `logprobs` stay empty.
     """
     from ..generation import generate_from_ids
 
@@ -181,16 +194,17 @@ def run_episode_tokens(
             temperature=temperature,
             top_p=top_p,
             batch_size=batch_size,
-            return_logprobs=True,
+            return_logprobs=return_logprobs,
         )
         stats.generate_calls += 1
         still = []
         for k, i in enumerate(active):
             ep, env = eps[i], envs[i]
-            ids, lps = gen.completion_ids[k], gen.logprobs[k]
+            ids = gen.completion_ids[k]
             stats.generated_tokens += len(ids)
             ep.completion_ids += ids
-            ep.logprobs += lps
+            if return_logprobs:
+                ep.logprobs += gen.logprobs[k]
             ep.env_mask += [1] * len(ids)
             text = gen.texts[k]
             ep.messages.append({"role": "assistant", "content": text})
@@ -209,7 +223,8 @@ def run_episode_tokens(
                 ep.ended_by = "tokens"
                 continue
             ep.completion_ids += obs_ids
-            ep.logprobs += [0.0] * len(obs_ids)
+            if return_logprobs:
+                ep.logprobs += [0.0] * len(obs_ids)
             ep.env_mask += [0] * len(obs_ids)
             ep.messages.append({"role": "user", "content": step.observation})
             still.append(i)
@@ -280,6 +295,7 @@ class EnvRolloutFunc:
         prompt_ids = render_prompts(tokenizer, prompts)  # the same rendering evaluation uses
         stats = RolloutStats()
         mode_train = trainer.model.training
+        logprobs = trainer_uses_logprobs(trainer)
         eps = run_episode_tokens(
             model,
             tokenizer,
@@ -293,6 +309,7 @@ class EnvRolloutFunc:
             batch_size=self.batch_size,
             renderer=self._renderer,
             stats=stats,
+            return_logprobs=logprobs,
         )
         if mode_train and not trainer.model.training:  # inference_mode restores it; make sure
             trainer.model.train()
@@ -305,15 +322,16 @@ class EnvRolloutFunc:
             log_metric("rollout/tokens_per_s", stats.tokens_per_s)
             log_metric("rollout/turns_mean", sum(e.num_turns for e in eps) / len(eps))
             log_metric("rollout/success_rate", sum(e.success for e in eps) / len(eps))
-        return episodes_to_rollout_output(eps)
+        return episodes_to_rollout_output(eps, logprobs=logprobs)
 
 
-def episodes_to_rollout_output(eps: list[EpisodeTokens]) -> dict[str, list]:
-    """The dict GRPOTrainer expects from a rollout_func (plus the reward columns)."""
+def episodes_to_rollout_output(eps: list[EpisodeTokens], logprobs: bool = True) -> dict[str, Any]:
+    """The dict GRPOTrainer expects from a rollout_func (plus the reward columns); `logprobs` is
+    None when they were not recorded (TRL then leaves sampling log-probabilities out)."""
     return {
         "prompt_ids": [e.prompt_ids for e in eps],
         "completion_ids": [e.completion_ids for e in eps],
-        "logprobs": [e.logprobs for e in eps],
+        "logprobs": [e.logprobs for e in eps] if logprobs else None,
         "env_mask": [e.env_mask for e in eps],
         "env_outcome": [e.outcome for e in eps],
         "env_success": [e.success for e in eps],

@@ -193,22 +193,20 @@ def load_for_grpo(model: str | None, preset: Any) -> tuple[Any, Any]:
 
     `model` may be a hub name, a checkpoint (a merged SFT model: a fresh LoRA adapter is
     attached as the preset says), or a saved LoRA adapter folder (the SFT adapter is loaded
-    onto its base model and trained further). None = the preset's model.
+    onto its base model and trained further, the Unsloth way on a GPU: `models.load_adapter`).
+    None = the preset's model.
     """
     folder = Path(model) if model else None
     if folder is not None and (folder / "adapter_config.json").is_file():
         import torch
-        from peft import PeftModel
 
-        from ..models import load_model, load_tokenizer
+        from ..models import load_adapter
 
-        base = json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"]
-        dtype = getattr(torch, preset.dtype) if preset.dtype else None
-        base_model, _ = load_model(base, backend=preset.backend, load_in_4bit=preset.load_in_4bit,
-                                   max_seq_length=preset.max_seq_length, dtype=dtype)
-        peft_model = PeftModel.from_pretrained(base_model, str(folder), is_trainable=True)
-        peft_model.openmanus_backend = getattr(base_model, "openmanus_backend", preset.backend)
-        return peft_model, load_tokenizer(folder)
+        lora = preset.lora
+        return load_adapter(folder, backend=preset.backend, trainable=True,
+                            gradient_checkpointing=lora.gradient_checkpointing if lora else False,
+                            load_in_4bit=preset.load_in_4bit, max_seq_length=preset.max_seq_length,
+                            dtype=getattr(torch, preset.dtype) if preset.dtype else None)
     return preset.load(model)
 
 

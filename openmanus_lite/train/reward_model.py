@@ -32,10 +32,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..models import LoraSpec, load_tokenizer
+from ..models import LoraSpec, free_memory, load_tokenizer
 from ..paths import CACHE_DIR
 from ..precision import trainer_precision
-from .dpo import count_chat_tokens, import_trl, resolve_checkpoint, time_limit_callback
+from .dpo import config_dtype, count_chat_tokens, import_trl, resolve_checkpoint, time_limit_callback
 from .preferences import Messages, fit_prompt
 from .trainer_args import RM_OWNED, trainer_kwargs
 
@@ -82,7 +82,12 @@ class TrainReport:
 
 
 def _load_head(base: str, kind: str, lora: LoraSpec | None, dtype=None):
-    """(model, tokenizer): the base LM with a fresh 1-logit sequence head (orm) or 2-class token head (prm)."""
+    """(model, tokenizer): the base LM with a fresh 1-logit sequence head (orm) or 2-class token head (prm).
+
+    With LoRA the frozen base is loaded in `dtype` (the trainer's precision: half the memory of
+    float32 in bf16/fp16, so the SFT policy and both heads fit a 16 GB card at 1.5B) and the trained
+    weights (adapter, head) are kept in float32, as mixed precision needs (fp16's gradient scaler
+    refuses half-precision trainable weights). Without LoRA every weight trains: float32."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
@@ -90,7 +95,7 @@ def _load_head(base: str, kind: str, lora: LoraSpec | None, dtype=None):
     tok = load_tokenizer(path)
     cls = AutoModelForSequenceClassification if kind == "orm" else AutoModelForTokenClassification
     num_labels = 1 if kind == "orm" else 2
-    model = cls.from_pretrained(path, num_labels=num_labels, dtype=dtype or torch.float32)
+    model = cls.from_pretrained(path, num_labels=num_labels, dtype=(dtype or torch.float32) if lora else torch.float32)
     model.config.pad_token_id = tok.pad_token_id
     if lora is not None:
         from peft import LoraConfig, get_peft_model
@@ -99,6 +104,9 @@ def _load_head(base: str, kind: str, lora: LoraSpec | None, dtype=None):
                          target_modules=list(lora.target_modules), modules_to_save=["score"],
                          task_type="SEQ_CLS" if kind == "orm" else "TOKEN_CLS")
         model = get_peft_model(model, cfg)
+        for p in model.parameters():
+            if p.requires_grad:
+                p.data = p.data.float()
     return model, tok, path
 
 
@@ -116,13 +124,18 @@ def load_reward_model(path: str | os.PathLike):
     kind = meta["kind"]
     cls = AutoModelForSequenceClassification if kind == "orm" else AutoModelForTokenClassification
     num_labels = 1 if kind == "orm" else 2
+    # on a GPU: the precision it was trained in, on the GPU; on a CPU: float32 (16-bit is slow there)
+    gpu = torch.cuda.is_available()
+    kwargs: dict[str, Any] = {"num_labels": num_labels, "dtype": getattr(torch, meta.get("dtype", "float32"))
+                              if gpu else torch.float32}
+    if gpu:
+        kwargs["device_map"] = {"": torch.cuda.current_device()}
     if (folder / "adapter_config.json").is_file():
         from peft import PeftModel
 
-        base = cls.from_pretrained(meta["base"], num_labels=num_labels, dtype=torch.float32)
-        model = PeftModel.from_pretrained(base, str(folder))
+        model = PeftModel.from_pretrained(cls.from_pretrained(meta["base"], **kwargs), str(folder))
     else:
-        model = cls.from_pretrained(str(folder), num_labels=num_labels, dtype=torch.float32)
+        model = cls.from_pretrained(str(folder), **kwargs)
     tok = load_tokenizer(folder if (folder / "tokenizer.json").is_file() else meta["base"])
     model.config.pad_token_id = tok.pad_token_id
     klass = OutcomeRewardModel if kind == "orm" else ProcessRewardModel
@@ -191,7 +204,9 @@ class _RewardModel:
             cfg = json.loads(cfg_path.read_text())
             cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
             cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False))
-        (out / RM_MARKER).write_text(json.dumps({"kind": self.kind, "base": self.base, "options": self.options()}))
+        dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")  # the frozen base's precision
+        (out / RM_MARKER).write_text(json.dumps({"kind": self.kind, "base": self.base, "dtype": dtype,
+                                                 "options": self.options()}))
         return out
 
     def as_reward_func(self) -> "RewardModelReward":
@@ -442,24 +457,19 @@ def train_orm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: RMS
     s = settings or RMSettings()
     trl = import_trl()
     t0 = time.perf_counter()
-    model, tok, path = _load_head(str(base), "orm", None)
-    ds, counts = _orm_dataset(rows, tok, s.max_length)
-    peft_config = None
-    if s.lora is not None:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(r=s.lora.r, lora_alpha=s.lora.alpha, lora_dropout=s.lora.dropout,
-                                 target_modules=list(s.lora.target_modules), modules_to_save=["score"],
-                                 task_type="SEQ_CLS")
     out_dir = str(output_dir or CACHE_DIR / "runs" / "orm")
     cfg = trl.RewardConfig(**{"center_rewards_coefficient": 0.01, **_common_args(s, out_dir), "max_length": None})
+    model, tok, path = _load_head(str(base), "orm", s.lora, dtype=config_dtype(cfg))
+    ds, counts = _orm_dataset(rows, tok, s.max_length)
     stop = time_limit_callback(s.max_seconds)
-    trainer = trl.RewardTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok,
-                                peft_config=peft_config, callbacks=[stop])
+    trainer = trl.RewardTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok, callbacks=[stop])
     trainer.train()
     rm = OutcomeRewardModel(trainer.model, tok, base=path, max_length=s.max_length)
-    return rm, TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_early,
-                           dict(counts), list(trainer.state.log_history))
+    report = TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_early,
+                         dict(counts), list(trainer.state.log_history))
+    del trainer
+    free_memory()  # the optimizer state, before the next stage loads its model
+    return rm, report
 
 
 def train_prm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: RMSettings | None = None, *,
@@ -472,19 +482,22 @@ def train_prm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: RMS
     from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments
 
     t0 = time.perf_counter()
-    model, tok, path = _load_head(str(base), "prm", s.lora)
+    out_dir = str(output_dir or CACHE_DIR / "runs" / "prm")
+    args = TrainingArguments(remove_unused_columns=False, **_common_args(s, out_dir))
+    model, tok, path = _load_head(str(base), "prm", s.lora, dtype=config_dtype(args))
     feats, counts = prm_features(rows, tok, s.max_length)
     if not feats:
         raise ValueError(f"no PRM row fits max_length={s.max_length} ({dict(counts)}); raise max_length")
-    out_dir = str(output_dir or CACHE_DIR / "runs" / "prm")
-    args = TrainingArguments(remove_unused_columns=False, **_common_args(s, out_dir))
     stop = time_limit_callback(s.max_seconds)
     trainer = Trainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(feats),
                       data_collator=DataCollatorForTokenClassification(tok), callbacks=[stop])
     trainer.train()
     rm = ProcessRewardModel(trainer.model, tok, base=path, max_length=s.max_length, aggregate=aggregate)
-    return rm, TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_early,
-                           dict(counts), list(trainer.state.log_history))
+    report = TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_early,
+                         dict(counts), list(trainer.state.log_history))
+    del trainer
+    free_memory()
+    return rm, report
 
 
 # --------------------------------------------------------------------------- evaluation

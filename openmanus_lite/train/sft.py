@@ -376,13 +376,31 @@ def _base_path(model: Any) -> str:
     return cfg.base_model_name_or_path
 
 
+def merge_adapter(base_name: str, adapter_dir: str | os.PathLike) -> Any:
+    """Base + LoRA adapter merged into one float32 model (exact), with PEFT, on the CPU.
+
+    A pre-quantized base (e.g. a "-bnb-4bit" checkpoint) loads as Linear4bit, which neither merges
+    exactly nor casts to 16-bit: it is dequantized to plain float32 weights first."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from ..models import standalone_copy
+
+    base = AutoModelForCausalLM.from_pretrained(base_name, dtype=torch.float32)
+    if getattr(base, "hf_quantizer", None) is not None:
+        base = standalone_copy(base.dequantize(dtype=torch.float32), torch.float32)
+    return PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+
+
 def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, prefer_unsloth: bool = True) -> Path:
     """A standalone 16-bit checkpoint (LoRA merged in) that loads like any model.
 
     Unsloth's `save_pretrained_merged(..., "merged_16bit")` when the model came through
     Unsloth; otherwise the base model is reloaded, the adapter applied and merged with PEFT
-    (`merge_and_unload`), leaving the trained model untouched. Weights are stored in float16
-    (bfloat16 on GPUs that have it natively: precision.py); `load_model` on a CPU upcasts them to float32.
+    (`merge_and_unload`), leaving the trained model untouched; a pre-quantized 4-bit base is
+    dequantized for that merge. Weights are stored in float16 (bfloat16 on GPUs that have it natively: precision.py);
+    `load_model` on a CPU upcasts them to float32.
     """
     import torch
 
@@ -401,17 +419,12 @@ def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, prefe
             return out
         except Exception as e:  # fall back to a PEFT merge, and say why
             print(f"Unsloth save_pretrained_merged failed ({type(e).__name__}: {e}); merging with PEFT instead")
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
     from ..precision import resolve_precision
 
     half = torch.bfloat16 if resolve_precision().bf16 else torch.float16
     tmp = out / "_adapter_tmp"
     model.save_pretrained(tmp)
-    # merge in float32 (exact), then store 16-bit like Unsloth's merged_16bit
-    base = AutoModelForCausalLM.from_pretrained(_base_path(model), dtype=torch.float32)
-    merged = PeftModel.from_pretrained(base, str(tmp)).merge_and_unload().to(half)
+    merged = merge_adapter(_base_path(model), tmp).to(half)  # stored 16-bit like Unsloth's merged_16bit
     shutil.rmtree(tmp)
     merged.save_pretrained(out)
     _finish_tokenizer(tokenizer, out)
@@ -419,18 +432,13 @@ def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, prefe
 
 
 def load_trained(path: str | os.PathLike, *, backend: str = "hf", **load_kwargs) -> tuple[Any, Any]:
-    """(model, tokenizer) for inference from a saved adapter folder or a merged / full checkpoint."""
-    from ..models import load_model, load_tokenizer
+    """(model, tokenizer) for inference from a saved adapter folder or a merged / full checkpoint,
+    on the GPU when there is one (`models.load_adapter`, `models.load_model`)."""
+    from ..models import load_adapter, load_model
 
     folder = Path(path)
     if (folder / "adapter_config.json").is_file():
-        from peft import PeftModel
-
-        base_name = json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"]
-        model, _ = load_model(base_name, backend=backend, **load_kwargs)
-        model = PeftModel.from_pretrained(model, str(folder))
-        model.openmanus_backend = backend
-        return model, load_tokenizer(folder)
+        return load_adapter(folder, backend=backend, **load_kwargs)
     return load_model(folder, backend=backend, **load_kwargs)
 
 
