@@ -26,9 +26,8 @@ def adapter(tmp_path_factory):
     return save_adapter(model, tok, root / "adapter")
 
 
-def _simulate_gpu(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+def _simulate_gpu(monkeypatch, fake_gpu, card="t4"):
+    fake_gpu(card)  # tests/conftest.py: torch.cuda reports that card
     import peft.peft_model
     import peft.utils.save_and_load
 
@@ -55,7 +54,7 @@ class FakeFastLanguageModel:
         return PeftModel.from_pretrained(model, model_name, is_trainable=True), None
 
 
-def test_grpo_loads_an_adapter_the_unsloth_way_on_a_gpu_and_with_peft_on_cpu(adapter, monkeypatch):
+def test_grpo_loads_an_adapter_the_unsloth_way_on_a_gpu_and_with_peft_on_cpu(adapter, monkeypatch, fake_gpu):
     import unsloth
 
     preset = get_preset("t4").replace(load_in_4bit=False, backend="unsloth")
@@ -66,7 +65,7 @@ def test_grpo_loads_an_adapter_the_unsloth_way_on_a_gpu_and_with_peft_on_cpu(ada
 
     FakeFastLanguageModel.calls = []
     monkeypatch.setattr(unsloth, "FastLanguageModel", FakeFastLanguageModel)
-    _simulate_gpu(monkeypatch)
+    _simulate_gpu(monkeypatch, fake_gpu)
     model, tok = load_for_grpo(str(adapter), preset)
     (call,) = FakeFastLanguageModel.calls
     assert call["model_name"] == str(adapter)  # Unsloth recognises the adapter folder and loads its base
@@ -75,7 +74,7 @@ def test_grpo_loads_an_adapter_the_unsloth_way_on_a_gpu_and_with_peft_on_cpu(ada
     assert model.openmanus_backend == "unsloth" and tok.chat_template
 
 
-def test_hf_loads_go_to_the_gpu(adapter, monkeypatch, tmp_path):
+def test_hf_loads_go_to_the_gpu(adapter, monkeypatch, fake_gpu, tmp_path):
     from transformers import AutoModelForCausalLM
 
     original = AutoModelForCausalLM.from_pretrained
@@ -87,7 +86,7 @@ def test_hf_loads_go_to_the_gpu(adapter, monkeypatch, tmp_path):
         return original(name, **kwargs)
 
     merged = save_merged(load_trained(adapter)[0], load_trained(adapter)[1], tmp_path / "merged")
-    _simulate_gpu(monkeypatch)
+    _simulate_gpu(monkeypatch, fake_gpu)
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", fake)
     for path in (adapter, merged):
         model, _ = load_trained(path)
@@ -140,7 +139,7 @@ def test_free_memory_collects_what_a_deleted_stage_left_in_cycles():
     assert alive() is None
 
 
-def test_reward_heads_load_frozen_weights_in_training_precision(monkeypatch, tmp_path):
+def test_reward_heads_load_frozen_weights_in_training_precision(monkeypatch, fake_gpu, tmp_path):
     from types import SimpleNamespace as NS
 
     from transformers import AutoModelForSequenceClassification
@@ -171,6 +170,6 @@ def test_reward_heads_load_frozen_weights_in_training_precision(monkeypatch, tmp
 
     monkeypatch.setattr(AutoModelForSequenceClassification, "from_pretrained", fake)
     load_reward_model(folder)  # CPU: float32
-    _simulate_gpu(monkeypatch)
+    _simulate_gpu(monkeypatch, fake_gpu, "a100")
     load_reward_model(folder)  # GPU: the training precision, on the GPU
     assert seen == [(torch.float32, None), (torch.bfloat16, {"": 0})]
