@@ -78,13 +78,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _data(args):
-    from ..envs import generate_tasks
+    from ..splits import PREFERENCE_TRAIN_SEED, training_tasks
     from .preferences import PreferenceData, build_preference_data
 
     if args.data:
         return PreferenceData.load(args.data)
-    tasks = [t for dom in args.domains for t in generate_tasks(dom, args.tasks, seed=args.seed,
-                                                                 difficulty=args.difficulty)]
+    tasks, _ = training_tasks("preference_train", args.domains, args.tasks, seed=PREFERENCE_TRAIN_SEED + args.seed,
+                              difficulty=args.difficulty)
     policy = None
     if args.policy == "random":
         policy = "random"

@@ -25,6 +25,7 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..splits import SFT_TRAIN_SEED
     from .presets import PRESETS
 
     p = argparse.ArgumentParser(prog="openmanus_lite sft", description=__doc__,
@@ -38,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --synth: episodes per task that recover from an injected mistake (default: 0)")
     p.add_argument("--domains", default=None, help="comma-separated domains for --synth (default: all registered)")
     p.add_argument("--difficulty", default="easy", choices=["easy", "medium", "hard"])
-    p.add_argument("--synth-seed", type=int, default=1000, help="task seed for --synth (keep it apart from eval seeds)")
+    p.add_argument("--synth-seed", type=int, default=SFT_TRAIN_SEED,
+                   help="task seed for --synth (splits.SFT_TRAIN_SEED; held-out tasks are left out)")
     p.add_argument("--mix", default=None, help="domain mix weights, e.g. os=1,db=1,household=2")
     p.add_argument("--total", type=int, default=None, help="records after mixing (default: all)")
     p.add_argument("--max-length", type=int, default=None, help="tokens per conversation (default: preset's)")
@@ -68,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: give training data with --data PATH and/or --synth N (expert trajectories per domain)",
               file=sys.stderr)
         return 2
-    from .data import build_sft_dataset, load_trajectories, save_report, synthesize_mix
+    from .data import build_sft_dataset, load_trajectories, save_report
     from .presets import get_preset
     from .sft import GGUFExportUnavailable, export_gguf, import_trl, run_sft, save_adapter, save_merged
 
@@ -96,15 +98,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"loaded {len(trajs)} trajectories from {args.data}")
     if args.synth:
         domains = args.domains.split(",") if args.domains else None
-        synth = synthesize_mix(domains, args.synth, seed=args.synth_seed, difficulty=args.difficulty)
-        print(f"synthesized {len(synth)} expert trajectories")
+        from ..envs import list_domains
+        from ..splits import training_tasks
+        from .measure import expert_trajectories, recovery_trajectories
+
+        tasks, held_out = training_tasks("sft_train", domains or list_domains(), args.synth, seed=args.synth_seed,
+                                         difficulty=args.difficulty)
+        synth = expert_trajectories(tasks)
+        print(f"synthesized {len(synth)} expert trajectories ({held_out} tasks equal to held-out ones left out)")
         trajs += synth
         if args.recovery:
-            from ..envs import generate_tasks, list_domains
-            from .measure import recovery_trajectories
-
-            tasks = [t for d in (domains or list_domains())
-                     for t in generate_tasks(d, args.synth, seed=args.synth_seed, difficulty=args.difficulty)]
             recovery, counts = recovery_trajectories(tasks, args.recovery, seed=args.synth_seed)
             print(f"synthesized {len(recovery)} recovery trajectories ({counts})")
             trajs += recovery
