@@ -4,7 +4,7 @@ SmolLM2-135M-Instruct (the embedded default) with LoRA, trained on expert trajec
 all six domains (easy; `--domain-weights` gives some domains more tasks) and, with `--recovery N`,
 N episodes per training task in which the expert recovers from an injected mistake. With
 `--corrections-at M`, training pauses at minute M: the model plays fresh training tasks, and the
-expert's corrections at the model's own mistakes (`train.corrections`, DAgger-style) join the data
+expert's corrections at the model's own mistakes (`experimental.corrections`, DAgger-style) join the data
 for the rest of training; the rollouts' time counts as training time. It is evaluated
 on held-out easy tasks (30 per domain by default, the same tasks every time) before training and
 at training-time marks (default 15, 30, 60 minutes).
@@ -78,7 +78,7 @@ def parse_args(argv):
                         "played before the recovery, e.g. 1,2 (every other task's rejected mistake is played twice)")
     p.add_argument("--corrections-at", type=float, default=0.0,
                    help="at this training minute the model plays --correction-tasks fresh training tasks, and the "
-                        "expert's corrections at its mistakes (train.corrections) join the data for the rest of "
+                        "expert's corrections at its mistakes (experimental.corrections) join the data for the rest of "
                         "training; the rollout time counts as training time (0: off)")
     p.add_argument("--correction-tasks", default="household=40",
                    help="tasks per domain the model plays for --corrections-at")
@@ -473,11 +473,11 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
     import dataclasses
     import gc
 
+    from openmanus_lite.experimental.corrections import correction_trajectories
     from openmanus_lite.policies import ModelPolicy
     from openmanus_lite.rollout import run_episodes
     from openmanus_lite.splits import SFT_CORRECTION_SEED, check_disjoint, training_tasks
     from openmanus_lite.train import sft as sft_mod
-    from openmanus_lite.train.corrections import correction_trajectories
     from openmanus_lite.train.data import build_sft_dataset
     from openmanus_lite.train.measure import EASY_TURN_LIMITS, summarize_episodes
 
