@@ -21,6 +21,12 @@ The reference rows `random` and `base` (the untrained model) do not depend on tr
 be evaluated before any training run (`--eval-saved --labels base`), and a new training run in
 the same folder keeps them when model, tasks and generation length are the same.
 
+Tasks come from `openmanus_lite.splits`: training tasks from SFT_TRAIN_SEED (+ --seed) and the played
+ones of --corrections-at from SFT_CORRECTION_SEED (+ --seed), both without any held-out task of the kit;
+held-out tasks from EVAL_SEED (at most splits.HELDOUT_POOL per domain). Changed in issue #28: training
+tasks equal to the GRPO probe's or a frozen suite's tasks, or to held-out tasks beyond the first --tasks,
+are left out as well (web and kg repeat tasks across seeds; see the README).
+
 Training time excludes evaluation. On a shared machine wall time is inflated by the other
 processes; `--clock cpu` counts this process's CPU time divided by its threads instead (an
 estimate of the time on an idle machine). The load average is reported either way.
