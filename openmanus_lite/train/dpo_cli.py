@@ -83,8 +83,11 @@ def _data(args):
 
     if args.data:
         return PreferenceData.load(args.data)
-    tasks, _ = training_tasks("preference_train", args.domains, args.tasks, seed=PREFERENCE_TRAIN_SEED + args.seed,
-                              difficulty=args.difficulty)
+    tasks, dropped = training_tasks("preference_train", args.domains, args.tasks,
+                                    seed=PREFERENCE_TRAIN_SEED + args.seed, difficulty=args.difficulty)
+    if not tasks:
+        raise ValueError(f"no training tasks left: all {dropped} generated tasks of {args.domains} equal held-out "
+                         "tasks of the kit (splits.heldout_keys); use more --tasks or other --domains")
     policy = None
     if args.policy == "random":
         policy = "random"
@@ -114,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
             report["steps"] = step_accuracy(rm, data.prm)
         print(json.dumps(report, indent=2))
         return 0
-    data = _data(args)
+    try:
+        data = _data(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(json.dumps(data.counts, indent=2), file=sys.stderr)
     if args.cmd == "pairs":
         print(data.save(args.out))
