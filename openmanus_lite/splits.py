@@ -57,6 +57,10 @@ GRPO_PROBE_SEED = 3000
 """Tasks on which benchmarks/grpo_learning.py probes where the SFT checkpoint already succeeds.
 Was 2000 until issue #28, the seed of SFT_CORRECTION_SEED's training tasks."""
 
+VERL_TEST_SEED = 10_000
+"""The test split of `python -m openmanus_lite export --tasks` (its train split is grpo_train's seed,
+minus these tasks and the kit's held-out ones; both plus `--seed`)."""
+
 SUITE_SEEDS = {"dev": 91001, "test": 92002}
 """Generator seeds the frozen suites were made from (`eval freeze`); the suites are read from
 their files, never regenerated."""
@@ -96,6 +100,7 @@ SPLITS: dict[str, Split] = {s.name: s for s in (
     Split("preference_train", "train", PREFERENCE_TRAIN_SEED, doc="preference pairs"),
     Split("eval", "heldout", EVAL_SEED, doc="held-out evaluation"),
     Split("grpo_probe", "heldout", GRPO_PROBE_SEED, doc="GRPO's probe of the SFT checkpoint"),
+    Split("verl_test", "heldout", VERL_TEST_SEED, doc="the test split of the verl export"),
     Split("dev", "heldout", suite="dev", doc="frozen dev suite"),
     Split("test", "heldout", suite="test", doc="frozen test suite"),
 )}

@@ -106,3 +106,18 @@ def test_value_rows_for_training_skip_held_out_tasks():
     rows = value_task_rows(["kg"], n=10, seed=splits.EVAL_SEED, report=report, for_training=True)
     assert rows == [] and report["kg"]["held_out"] == 10
     assert len(value_task_rows(["kg"], n=10, seed=splits.EVAL_SEED)) > 0  # held-out rows themselves are built
+
+
+def test_verl_export_train_and_test_share_no_task(tmp_path):
+    pytest.importorskip("pyarrow")
+    from openmanus_lite.verl_export import main, read_verl_parquet
+
+    assert main(["--out", str(tmp_path), "--tasks", "web,kg", "--n", "40"]) == 0
+    train, test = ([Task.from_json(r["reward_model"]["ground_truth"]) for r in read_verl_parquet(tmp_path / f"{s}.parquet")]
+                   for s in ("train", "test"))
+    assert len(test) == 80 and 0 < len(train) < 80  # web and kg repeat tasks: the shared ones leave train
+    splits.check_disjoint({"train": train}, {"test": test})
+    # before issue #28 the export kept them: seeds 0 and 10000 share web tasks
+    old_train = [t for d in ("web", "kg") for t in generate_tasks(d, 40, seed=0)]
+    with pytest.raises(splits.SplitOverlapError):
+        splits.check_disjoint({"train": old_train}, {"test": test})
