@@ -88,21 +88,20 @@ class Split:
     """'train' or 'heldout'."""
     seed: int | None = None
     suite: str | None = None
-    doc: str = ""
 
 
-SPLITS: dict[str, Split] = {s.name: s for s in (
-    Split("sft_train", "train", SFT_TRAIN_SEED, doc="SFT synthesis"),
-    Split("sft_corrections", "train", SFT_CORRECTION_SEED, doc="tasks played for corrections"),
-    Split("demo_sft_train", "train", DEMO_SFT_SEED, doc="the demo's SFT synthesis"),
-    Split("demo_grpo_train", "train", DEMO_GRPO_SEED, doc="the demo's GRPO tasks"),
-    Split("grpo_train", "train", GRPO_TRAIN_SEED, doc="GRPO prompts and tasks"),
-    Split("preference_train", "train", PREFERENCE_TRAIN_SEED, doc="preference pairs"),
-    Split("eval", "heldout", EVAL_SEED, doc="held-out evaluation"),
-    Split("grpo_probe", "heldout", GRPO_PROBE_SEED, doc="GRPO's probe of the SFT checkpoint"),
-    Split("verl_test", "heldout", VERL_TEST_SEED, doc="the test split of the verl export"),
-    Split("dev", "heldout", suite="dev", doc="frozen dev suite"),
-    Split("test", "heldout", suite="test", doc="frozen test suite"),
+SPLITS: dict[str, Split] = {s.name: s for s in (  # each seed's docstring above says who uses it
+    Split("sft_train", "train", SFT_TRAIN_SEED),
+    Split("sft_corrections", "train", SFT_CORRECTION_SEED),
+    Split("demo_sft_train", "train", DEMO_SFT_SEED),
+    Split("demo_grpo_train", "train", DEMO_GRPO_SEED),
+    Split("grpo_train", "train", GRPO_TRAIN_SEED),
+    Split("preference_train", "train", PREFERENCE_TRAIN_SEED),
+    Split("eval", "heldout", EVAL_SEED),
+    Split("grpo_probe", "heldout", GRPO_PROBE_SEED),
+    Split("verl_test", "heldout", VERL_TEST_SEED),
+    Split("dev", "heldout", suite="dev"),
+    Split("test", "heldout", suite="test"),
 )}
 """Every split the kit builds, by name."""
 
