@@ -13,6 +13,14 @@ multi   From the SFT checkpoint of the SFT benchmark (benchmarks/sft_learning.py
         seeds before and after) with 95% Wilson intervals and the paired flips.
 Both report the median step time and the rollout's generated tokens per second.
 
+Tasks come from `openmanus_lite.splits`: training prompts and tasks from GRPO_TRAIN_SEED (+ --seed),
+held-out ones from EVAL_SEED, the probe from GRPO_PROBE_SEED, and the multi-turn run checks that no
+held-out or probe task is among GRPO's or the SFT checkpoint's training tasks. Changed in issue #28:
+held-out tasks used seed 1000 (+ --seed), the SFT benchmark's training seed, so the SFT checkpoint had
+trained on the multi-turn "held-out" tasks; they are now the SFT benchmark's held-out seed (7001, not
+offset by --seed), and the probe moved from 2000 (the SFT corrections' training seed) to 3000. Figures
+measured before that change are not comparable with later ones.
+
 Every run is bounded: --single_steps / --multi_steps and --single_minutes / --multi_minutes
 (the trainer stops cleanly at the time limit). The defaults are short because the machine is
 shared; raise them for the full measurement, e.g.
@@ -87,14 +95,15 @@ def step_figures(log_history):
 
 
 def run_single(args, preset):
+    from openmanus_lite.splits import EVAL_SEED, GRPO_TRAIN_SEED
     from openmanus_lite.train import grpo
     from openmanus_lite.train.sft import run_sft
 
     t0 = time.perf_counter()
     domains = [d for d in args.single_domains.split(",") if d]
     model, tok = grpo.load_for_grpo(args.model, preset)
-    train_rows = grpo.value_task_rows(domains, n=args.train_n, seed=args.seed)
-    heldout = grpo.unseen_rows(grpo.value_task_rows(domains, n=args.heldout_n, seed=args.seed + 1000), train_rows)
+    train_rows = grpo.value_task_rows(domains, n=args.train_n, seed=GRPO_TRAIN_SEED + args.seed, for_training=True)
+    heldout = grpo.unseen_rows(grpo.value_task_rows(domains, n=args.heldout_n, seed=EVAL_SEED), train_rows)
     cfg = preset.grpo.replace(mode="single", max_steps=args.single_steps, output_dir=f"{args.out}/single",
                               save_steps=0, sample_every=0, seed=args.seed)
     cfg = _common(cfg, args, args.single_lr)
@@ -148,7 +157,7 @@ def find_sft(args) -> str | None:
 
 
 def run_multi(args, preset):
-    from openmanus_lite.envs import generate_tasks
+    from openmanus_lite import splits
     from openmanus_lite.eval.compare import sign_test
     from openmanus_lite.train import grpo
 
@@ -170,7 +179,7 @@ def run_multi(args, preset):
     episode = dict(max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
     candidates = [d for d in args.multi_domains.split(",") if d]
     # 1. probe: where does the SFT checkpoint already succeed?
-    probe_tasks = [t for d in candidates for t in generate_tasks(d, args.probe_n, seed=args.seed + 2000)]
+    probe_tasks = splits.heldout_tasks("grpo_probe", candidates, args.probe_n)
     probe = grpo.env_success(model, tok, probe_tasks, **episode)
     domains = [d for d in candidates if probe.get(d, {}).get("successes", 0) > 0]
     note = None
@@ -180,8 +189,11 @@ def run_multi(args, preset):
     print(f"probe ({args.probe_n}/domain): { {d: probe[d]['successes'] for d in candidates} } -> train on {domains}",
           flush=True)
     # 2. held-out success before
-    train_tasks = [t for d in domains for t in generate_tasks(d, 64, seed=args.seed)]
-    eval_tasks = grpo.heldout_tasks(domains, args.eval_n, train_tasks, seed=args.seed + 1000)
+    train_tasks, _ = splits.training_tasks("grpo_train", domains, 64, seed=splits.GRPO_TRAIN_SEED + args.seed)
+    eval_tasks = splits.heldout_tasks("eval", domains, args.eval_n)
+    sft_tasks, _ = splits.training_tasks("sft_train", domains, splits.SFT_TRAIN_MAX_PER_DOMAIN)
+    splits.check_disjoint({"grpo_train": train_tasks, "sft_train (the SFT checkpoint's)": sft_tasks},
+                          {"eval": eval_tasks, "grpo_probe": probe_tasks})
     t_eval = time.perf_counter()
     before = grpo.env_success(model, tok, eval_tasks, **episode)
     print(f"held-out success before ({len(eval_tasks)} tasks, {time.perf_counter() - t_eval:.0f}s): "

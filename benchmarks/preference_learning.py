@@ -2,11 +2,11 @@
 selection by them beat random selection and greedy at equal budget?
 
 Steps (every training phase capped in steps and seconds):
- 1. data: on generated training tasks (seeds distinct from the frozen suites, content
-    overlaps with the evaluation tasks removed), the start policy's sampled rollouts plus
-    expert episodes and expert episodes with injected mistakes, step-labelled by the
+ 1. data: on generated training tasks (openmanus_lite.splits: seed PREFERENCE_TRAIN_SEED + --seed,
+    without any held-out task of the kit), the start policy's sampled rollouts plus expert episodes and expert episodes with injected mistakes, step-labelled by the
     environment -> step pairs (DPO), trajectory pairs (ORM), step-labelled rows (PRM);
- 2. greedy success of the start (SFT) policy on held-out tasks of the frozen `test` suite;
+ 2. greedy success of the start (SFT) policy on held-out tasks of the frozen `test` suite
+    (splits.PREFERENCE_EVAL_SUITE);
  3. DPO from the start checkpoint on the step pairs, then greedy success on the same tasks;
  4. ORM (TRL RewardTrainer) and PRM (token head, transformers Trainer) trained on 75% of the
     training tasks; accuracy on the pairs / step labels of the other 25%;
@@ -115,12 +115,12 @@ def main(argv=None) -> int:
     import matplotlib.pyplot as plt
 
     from openmanus_lite import search
-    from openmanus_lite.envs import generate_tasks
     from openmanus_lite.eval.benchmark import run_benchmark
     from openmanus_lite.eval.suites import load_suite
     from openmanus_lite.models import load_model
     from openmanus_lite.policies import ModelPolicy
     from openmanus_lite.rollout import run_episodes
+    from openmanus_lite.splits import PREFERENCE_EVAL_SUITE, PREFERENCE_TRAIN_SEED, check_disjoint, training_tasks
     from openmanus_lite.train.dpo import DPOSettings, resolve_checkpoint, run_dpo
     from openmanus_lite.train.preferences import build_preference_data, split_by_task
     from openmanus_lite.train.reward_model import (
@@ -149,16 +149,12 @@ def main(argv=None) -> int:
         return ModelPolicy(model, tok, name=name, max_new_tokens=args.max_new_tokens, temperature=temperature,
                            seed=args.seed, batch_size=16)
 
-    # ---- tasks: held-out from the frozen test suite; training tasks generated, overlaps removed
-    eval_suite = load_suite("test", domains=domains, difficulties=[args.difficulty], limit=args.eval_tasks)
-    eval_keys = {json.dumps([t.instruction, t.spec], sort_keys=True) for t in eval_suite.tasks}
-    train_tasks, overlaps = [], 0
-    for d in domains:
-        for t in generate_tasks(d, args.train_tasks, seed=args.seed + 1, difficulty=args.difficulty):
-            if json.dumps([t.instruction, t.spec], sort_keys=True) in eval_keys:
-                overlaps += 1
-                continue
-            train_tasks.append(t)
+    # ---- tasks: held-out from the frozen test suite; training tasks generated without the kit's held-out ones
+    eval_suite = load_suite(PREFERENCE_EVAL_SUITE, domains=domains, difficulties=[args.difficulty],
+                            limit=args.eval_tasks)
+    train_tasks, overlaps = training_tasks("preference_train", domains, args.train_tasks,
+                                           seed=PREFERENCE_TRAIN_SEED + args.seed, difficulty=args.difficulty)
+    check_disjoint({"preference_train": train_tasks}, {PREFERENCE_EVAL_SUITE: eval_suite.tasks})
 
     # ---- 1. data
     t0 = time.perf_counter()

@@ -4,7 +4,7 @@ SmolLM2-135M-Instruct (the embedded default) with LoRA, trained on expert trajec
 all six domains (easy; `--domain-weights` gives some domains more tasks) and, with `--recovery N`,
 N episodes per training task in which the expert recovers from an injected mistake. With
 `--corrections-at M`, training pauses at minute M: the model plays fresh training tasks, and the
-expert's corrections at the model's own mistakes (`train.corrections`, DAgger-style) join the data
+expert's corrections at the model's own mistakes (`experimental.corrections`, DAgger-style) join the data
 for the rest of training; the rollouts' time counts as training time. It is evaluated
 on held-out easy tasks (30 per domain by default, the same tasks every time) before training and
 at training-time marks (default 15, 30, 60 minutes).
@@ -20,6 +20,12 @@ it can be split: `--defer-eval` trains only (the trainer saves a checkpoint at e
 The reference rows `random` and `base` (the untrained model) do not depend on training: they can
 be evaluated before any training run (`--eval-saved --labels base`), and a new training run in
 the same folder keeps them when model, tasks and generation length are the same.
+
+Tasks come from `openmanus_lite.splits`: training tasks from SFT_TRAIN_SEED (+ --seed) and the played
+ones of --corrections-at from SFT_CORRECTION_SEED (+ --seed), both without any held-out task of the kit;
+held-out tasks from EVAL_SEED (at most splits.HELDOUT_POOL per domain). Changed in issue #28: training
+tasks equal to the GRPO probe's or a frozen suite's tasks, or to held-out tasks beyond the first --tasks,
+are left out as well (web and kg repeat tasks across seeds; see the README).
 
 Training time excludes evaluation. On a shared machine wall time is inflated by the other
 processes; `--clock cpu` counts this process's CPU time divided by its threads instead (an
@@ -78,7 +84,7 @@ def parse_args(argv):
                         "played before the recovery, e.g. 1,2 (every other task's rejected mistake is played twice)")
     p.add_argument("--corrections-at", type=float, default=0.0,
                    help="at this training minute the model plays --correction-tasks fresh training tasks, and the "
-                        "expert's corrections at its mistakes (train.corrections) join the data for the rest of "
+                        "expert's corrections at its mistakes (experimental.corrections) join the data for the rest of "
                         "training; the rollout time counts as training time (0: off)")
     p.add_argument("--correction-tasks", default="household=40",
                    help="tasks per domain the model plays for --corrections-at")
@@ -336,15 +342,10 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     from openmanus_lite.envs import list_domains
     from openmanus_lite.models import LORA_TARGETS, LoraSpec, count_parameters, load_model
     from openmanus_lite.policies import ModelPolicy, RandomPolicy
+    from openmanus_lite.splits import SFT_TRAIN_SEED, check_disjoint, heldout_tasks, training_tasks
     from openmanus_lite.train import sft as sft_mod
     from openmanus_lite.train.data import build_sft_dataset, save_report
-    from openmanus_lite.train.measure import (
-        EASY_TURN_LIMITS,
-        expert_trajectories,
-        heldout_tasks,
-        recovery_trajectories,
-        training_tasks,
-    )
+    from openmanus_lite.train.measure import EASY_TURN_LIMITS, expert_trajectories, recovery_trajectories
 
     marks = sorted(float(m) for m in args.minutes.split(","))
     domains = args.domains.split(",") if args.domains else list_domains()
@@ -352,12 +353,13 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     t_start = time.perf_counter()
 
     # ---------------------------------------------------------------- tasks and data
-    eval_tasks = heldout_tasks(domains, args.tasks)
+    eval_tasks = heldout_tasks("eval", domains, args.tasks)
     per_domain = train_counts(domains, args.train_tasks, args.domain_weights)
     kinds = recovery_kinds(args.recovery_kinds)
     repeats = recovery_repeats(args.recovery_repeats)
     correction_tasks = correction_counts(args.correction_tasks, domains) if args.corrections_at else None
-    train_tasks, removed = training_tasks(domains, per_domain, exclude=eval_tasks, seed=1000 + args.seed)
+    train_tasks, removed = training_tasks("sft_train", domains, per_domain, seed=SFT_TRAIN_SEED + args.seed)
+    check_disjoint({"sft_train": train_tasks}, {"eval": eval_tasks})
     trajs = expert_trajectories(train_tasks, max_turns=EASY_TURN_LIMITS)  # the limits stated in evaluation too
     n_expert = len(trajs)
     recovery_counts = None
@@ -472,12 +474,13 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
     import dataclasses
     import gc
 
+    from openmanus_lite.experimental.corrections import correction_trajectories
     from openmanus_lite.policies import ModelPolicy
     from openmanus_lite.rollout import run_episodes
+    from openmanus_lite.splits import SFT_CORRECTION_SEED, check_disjoint, training_tasks
     from openmanus_lite.train import sft as sft_mod
-    from openmanus_lite.train.corrections import correction_trajectories
     from openmanus_lite.train.data import build_sft_dataset
-    from openmanus_lite.train.measure import EASY_TURN_LIMITS, summarize_episodes, training_tasks
+    from openmanus_lite.train.measure import EASY_TURN_LIMITS, summarize_episodes
 
     marks = cfg.mark_minutes
     first = sft_mod.run_sft(model, tok, ds, cfg.replace(
@@ -486,7 +489,8 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
 
     clock = sft_mod.training_clock(args.clock)
     t0 = clock()
-    tasks, _ = training_tasks(domains, counts, exclude=eval_tasks, seed=2000 + args.seed)  # not trained on
+    tasks, _ = training_tasks("sft_corrections", domains, counts, seed=SFT_CORRECTION_SEED + args.seed)
+    check_disjoint({"sft_corrections": tasks}, {"eval": eval_tasks})
     policy = ModelPolicy(first.model, tok, name="corrections", max_new_tokens=args.max_new_tokens,
                          batch_size=args.eval_batch, kv_cache=eval_cache(args))
     episodes = run_episodes(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=args.eval_batch)
@@ -537,7 +541,7 @@ def eval_saved(args, out: Path, threads: int) -> int:
     """Evaluate the labels of a finished training run that curve.json does not have yet."""
     from openmanus_lite.models import load_model
     from openmanus_lite.policies import ModelPolicy, RandomPolicy
-    from openmanus_lite.train.measure import heldout_tasks
+    from openmanus_lite.splits import heldout_tasks
     from openmanus_lite.train.sft import load_trained
 
     record = out / "train.json"
@@ -563,7 +567,7 @@ def eval_saved(args, out: Path, threads: int) -> int:
     curve.check_settings()
     todo = [w for w in wanted if w not in curve.results]
     print(f"already evaluated: {sorted(curve.results)}; now: {todo}", flush=True)
-    eval_tasks = heldout_tasks(train["domains"], train["tasks_per_domain"])  # the same tasks as every mark
+    eval_tasks = heldout_tasks("eval", train["domains"], train["tasks_per_domain"])  # the same tasks as every mark
     batch = args.eval_batch
     summary = write_summary(out, train, curve) if not todo else None
     for label in todo:

@@ -60,10 +60,12 @@ def make_proposer(args):
 
 
 def main(argv=None) -> int:
+    from openmanus_lite.splits import SEARCH_SUITE
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policy", choices=["model", "random", "expert"], default="model")
     p.add_argument("--model", help="checkpoint path or hub name (default: see above)")
-    p.add_argument("--suite", default="dev")
+    p.add_argument("--suite", default=SEARCH_SUITE, help=f"frozen suite (default: splits.SEARCH_SUITE, {SEARCH_SUITE})")
     p.add_argument("--domains", default="os,db,kg", help="comma-separated; at least three for the headline")
     p.add_argument("--difficulty", default="easy")
     p.add_argument("--tasks", type=int, default=10, help="tasks per domain (the first ones of the suite)")

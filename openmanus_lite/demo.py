@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .paths import REAL_SAMPLES_DIR, RUNS_DIR, SAMPLES_DIR
+from .splits import DEMO_EVAL_SUITE, DEMO_GRPO_SEED, DEMO_SFT_SEED
 
 
 @dataclass
@@ -35,9 +36,9 @@ class DemoConfig:
     """None: the preset's model (the embedded SmolLM2-135M-Instruct for `cpu`)."""
     domains: tuple[str, ...] = ("os", "db", "web", "kg", "household", "ecommerce")
     train_per_domain: int = 120
-    """Expert trajectories synthesized per domain for SFT (seeds disjoint from the suites)."""
+    """Expert trajectories synthesized per domain for SFT (splits.DEMO_SFT_SEED; no held-out task of the kit)."""
     eval_per_domain: int = 5
-    """Tasks per domain from the frozen dev suite (easy) for each evaluated checkpoint."""
+    """Tasks per domain from the frozen dev suite (easy, splits.DEMO_EVAL_SUITE) for each evaluated checkpoint."""
     eval_max_turns: int | None = None
     """Turn limit of training prompts and evaluation; None: per domain (train.measure.EASY_TURN_LIMITS)."""
     sft_minutes: float = 20.0
@@ -95,7 +96,8 @@ def _stage(state: RunState, name: str, fn: Callable[[], Any]) -> Any:
 def stage_data(cfg: DemoConfig, run_dir: Path) -> dict[str, Any]:
     """Merge the shipped samples (and the real samples when present) and synthesize expert data."""
     from .data import MergeConfig, SourceSpec, merge, write_jsonl
-    from .train.measure import expert_trajectories, training_tasks
+    from .splits import check_disjoint, training_tasks
+    from .train.measure import expert_trajectories
 
     specs = [SourceSpec(p.name, str(p)) for p in sorted(SAMPLES_DIR.iterdir()) if p.is_dir()]
     if REAL_SAMPLES_DIR.is_dir():
@@ -105,20 +107,21 @@ def stage_data(cfg: DemoConfig, run_dir: Path) -> dict[str, Any]:
     merged = merge(specs, MergeConfig(seed=cfg.seed, strict=False, rejected_path=run_dir / "rejected.jsonl"))
     (run_dir / "merge_report.txt").write_text(merged.report.summary())
     six = [t for t in merged.splits.get("train", []) if t.domain in cfg.domains]
-    # expert episodes on generated easy tasks, minus any equal to an evaluation task
-    tasks, removed = training_tasks(cfg.domains, cfg.train_per_domain, exclude=_eval_suite(cfg).tasks,
-                                    seed=cfg.seed + 5000)
+    # expert episodes on generated easy tasks, minus any equal to a held-out task of the kit
+    tasks, removed = training_tasks("demo_sft_train", cfg.domains, cfg.train_per_domain,
+                                    seed=DEMO_SFT_SEED + cfg.seed)
+    check_disjoint({"demo_sft_train": tasks}, {DEMO_EVAL_SUITE: _eval_suite(cfg).tasks})
     synth = expert_trajectories(tasks, max_turns=_turn_limits(cfg))
     write_jsonl(six + synth, run_dir / "train.jsonl")
     print(merged.report.summary())
     return {"merged_rows": sum(merged.report.input_rows.values()), "merged_train_six_domains": len(six),
-            "synthesized": len(synth), "removed_equal_to_eval": removed, "train_file": str(run_dir / "train.jsonl")}
+            "synthesized": len(synth), "removed_held_out": removed, "train_file": str(run_dir / "train.jsonl")}
 
 
 def _eval_suite(cfg: DemoConfig):
     from .eval import load_suite
 
-    return load_suite("dev", domains=cfg.domains, difficulties=["easy"], limit=cfg.eval_per_domain)
+    return load_suite(DEMO_EVAL_SUITE, domains=cfg.domains, difficulties=["easy"], limit=cfg.eval_per_domain)
 
 
 def _turn_limits(cfg: DemoConfig) -> int | dict[str, int]:
@@ -173,14 +176,15 @@ def stage_sft(cfg: DemoConfig, preset, run_dir: Path, train_file: str) -> dict[s
 
 def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval: dict) -> dict[str, Any]:
     """Multi-turn GRPO where the SFT model sometimes succeeds (GRPO learns only from mixed groups)."""
-    from .envs import generate_tasks
+    from .splits import check_disjoint, training_tasks
     from .train.grpo import GRPORunConfig, build_env_dataset, make_time_limit, plot_reward_curves, run_grpo
     from .train.sft import save_merged
 
     domains = [d for d in cfg.domains if sft_eval["per_domain"].get(d, 0) > 0] or list(cfg.domains)
     print(f"[demo] GRPO on {domains} (SFT success above zero there)")
     model, tok = _load(preset, sft_model, for_training=True)
-    tasks = [t for d in domains for t in generate_tasks(d, cfg.grpo_tasks_per_domain, seed=cfg.seed + 7000)]
+    tasks, _ = training_tasks("demo_grpo_train", domains, cfg.grpo_tasks_per_domain, seed=DEMO_GRPO_SEED + cfg.seed)
+    check_disjoint({"demo_grpo_train": tasks}, {DEMO_EVAL_SUITE: _eval_suite(cfg).tasks})
     dataset, rollout = build_env_dataset(tasks, max_turns=cfg.grpo_max_turns, max_new_tokens=preset.max_new_tokens)
     gcfg = GRPORunConfig(
         mode="multi", output_dir=str(run_dir / "grpo"), max_steps=cfg.grpo_steps,

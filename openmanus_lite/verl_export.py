@@ -150,10 +150,14 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.output_dir)
     if args.tasks:
         from .envs import generate_tasks
+        from .splits import GRPO_TRAIN_SEED, VERL_TEST_SEED, check_disjoint, training_tasks
 
         domains = [d.strip() for d in args.tasks.split(",") if d.strip()]
-        for split, offset in (("train", 0), ("test", 10_000)):
-            tasks = [t for d in domains for t in generate_tasks(d, args.n, args.seed + offset, args.difficulty)]
+        test = [t for d in domains for t in generate_tasks(d, args.n, VERL_TEST_SEED + args.seed, args.difficulty)]
+        train, _ = training_tasks("grpo_train", domains, args.n, seed=GRPO_TRAIN_SEED + args.seed,
+                                  difficulty=args.difficulty, exclude=test)
+        check_disjoint({"train": train}, {"test": test})
+        for split, tasks in (("train", train), ("test", test)):
             print(export_tasks(tasks, out / f"{split}.parquet", split), f"({len(tasks)} tasks)")
     if args.trajectories:
         with open(args.trajectories, encoding="utf-8") as f:

@@ -1,12 +1,12 @@
-"""The expert's corrections at a model's own mistakes (train.corrections): what is trained and what is not."""
+"""The expert's corrections at a model's own mistakes (experimental.corrections): what is trained and what is not."""
 
 from __future__ import annotations
 
 from openmanus_lite.envs import generate_tasks, make_env
+from openmanus_lite.experimental.corrections import correction_trajectories, cut_points
 from openmanus_lite.react import format_turn
 from openmanus_lite.rollout import run_episodes
 from openmanus_lite.schema import Turn
-from openmanus_lite.train.corrections import correction_trajectories, cut_points
 from openmanus_lite.train.measure import RECOVERY_NOTE
 from openmanus_lite.train.preferences import label_step_values
 
@@ -67,3 +67,42 @@ def test_an_episode_that_does_not_replay_is_counted_not_used():
     fixes, counts = correction_trajectories(episodes, tasks, LIMIT, per_episode=1)
     assert counts["replay_mismatch"] == 1 and counts["kept"] == len(fixes) == 1
     assert fixes[0].meta["task_id"] == tasks[1].id
+
+
+def _fresh_import(monkeypatch):
+    """Import openmanus_lite.experimental as a first import would, twice; the warnings it gave."""
+    import importlib
+    import sys
+    import warnings
+
+    for name in ("openmanus_lite.experimental", "openmanus_lite.experimental.corrections"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module("openmanus_lite.experimental.corrections")
+        importlib.import_module("openmanus_lite.experimental")  # already imported: no second warning
+    return [w for w in caught if issubclass(w.category, sys.modules["openmanus_lite.experimental"].
+                                            OpenManusExperimentalWarning)], module
+
+
+def test_importing_experimental_warns_once_and_the_env_var_silences_it(monkeypatch):
+    monkeypatch.delenv("OPENMANUS_LITE_EXPERIMENTAL_SILENCE", raising=False)
+    warned, module = _fresh_import(monkeypatch)
+    assert len(warned) == 1 and issubclass(warned[0].category, UserWarning)
+    assert "measured no gain" in str(warned[0].message) and "OPENMANUS_LITE_EXPERIMENTAL_SILENCE=1" in str(
+        warned[0].message)
+    assert callable(module.correction_trajectories)
+    monkeypatch.setenv("OPENMANUS_LITE_EXPERIMENTAL_SILENCE", "1")
+    assert _fresh_import(monkeypatch)[0] == []
+
+
+def test_the_library_itself_never_imports_experimental():
+    import re
+    from pathlib import Path
+
+    import openmanus_lite
+
+    root = Path(openmanus_lite.__file__).parent
+    users = [str(p.relative_to(root)) for p in root.rglob("*.py") if "experimental" not in p.relative_to(root).parts
+             and re.search(r"openmanus_lite\.experimental|from \.+experimental", p.read_text(encoding="utf-8"))]
+    assert users == []

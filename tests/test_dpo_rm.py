@@ -222,7 +222,10 @@ def test_cli_builds_data_trains_a_prm_and_evaluates_it(tiny, tmp_path, capsys):
     from openmanus_lite.cli import main
 
     data = tmp_path / "data"
-    assert main(["dpo", "pairs", "--domains", "game", "--tasks", "4", "--policy", "random", "--mistakes", "2",
+    # os, not the toy 'game': every toy task is the same task, so none is left after the held-out ones (splits.py)
+    assert main(["dpo", "pairs", "--domains", "game", "--tasks", "4", "--out", str(data)]) == 2
+    assert "no training tasks left: all 4 generated tasks of ['game'] equal held-out tasks" in capsys.readouterr().err
+    assert main(["dpo", "pairs", "--domains", "os", "--tasks", "4", "--policy", "random", "--mistakes", "2",
                  "--out", str(data)]) == 0
     counts = json.loads((data / "counts.json").read_text())
     assert counts["episodes"]["expert"] == 4 and (data / "step_pairs.jsonl").is_file()

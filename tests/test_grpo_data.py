@@ -29,7 +29,8 @@ def test_value_rows_keep_value_tasks_and_count_the_rest(rows):
     for domain in ("kg", "db", "os"):
         tasks = generate_tasks(domain, 12, seed=3)
         with_value = [t for t in tasks if value_solution(t) is not None]
-        assert report[domain] == {"tasks": 12, "kept": len(with_value), "no_value_answer": 12 - len(with_value)}
+        assert report[domain] == {"tasks": 12, "kept": len(with_value), "no_value_answer": 12 - len(with_value),
+                                  "held_out": 0}
         assert [r["task_id"] for r in data if r["domain"] == domain] == [t.id for t in with_value]
     assert report["os"]["no_value_answer"] > 0  # OS has file-changing tasks: no value answer
     for r in data:

@@ -167,16 +167,6 @@ def test_domain_weight_lists_parse_or_name_the_bad_item():
         _parse_mix("os=x")
 
 
-def test_training_tasks_per_domain_counts_and_held_out_removal():
-    from openmanus_lite.train.measure import heldout_tasks, training_tasks
-
-    tasks, removed = training_tasks(["os", "db", "kg"], {"os": 2, "db": 5}, seed=3)
-    assert [t.domain for t in tasks] == ["os"] * 2 + ["db"] * 5 and removed == 0  # kg not named: none
-    held = heldout_tasks(["db"], 2, seed=3)  # the same seed: the first two db tasks are held out
-    tasks, removed = training_tasks(["db"], 5, exclude=held, seed=3)
-    assert len(tasks) == 3 and removed == 2
-
-
 def test_recovery_trajectories_train_the_recovery_not_the_mistake(tok):
     from openmanus_lite.envs import generate_tasks, make_env
     from openmanus_lite.train.measure import RECOVERY_NOTE, recovery_trajectories

@@ -26,11 +26,10 @@ from typing import Iterable
 
 from ..paths import DATA_DIR, IN_CHECKOUT, REAL_SAMPLES_DIR
 from ..schema import Task
+from ..splits import SUITE_SEEDS
 
 SUITE_DIR = DATA_DIR / "benchmark"
 MANIFEST_NAME = "MANIFEST.json"
-SPLIT_SEEDS = {"dev": 91001, "test": 92002}
-"""Generator seeds of the frozen splits; distinct from seeds used for training data (0, 1, ...)."""
 TASKS_PER_CELL = 20
 """Tasks per (split, domain, difficulty): 3 difficulties x 20 = 60 per domain and split."""
 AGENTBENCH_DB_SUITE = "agentbench_db"
@@ -230,7 +229,7 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
     if (out / MANIFEST_NAME).exists() and not force:
         raise SuiteError(f"{out / MANIFEST_NAME} exists: frozen suites are not regenerated. Pass force=True "
                          f"(--force) only when you mean to replace them, and say so in the changelog.")
-    seeds = dict(seeds or SPLIT_SEEDS)
+    seeds = dict(seeds or SUITE_SEEDS)
     domains = list(domains or list_domains())
     manifest: dict = {"version": 1, "per_cell": per_cell, "seeds": seeds, "files": {}, "suites": {}, "skipped": {}}
     seen: set[str] = set()

@@ -56,32 +56,6 @@ def load_trajectories(spec: str | Path | Iterable[Any], split: str = "train") ->
     return out
 
 
-def synthesize_mix(
-    domains: Iterable[str] | None = None,
-    n_per_domain: int = 100,
-    *,
-    seed: int = 0,
-    difficulty: str = "easy",
-    only_successful: bool = True,
-) -> list[Trajectory]:
-    """Expert trajectories from the environments, `n_per_domain` per domain (all registered domains by default).
-
-    Task seeds for training should differ from evaluation seeds; callers pass a `seed` of their own.
-    """
-    from ..envs import list_domains, synthesize_trajectories
-
-    available = list_domains()
-    wanted = list(domains) if domains is not None else available
-    missing = [d for d in wanted if d not in available]
-    if missing:
-        raise KeyError(f"no environment registered for {missing}; available domains: {available}")
-    out = []
-    for domain in wanted:
-        trajs = synthesize_trajectories(domain, n_per_domain, seed=seed, difficulty=difficulty)
-        out.extend(t for t in trajs if t.meta.get("success") or not only_successful)
-    return out
-
-
 def parse_domain_weights(text: str | None, domains: Iterable[str] | None = None) -> dict[str, float]:
     """A command-line list such as "web=2,kg=0.5" as {domain: weight}.
 

@@ -106,13 +106,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _data(args):
-    from ..envs import generate_tasks
+    from ..splits import PREFERENCE_TRAIN_SEED, training_tasks
     from .preferences import PreferenceData, build_preference_data
 
     if args.data:
         return PreferenceData.load(args.data)
-    tasks = [t for dom in args.domains for t in generate_tasks(dom, args.tasks, seed=args.seed,
-                                                                 difficulty=args.difficulty)]
+    tasks, dropped = training_tasks("preference_train", args.domains, args.tasks,
+                                    seed=PREFERENCE_TRAIN_SEED + args.seed, difficulty=args.difficulty)
+    if not tasks:
+        raise ValueError(f"no training tasks left: all {dropped} generated tasks of {args.domains} equal held-out "
+                         "tasks of the kit (splits.heldout_keys); use more --tasks or other --domains")
     policy = None
     if args.policy == "random":
         policy = "random"
@@ -193,7 +196,11 @@ def main(argv: list[str] | None = None) -> int:
             print("error: DPO here trains a LoRA adapter (its reference is the adapter-free SFT model); "
                   "use --lora_r > 0", file=sys.stderr)
             return 2
-    data = _data(args)
+    try:
+        data = _data(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(json.dumps(data.counts, indent=2), file=sys.stderr)
     if args.cmd == "pairs":
         print(data.save(args.output_dir))

@@ -40,7 +40,6 @@ from .grpo_data import (  # noqa: F401  (re-exported: the kit's GRPO API in one 
     build_env_dataset,
     build_single_turn_dataset,
     format_warmup_trajectories,
-    heldout_tasks,
     load_trajectories,
     register_context_renderer,
     trajectory_rows,

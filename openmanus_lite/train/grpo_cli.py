@@ -165,9 +165,9 @@ def settings(args: argparse.Namespace, extras: list[str] = ()):
 
 
 def run(args, extras: list[str] = ()) -> int:
-    from ..envs import generate_tasks
     from ..models import LoraSpec
     from ..rewards import reward_weights
+    from ..splits import GRPO_TRAIN_SEED, training_tasks
     from .grpo import (
         build_env_dataset,
         build_single_turn_dataset,
@@ -189,7 +189,8 @@ def run(args, extras: list[str] = ()) -> int:
     if args.mode == "single":
         rows, report = [], {}
         if domains:
-            rows += value_task_rows(domains, n=args.n_tasks, seed=args.seed, difficulty=args.difficulty, report=report)
+            rows += value_task_rows(domains, n=args.n_tasks, seed=GRPO_TRAIN_SEED + args.seed, difficulty=args.difficulty,
+                                   report=report, for_training=True)
         if args.data:
             traj_report: dict = {}
             rows += trajectory_rows(_load_data(args.data), report=traj_report)
@@ -202,7 +203,8 @@ def run(args, extras: list[str] = ()) -> int:
             raise ValueError(f"--mode {args.mode} needs --envs")
         if args.data:
             raise ValueError("--data is for single-turn mode; multi-turn and tool modes train on generated tasks")
-        tasks = [t for d in domains for t in generate_tasks(d, args.n_tasks, seed=args.seed, difficulty=args.difficulty)]
+        tasks, _ = training_tasks("grpo_train", domains, args.n_tasks, seed=GRPO_TRAIN_SEED + args.seed,
+                                  difficulty=args.difficulty)
         if args.mode == "multi":
             dataset, env_rollout = build_env_dataset(tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
             if env_rollout.duplicates:

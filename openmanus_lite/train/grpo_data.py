@@ -49,15 +49,19 @@ def value_task_rows(
     difficulty: str = "easy",
     system_prompt: str = SYSTEM_PROMPT,
     report: dict[str, dict[str, int]] | None = None,
+    for_training: bool = False,
 ) -> list[dict[str, Any]]:
     """Single-turn rows from environment tasks that have a value answer.
 
     The prompt holds the world the question is about (tables, files, facts: see the
     `register_context_renderer` functions below) and the question; `solution` is the task's
     gold answer. Tasks without a value answer (changing a file or a table, buying, moving
-    objects) are skipped and counted in `report[domain]["no_value_answer"]`.
+    objects) are skipped and counted in `report[domain]["no_value_answer"]`. With
+    `for_training`, tasks equal to a held-out task of the kit (`splits.heldout_keys`) are
+    skipped too, counted in `report[domain]["held_out"]`.
     """
     from ..envs import generate_tasks, make_env
+    from ..splits import heldout_keys, task_key
 
     rows = []
     for domain in domains:
@@ -66,9 +70,13 @@ def value_task_rows(
                 f"no single-turn context renderer for domain {domain!r}; value questions exist for "
                 f"{sorted(_CONTEXT_RENDERERS)}. Use the multi-turn mode for the other domains."
             )
-        counts = {"tasks": 0, "kept": 0, "no_value_answer": 0}
+        counts = {"tasks": 0, "kept": 0, "no_value_answer": 0, "held_out": 0}
+        banned = heldout_keys(domain, difficulty) if for_training else frozenset()
         for task in generate_tasks(domain, n, seed=seed, difficulty=difficulty):
             counts["tasks"] += 1
+            if task_key(task) in banned:
+                counts["held_out"] += 1
+                continue
             solution = value_solution(task)
             if solution is None:
                 counts["no_value_answer"] += 1
@@ -273,27 +281,10 @@ def format_warmup_trajectories(rows: Sequence[dict[str, Any]]) -> list[Trajector
     return out
 
 
-def heldout_tasks(domains: Sequence[str], n: int, train: Sequence[Task], seed: int = 1000,
-                  difficulty: str = "easy") -> list[Task]:
-    """`n` tasks per domain from another seed, minus any that repeat a training task's question
-    and world (small generated worlds can repeat a question), so held-out means unseen."""
-    from ..envs import generate_tasks
-
-    seen = {_task_key(t) for t in train}
-    out = []
-    for d in domains:
-        out += [t for t in generate_tasks(d, n, seed=seed, difficulty=difficulty) if _task_key(t) not in seen]
-    return out
-
-
 def unseen_rows(rows: Sequence[dict], train_rows: Sequence[dict]) -> list[dict]:
     """The single-turn rows whose prompt no training row has (for held-out evaluation)."""
     seen = {json.dumps(r["prompt"], sort_keys=True) for r in train_rows}
     return [r for r in rows if json.dumps(r["prompt"], sort_keys=True) not in seen]
-
-
-def _task_key(task: Task) -> str:
-    return json.dumps([task.domain, task.instruction, task.spec], sort_keys=True, default=str)
 
 
 # --------------------------------------------------------------------------- multi-turn / tool data

@@ -1,60 +1,20 @@
-"""Measuring what training taught: held-out tasks, per-domain success and valid-action rate.
+"""Measuring what training taught: expert and recovery data, per-domain success and valid-action rate.
 
-Used by notebook 04 and benchmarks/sft_learning.py. Held-out tasks come from the task
-generators with an evaluation seed; training tasks that happen to equal an evaluation task
-(small easy task spaces repeat) are removed from the training data, and counted.
+Used by notebook 04 and benchmarks/sft_learning.py. Which tasks train and which are held out
+is `openmanus_lite.splits`' job.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any, Iterable
+from typing import Any
 
 from ..schema import Task, Trajectory
-
-EVAL_SEED = 7001
-"""Task seed of held-out evaluation tasks (training data uses other seeds)."""
 
 EASY_TURN_LIMITS = {"os": 5, "db": 5, "kg": 7, "ecommerce": 7, "web": 9, "household": 16}
 """Turn limits for easy tasks, in training prompts (the first message states the limit) and in
 evaluation alike. The expert needs at most 2 (os, db), 4 (kg, ecommerce), 6 (web) and 12
 (household) turns; these leave room for a mistake or two without paying for 40 turns of a
 lost episode."""
-
-
-def task_key(task: Task) -> str:
-    """What makes two generated tasks the same task (instruction and world)."""
-    return json.dumps([task.domain, task.instruction, task.spec], sort_keys=True, default=str)
-
-
-def heldout_tasks(domains: Iterable[str], n_per_domain: int, *, seed: int = EVAL_SEED,
-                  difficulty: str = "easy") -> list[Task]:
-    from ..envs import generate_tasks
-
-    out: list[Task] = []
-    for d in domains:
-        out.extend(generate_tasks(d, n_per_domain, seed=seed, difficulty=difficulty))
-    return out
-
-
-def training_tasks(domains: Iterable[str], n_per_domain: int | dict[str, int], *, exclude: Iterable[Task] = (),
-                   seed: int = 1000, difficulty: str = "easy") -> tuple[list[Task], int]:
-    """Training tasks per domain that differ from every task in `exclude`; (tasks, how many were removed).
-
-    `n_per_domain` is one count for every domain, or a count per domain (a domain it leaves out gets none)."""
-    from ..envs import generate_tasks
-
-    banned = {task_key(t) for t in exclude}
-    out: list[Task] = []
-    removed = 0
-    for d in domains:
-        n = n_per_domain.get(d, 0) if isinstance(n_per_domain, dict) else n_per_domain
-        for t in generate_tasks(d, n, seed=seed, difficulty=difficulty):
-            if task_key(t) in banned:
-                removed += 1
-            else:
-                out.append(t)
-    return out, removed
 
 
 def expert_trajectories(tasks: list[Task], max_turns: int | dict[str, int] | None = None) -> list[Trajectory]:

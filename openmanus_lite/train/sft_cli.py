@@ -44,6 +44,7 @@ EXAMPLES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ..splits import SFT_TRAIN_SEED
     from .presets import PRESETS
 
     p = make_parser("openmanus_lite sft", __doc__, EXAMPLES)
@@ -58,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --synth: episodes per task that recover from an injected mistake (default: 0)")
     p.add_argument("--domains", default=None, help="comma-separated domains for --synth (default: all registered)")
     p.add_argument("--difficulty", default="easy", choices=["easy", "medium", "hard"])
-    p.add_argument("--synth_seed", type=int, default=1000, help="task seed for --synth (keep it apart from eval seeds)")
+    p.add_argument("--synth_seed", type=int, default=SFT_TRAIN_SEED,
+                   help="task seed for --synth (splits.SFT_TRAIN_SEED; held-out tasks are left out)")
     p.add_argument("--mix", default=None, help="domain mix weights, e.g. os=1,db=1,household=2")
     p.add_argument("--total", type=int, default=None, help="records after mixing (default: all)")
     p.add_argument("--max_length", type=int, default=None, help="tokens per conversation (default: preset's)")
@@ -135,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from .data import build_sft_dataset, load_trajectories, save_report, synthesize_mix
+    from .data import build_sft_dataset, load_trajectories, save_report
     from .sft import GGUFExportUnavailable, export_gguf, run_sft, save_adapter, save_merged
 
     trajs = []
@@ -144,15 +146,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"loaded {len(trajs)} trajectories from {args.data}")
     if args.synth:
         domains = args.domains.split(",") if args.domains else None
-        synth = synthesize_mix(domains, args.synth, seed=args.synth_seed, difficulty=args.difficulty)
-        print(f"synthesized {len(synth)} expert trajectories")
+        from ..envs import list_domains
+        from ..splits import training_tasks
+        from .measure import expert_trajectories, recovery_trajectories
+
+        tasks, held_out = training_tasks("sft_train", domains or list_domains(), args.synth, seed=args.synth_seed,
+                                         difficulty=args.difficulty)
+        synth = expert_trajectories(tasks)
+        print(f"synthesized {len(synth)} expert trajectories ({held_out} tasks equal to held-out ones left out)")
         trajs += synth
         if args.recovery:
-            from ..envs import generate_tasks, list_domains
-            from .measure import recovery_trajectories
-
-            tasks = [t for d in (domains or list_domains())
-                     for t in generate_tasks(d, args.synth, seed=args.synth_seed, difficulty=args.difficulty)]
             recovery, counts = recovery_trajectories(tasks, args.recovery, seed=args.synth_seed)
             print(f"synthesized {len(recovery)} recovery trajectories ({counts})")
             trajs += recovery

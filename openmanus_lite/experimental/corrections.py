@@ -6,6 +6,10 @@ script produces: a thought that copied the previous one, an object it invented, 
 never opened. Here the model plays; each of its first few wasted or failed turns becomes a cut
 point, and a training trajectory is the model's own turns up to that turn (context, no loss)
 followed by the expert finishing the task from the state the model left (loss).
+
+Experimental: measured no gain (README, "Corrections at the model's own mistakes": two 60-minute
+runs with `benchmarks/sft_learning.py --corrections-at 30` did not raise household's valid
+actions); kept for that benchmark flag.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..schema import Task, Trajectory, Turn
-from .measure import with_recovery_note
-from .preferences import ReplayMismatch, _finish_with_expert, _new_env, _play, label_step_values, step_labels
+from ..train.measure import with_recovery_note
+from ..train.preferences import ReplayMismatch, _finish_with_expert, _new_env, _play, label_step_values, step_labels
 
 
 def cut_points(episode: Trajectory, per_episode: int) -> list[int]:
