@@ -169,7 +169,7 @@ def test_custom_reward_by_import_path_trains_a_grpo_step_and_the_model_is_pushed
                                                                                  __import__("pathlib").Path(
                                                                                      kw["folder_path"]).iterdir())}))
     out = tmp_path / "run"
-    rc = grpo_cli.main(["--preset", "cpu_debug", "--envs", "kg", "--n_tasks", "2", "--max_steps", "1",
+    rc = grpo_cli.main(["--preset", "cpu_debug", "--envs", "db", "--n_tasks", "2", "--max_steps", "1",
                         "--reward_funcs", "my_rewards:short_answer:0.5", "format", "--no_plot",
                         "--output_dir", str(out), "--push_to_hub", "--hub_model_id", "me/tiny-grpo"])
     assert rc == 0, capsys.readouterr().err
