@@ -23,12 +23,14 @@ Strict mode (the default) stops at the first unreadable row or schema error with
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing
 import os
 import random
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
@@ -357,6 +359,7 @@ def _unpack(packed: tuple | Trajectory | None) -> Trajectory | None:
 def _chunk_worker(task: tuple) -> list[Outcome]:
     """Worker process: read one byte range of a JSONL file and process its rows."""
     ctx, file, start, end, first_line, split = task
+    gc.disable()  # a forked worker inherits the paused collector; a spawned one pauses it here (see gc_paused)
     module = get_source(ctx.name)
     validator, deduper = Validator(ctx.check), Deduper(ctx.dedup)
     out = []
@@ -425,9 +428,30 @@ def convert_source(spec: SourceSpec, *, strict: bool = True) -> Iterator[tuple[R
         yield row, traj
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk phase that builds millions of acyclic objects.
+
+    Every few hundred allocations the collector walks the young objects, and now and then the
+    whole growing heap: in a merge that was 40% of the CPU time (benchmarks/merge_throughput.py,
+    7.0 vs 11.6 CPU-s). Reference counting still frees everything a merge drops.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def merge(sources: Iterable[SourceSpec | str] | dict[str, str], config: MergeConfig | None = None) -> MergeResult:
     """Read, convert, validate, deduplicate, mix and split the sources (see the module docstring)."""
-    cfg = config or MergeConfig()
+    with gc_paused():
+        return _merge(sources, config or MergeConfig())
+
+
+def _merge(sources: Iterable[SourceSpec | str] | dict[str, str], cfg: MergeConfig) -> MergeResult:
     specs = [SourceSpec.parse(s) if isinstance(s, str) else s for s in specs_list(sources)]
     report = MergeReport()
     sink = _RejectSink(cfg.rejected_path)
