@@ -28,6 +28,7 @@ import json
 import multiprocessing
 import os
 import random
+import shutil
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -223,14 +224,18 @@ class MergeResult:
 
     splits: dict[str, list[Trajectory]]
     report: MergeReport
+    workers: int = 0
+    """The worker processes the merge used (0: none); `save` writes JSONL with as many."""
 
     @property
     def trajectories(self) -> list[Trajectory]:
         return [t for name in SPLITS for t in self.splits.get(name, [])]
 
-    def save(self, out_dir: str | Path, formats: Iterable[str] = ("jsonl",)) -> dict[str, list[Path]]:
-        """Write the splits (see `save_splits`) and `report.json`."""
-        return save_splits(self.splits, out_dir, formats=formats, report=self.report)
+    def save(self, out_dir: str | Path, formats: Iterable[str] = ("jsonl",),
+             workers: int | None = None) -> dict[str, list[Path]]:
+        """Write the splits (see `save_splits`) and `report.json`; `workers` defaults to the merge's."""
+        return save_splits(self.splits, out_dir, formats=formats, report=self.report,
+                           workers=self.workers if workers is None else workers)
 
 
 # --------------------------------------------------------------------------- rejected rows
@@ -515,7 +520,7 @@ def _merge(sources: Iterable[SourceSpec | str] | dict[str, str], cfg: MergeConfi
         if pool is not None:
             pool.terminate()
     report.verify()
-    return MergeResult(splits, report)
+    return MergeResult(splits, report, workers)
 
 
 def specs_list(sources: Iterable[SourceSpec | str] | dict[str, str]) -> list[SourceSpec | str]:
@@ -677,15 +682,57 @@ def to_arrow(trajs: list[Trajectory]):
     return pa.Table.from_pydict(_columns(trajs), schema=arrow_schema())
 
 
-def write_jsonl(trajs: Iterable[Trajectory], path: str | Path) -> Path:
-    """One trajectory a line (`dump_line`: the `Trajectory.to_dict` record as JSON)."""
+PARALLEL_WRITE_ROWS = 20_000
+"""Below this many rows `write_jsonl` stays in one process: forking costs more than it saves."""
+
+_WRITE_ROWS: list[Trajectory] = []  # what forked writers serialise: inherited from the parent, never pickled
+
+
+def write_jsonl(trajs: Iterable[Trajectory], path: str | Path, workers: int = 0) -> Path:
+    """One trajectory a line (`dump_line`: the `Trajectory.to_dict` record as JSON).
+
+    With `workers` >= 2 and at least `PARALLEL_WRITE_ROWS` rows (where processes can fork),
+    forked processes serialise all but the first share of the rows into part files that
+    are then appended in order: the same bytes, in about half the time on two cores.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     trajs = trajs if isinstance(trajs, list) else list(trajs)
-    with open(path, "w", encoding="utf-8") as f:
-        for lo in range(0, len(trajs), 2048):
-            f.write("".join([dump_line(t) for t in trajs[lo:lo + 2048]]))
+    n = workers if workers >= 2 and len(trajs) >= PARALLEL_WRITE_ROWS else 1
+    if n == 1 or "fork" not in multiprocessing.get_all_start_methods():
+        _write_lines(path, trajs, 0, len(trajs))
+        return path
+    global _WRITE_ROWS
+    bounds = [len(trajs) * k // n for k in range(n + 1)]
+    parts = [path.with_name(f"{path.name}.part{k}") for k in range(1, n)]
+    _WRITE_ROWS = trajs
+    try:
+        with gc_paused(), multiprocessing.get_context("fork").Pool(n - 1) as pool:
+            pending = pool.map_async(_write_part, [(str(p), bounds[k], bounds[k + 1]) for k, p in enumerate(parts, 1)])
+            _write_lines(path, trajs, 0, bounds[1])
+            pending.get()
+        with open(path, "ab") as out:
+            for p in parts:
+                with open(p, "rb") as src:
+                    shutil.copyfileobj(src, out, 1 << 24)
+    finally:
+        _WRITE_ROWS = []
+        for p in parts:
+            p.unlink(missing_ok=True)
     return path
+
+
+def _write_lines(path: str | Path, trajs: list[Trajectory], lo: int, hi: int) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(lo, hi, 2048):
+            f.write("".join([dump_line(t) for t in trajs[i:min(i + 2048, hi)]]))
+
+
+def _write_part(task: tuple[str, int, int]) -> None:
+    """Forked writer: rows lo..hi of `_WRITE_ROWS` into one part file."""
+    gc.disable()  # a collection would touch (and so copy) every page of the inherited heap
+    part, lo, hi = task
+    _write_lines(part, _WRITE_ROWS, lo, hi)
 
 
 _ROLE_HEAD = {r: f'{{"role": "{r}", "content": ' for r in ("system", "user", "assistant")}
@@ -760,8 +807,11 @@ def from_hf_dataset(ds) -> list[Trajectory]:
 
 
 def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, formats: Iterable[str] = ("jsonl",),
-                report: MergeReport | None = None) -> dict[str, list[Path]]:
-    """Write each split as `<split>.jsonl` / `<split>.parquet` / `hf/` (DatasetDict), and `report.json`."""
+                report: MergeReport | None = None, workers: int = 0) -> dict[str, list[Path]]:
+    """Write each split as `<split>.jsonl` / `<split>.parquet` / `hf/` (DatasetDict), and `report.json`.
+
+    `workers` >= 2 writes large JSONL splits with that many processes (see `write_jsonl`).
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     formats = tuple(formats)
@@ -771,7 +821,7 @@ def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, format
     written: dict[str, list[Path]] = defaultdict(list)
     for name, trajs in splits.items():
         if "jsonl" in formats:
-            written["jsonl"].append(write_jsonl(trajs, out / f"{name}.jsonl"))
+            written["jsonl"].append(write_jsonl(trajs, out / f"{name}.jsonl", workers=workers))
         if "parquet" in formats:
             written["parquet"].append(write_parquet(trajs, out / f"{name}.parquet"))
     if "hf" in formats:
