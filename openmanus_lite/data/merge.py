@@ -84,7 +84,9 @@ class MergeConfig:
     negatives            share of training rows to derive negative samples from (`negatives.py`)
     rejected_path        a JSONL file that receives every rejected row with its reason
     progress             progress bars (tqdm)
-    workers              processes that read and convert local JSONL inputs; None = 2 from 64 MB of input
+    workers              processes that read and convert local JSONL inputs and write JSONL splits of
+                         20,000+ rows (the output is the same bytes); None = 2 from 64 MB of input
+                         where 2 CPUs are usable, else 0 (one process)
     """
 
     include: tuple[str, ...] | None = None
@@ -395,7 +397,12 @@ def _workers_for(specs: list[SourceSpec], cfg: MergeConfig) -> int:
     for spec in specs:
         files = _parallel_files(spec)
         total += sum(f.stat().st_size for f, _ in files) if files else 0
-    return min(2, os.cpu_count() or 1) if total >= AUTO_PARALLEL_BYTES else 0
+    return min(2, _usable_cpus()) if total >= AUTO_PARALLEL_BYTES else 0
+
+
+def _usable_cpus() -> int:
+    """CPUs this process may run on (a container's affinity mask, not the host's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool) -> Iterator[Outcome]:
