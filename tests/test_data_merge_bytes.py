@@ -84,3 +84,30 @@ def test_parallel_write_cleans_up_when_a_part_fails(tmp_path, monkeypatch):
     with pytest.raises(TypeError, match="not JSON serializable"):
         merge_mod.write_jsonl(trajs, tmp_path / "t.jsonl", workers=2)
     assert not list(tmp_path.glob("*.part*"))
+
+
+def _reference_keys(traj):
+    """The dedup keys as first written: a BLAKE2b update per turn (role NUL content SOH; lower, no whitespace)."""
+    from hashlib import blake2b
+
+    from openmanus_lite.data.checks import _task_start
+
+    h = blake2b(digest_size=16)
+    for m in traj.messages:
+        h.update(m.role.encode() + b"\x00" + m.content.encode("utf-8", "surrogatepass") + b"\x01")
+    n = blake2b(digest_size=16)
+    for m in traj.messages[_task_start(traj):]:
+        n.update(m.content.encode("utf-8", "surrogatepass").lower().translate(None, b" \t\n\r\x0b\x0c") + b"\x01")
+    return h.digest(), n.digest()
+
+
+def test_dedup_keys_hash_the_same_bytes_as_turn_by_turn():
+    from openmanus_lite.data.checks import Deduper
+    from openmanus_lite.schema import Trajectory, Turn
+
+    trajs = merge(SAMPLE_SPECS, MergeConfig(seed=0)).trajectories
+    trajs.append(Trajectory("odd", "s", "os", [Turn("user", "Ä\tB \udc80 ÉCOLE\r\n"),
+                                               Turn("assistant", "Think: X\x0bY\nAct: LS", True)]))
+    trajs.append(Trajectory("empty", "s", "os", []))
+    deduper = Deduper("normalized")
+    assert [deduper.keys(t) for t in trajs] == [_reference_keys(t) for t in trajs]

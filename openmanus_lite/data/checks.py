@@ -66,6 +66,8 @@ REASONS: dict[str, str] = {
 ANSWER_DOMAINS: tuple[str, ...] = ("os", "db", "kg")
 _KG_VARIABLE = re.compile(r"^#\d+$")
 _WS = b" \t\n\r\x0b\x0c"
+_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+"""`bytes.lower` as a translate table, so lowercasing and dropping whitespace take one pass."""
 
 
 @dataclass(frozen=True)
@@ -315,7 +317,7 @@ class Deduper:
         if self.mode != "normalized":
             return exact, None
         tail = "".join([f"{m.content}\x01" for m in msgs[_task_start(traj):]])
-        return exact, blake2b(tail.encode("utf-8", "surrogatepass").lower().translate(None, _WS), digest_size=16).digest()
+        return exact, blake2b(tail.encode("utf-8", "surrogatepass").translate(_LOWER, _WS), digest_size=16).digest()
 
     def check_keys(self, keys: tuple[bytes | None, bytes | None], tid: str) -> Issue | None:
         """Decide on precomputed keys (see `keys`); remember them when not a duplicate."""
