@@ -692,7 +692,7 @@ def to_arrow(trajs: list[Trajectory]):
 PARALLEL_WRITE_ROWS = 20_000
 """Below this many rows `write_jsonl` stays in one process: forking costs more than it saves."""
 
-_WRITE_ROWS: list[Trajectory] = []  # what forked writers serialise: inherited from the parent, never pickled
+_WRITE_ROWS: list[Trajectory] = []  # in a forked writer: the rows it serialises (inherited, never pickled)
 
 
 def write_jsonl(trajs: Iterable[Trajectory], path: str | Path, workers: int = 0) -> Path:
@@ -709,12 +709,11 @@ def write_jsonl(trajs: Iterable[Trajectory], path: str | Path, workers: int = 0)
     if n == 1 or "fork" not in multiprocessing.get_all_start_methods():
         _write_lines(path, trajs, 0, len(trajs))
         return path
-    global _WRITE_ROWS
     bounds = [len(trajs) * k // n for k in range(n + 1)]
     parts = [path.with_name(f"{path.name}.part{k}") for k in range(1, n)]
-    _WRITE_ROWS = trajs
     try:
-        with gc_paused(), multiprocessing.get_context("fork").Pool(n - 1) as pool:
+        # fork passes initargs by inheritance, so the rows are not pickled
+        with gc_paused(), multiprocessing.get_context("fork").Pool(n - 1, _init_writer, (trajs,)) as pool:
             pending = pool.map_async(_write_part, [(str(p), bounds[k], bounds[k + 1]) for k, p in enumerate(parts, 1)])
             _write_lines(path, trajs, 0, bounds[1])
             pending.get()
@@ -723,7 +722,6 @@ def write_jsonl(trajs: Iterable[Trajectory], path: str | Path, workers: int = 0)
                 with open(p, "rb") as src:
                     shutil.copyfileobj(src, out, 1 << 24)
     finally:
-        _WRITE_ROWS = []
         for p in parts:
             p.unlink(missing_ok=True)
     return path
@@ -735,9 +733,14 @@ def _write_lines(path: str | Path, trajs: list[Trajectory], lo: int, hi: int) ->
             f.write("".join([dump_line(t) for t in trajs[i:min(i + 2048, hi)]]))
 
 
+def _init_writer(rows: list[Trajectory]) -> None:
+    global _WRITE_ROWS
+    gc.disable()  # a collection would touch (and so copy) every page of the inherited heap
+    _WRITE_ROWS = rows
+
+
 def _write_part(task: tuple[str, int, int]) -> None:
     """Forked writer: rows lo..hi of `_WRITE_ROWS` into one part file."""
-    gc.disable()  # a collection would touch (and so copy) every page of the inherited heap
     part, lo, hi = task
     _write_lines(part, _WRITE_ROWS, lo, hi)
 
