@@ -84,9 +84,9 @@ class MergeConfig:
     negatives            share of training rows to derive negative samples from (`negatives.py`)
     rejected_path        a JSONL file that receives every rejected row with its reason
     progress             progress bars (tqdm)
-    workers              processes that read and convert local JSONL inputs and write JSONL splits of
-                         20,000+ rows (the output is the same bytes); None = 2 from 64 MB of input
-                         where 2 CPUs are usable, else 0 (one process)
+    workers              processes, the main one included, that read and convert local JSONL
+                         inputs and write JSONL splits of 20,000+ rows (the output is the same
+                         bytes); None = 2 from 64 MB of input where 2 CPUs are usable, else 0
     """
 
     include: tuple[str, ...] | None = None
@@ -363,20 +363,22 @@ def _unpack(packed: tuple | Trajectory | None) -> Trajectory | None:
     return Trajectory(tid, source, domain, msgs, meta)
 
 
-def _chunk_worker(task: tuple) -> list[Outcome]:
-    """Worker process: read one byte range of a JSONL file and process its rows."""
+def _chunk_outcomes(task: tuple) -> Iterator[Outcome]:
+    """Read one byte range of a JSONL file and process its rows."""
     ctx, file, start, end, first_line, split = task
-    gc.disable()  # a forked worker inherits the paused collector; a spawned one pauses it here (see gc_paused)
     module = get_source(ctx.name)
     validator, deduper = Validator(ctx.check), Deduper(ctx.dedup)
-    out = []
     for row in read_jsonl_range(file, start, end, first_line, ctx.label, split):
-        o = _process_row(module, ctx, validator, deduper, row)
-        out.append(o[:7] + (_pack(o[7]),) + o[8:])
-    return out
+        yield _process_row(module, ctx, validator, deduper, row)
 
 
-CHUNK_BYTES = 8 << 20
+def _chunk_worker(task: tuple) -> list[Outcome]:
+    """Worker process: `_chunk_outcomes`, with trajectories packed for the trip back."""
+    gc.disable()  # a forked worker inherits the paused collector; a spawned one pauses it here (see gc_paused)
+    return [o[:7] + (_pack(o[7]),) + o[8:] for o in _chunk_outcomes(task)]
+
+
+CHUNK_BYTES = 4 << 20
 AUTO_PARALLEL_BYTES = 64 << 20
 
 
@@ -405,12 +407,19 @@ def _usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool) -> Iterator[Outcome]:
+def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool, workers: int) -> Iterator[Outcome]:
+    """Outcomes in input order, chunks dealt round-robin: the main process converts every
+    `workers`-th chunk itself and the pool's `workers - 1` processes the others.
+
+    The main process would otherwise mostly wait, and its own chunks need no trip between
+    processes (packing and pickling cost about a sixth of converting).
+    """
     tasks = [(ctx, str(file), start, end, line, split)
              for file, split in _parallel_files(spec)
              for start, end, line in jsonl_chunks(file, CHUNK_BYTES)]
-    for outcomes in pool.imap(_chunk_worker, tasks):
-        yield from outcomes
+    theirs = pool.imap(_chunk_worker, [t for i, t in enumerate(tasks) if i % workers])
+    for i, task in enumerate(tasks):
+        yield from _chunk_outcomes(task) if i % workers == 0 else next(theirs)
 
 
 def convert_source(spec: SourceSpec, *, strict: bool = True) -> Iterator[tuple[RawRow, Trajectory | Issue]]:
@@ -445,8 +454,8 @@ def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for a bulk phase that builds millions of acyclic objects.
 
     Every few hundred allocations the collector walks the young objects, and now and then the
-    whole growing heap: in a merge that was 40% of the CPU time (benchmarks/merge_throughput.py,
-    7.0 vs 11.6 CPU-s). Reference counting still frees everything a merge drops.
+    whole growing heap: in a merge that was a fifth of the CPU time (benchmarks/merge_throughput.py
+    corpus, one process: 10.2 -> 7.9 CPU-s). Reference counting still frees everything a merge drops.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -476,13 +485,13 @@ def _merge(sources: Iterable[SourceSpec | str] | dict[str, str], cfg: MergeConfi
     try:
         if workers:
             method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-            pool = multiprocessing.get_context(method).Pool(workers)
+            pool = multiprocessing.get_context(method).Pool(workers - 1)  # the main process is one of them
         for spec in specs:
             label = spec.label or get_source(spec.name).NAME
             ctx = _Ctx(spec.name, label, check, frozenset(cfg.include) if cfg.include else None,
                        frozenset(cfg.exclude), cfg.dedup, sink.path is not None)
             if pool is not None and _parallel_files(spec):
-                outcomes = _parallel_outcomes(spec, ctx, pool)
+                outcomes = _parallel_outcomes(spec, ctx, pool, workers)
             else:
                 outcomes = _serial_outcomes(spec, ctx)
             for line, file, split, domain, reason, detail, raw, traj, keys, fatal in _progress(
@@ -700,7 +709,7 @@ def write_jsonl(trajs: Iterable[Trajectory], path: str | Path, workers: int = 0)
 
     With `workers` >= 2 and at least `PARALLEL_WRITE_ROWS` rows (where processes can fork),
     forked processes serialise all but the first share of the rows into part files that
-    are then appended in order: the same bytes, in about half the time on two cores.
+    are then appended in order: the same bytes, the serialising spread over the processes.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
