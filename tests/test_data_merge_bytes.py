@@ -111,3 +111,14 @@ def test_dedup_keys_hash_the_same_bytes_as_turn_by_turn():
     trajs.append(Trajectory("empty", "s", "os", []))
     deduper = Deduper("normalized")
     assert [deduper.keys(t) for t in trajs] == [_reference_keys(t) for t in trajs]
+
+
+def test_auto_worker_count_stays_in_one_process_for_small_inputs(monkeypatch):
+    assert merge(SAMPLE_SPECS, MergeConfig(seed=0)).workers == 0  # kilobytes: a pool would cost more than it saves
+    monkeypatch.setattr(merge_mod, "AUTO_PARALLEL_BYTES", 1)
+    monkeypatch.setattr(merge_mod, "_usable_cpus", lambda: 1)
+    assert merge(SAMPLE_SPECS, MergeConfig(seed=0)).workers == 0  # one usable CPU: no pool either
+    monkeypatch.setattr(merge_mod, "_usable_cpus", lambda: 16)
+    result = merge(SAMPLE_SPECS, MergeConfig(seed=0))
+    assert result.workers == 2 and result.report.kept == merge(SAMPLE_SPECS, MergeConfig(seed=0, workers=0)).report.kept
+    assert merge(SAMPLE_SPECS, MergeConfig(seed=0, workers=1)).workers == 0

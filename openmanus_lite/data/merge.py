@@ -399,7 +399,8 @@ def _workers_for(specs: list[SourceSpec], cfg: MergeConfig) -> int:
     for spec in specs:
         files = _parallel_files(spec)
         total += sum(f.stat().st_size for f, _ in files) if files else 0
-    return min(2, _usable_cpus()) if total >= AUTO_PARALLEL_BYTES else 0
+    n = min(2, _usable_cpus())
+    return n if n >= 2 and total >= AUTO_PARALLEL_BYTES else 0
 
 
 def _usable_cpus() -> int:
