@@ -308,7 +308,7 @@ class Deduper:
         if self.mode == "none":
             return None, None
         # One encode and one hash call per key over the joined texts (role NUL content SOH ...):
-        # the same bytes, so the same digests, as hashing turn by turn, in a third of the time.
+        # the same bytes, so the same digests, as hashing turn by turn, with 2 calls instead of ~50 a row.
         # The normalised key lowercases and drops whitespace over the joined bytes at once; the
         # SOH separators are neither, so each turn is normalised exactly as on its own.
         msgs = traj.messages
