@@ -6,14 +6,16 @@ observations), Agent-FLAN (34,442 rows over its seven parts, `conversation` + `l
 AgentTraj-L (14,485 rows, item_id prefixes), with a few exact duplicates and a few
 truncated lines mixed in (the merge runs in lenient mode and counts them).
 
-Prints one line `RESULT {json}` with trajectories/s (end to end, wall clock, median of
---repeats), the CPU seconds it took (this process and its workers; the figure that does
-not depend on how busy a shared machine is), the load average when it started, and peak
-RSS (main process, and the largest worker). Targets on the 2-core dev machine:
->= 5,000 trajectories/s, <= 2 GB.
+Prints each run's trajectories/s, the worker count and peak RSS, then one line
+`RESULT {json}` with trajectories/s (end to end, wall clock, median of --repeats), the
+worker processes used, the CPU seconds it took (this process and its workers; the figure
+that depends least on how busy a shared machine is), the load average when it started,
+and peak RSS (main process, and the largest worker). Targets on an idle 2-core machine:
+>= 10,000 trajectories/s, <= 1 GB.
 
-    python benchmarks/merge_throughput.py            # full scale
-    python benchmarks/merge_throughput.py --n 2000   # quick
+    python benchmarks/merge_throughput.py              # full scale, workers auto (2 here)
+    python benchmarks/merge_throughput.py --workers 0  # one process
+    python benchmarks/merge_throughput.py --n 2000     # quick
 """
 
 from __future__ import annotations
@@ -185,6 +187,11 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _rss_mb(who: int) -> float:
+    """Peak resident memory in MB: of this process, or of the largest waited-for child (Linux: ru_maxrss in KB)."""
+    return resource.getrusage(who).ru_maxrss / 1024
+
+
 def run_once(specs: list[SourceSpec], out: Path, formats: tuple[str, ...],
              workers: int | None) -> tuple[float, float, object]:
     """(wall seconds, CPU seconds of this process and its workers, result) of one merge + export."""
@@ -201,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--formats", default="jsonl", help="export formats, comma-separated (jsonl,parquet,hf)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=None,
-                    help="worker processes for converting and writing (default: auto, 2 at full scale; 0 = none)")
+                    help="worker processes for converting and writing (default: auto, 2 at full scale on 2+ cores; "
+                         "0 = one process)")
     ap.add_argument("--keep", help="keep the corpus and output in this folder")
     args = ap.parse_args(argv)
 
@@ -219,19 +227,20 @@ def main(argv: list[str] | None = None) -> int:
             secs, cpu, result = run_once(specs, out, tuple(args.formats.split(",")), args.workers)
             times.append(secs)
             cpus.append(cpu)
-            print(f"run {r + 1}: {secs:.2f} s wall, {cpu:.2f} CPU-s, {rows / secs:,.0f} trajectories/s", flush=True)
             shutil.rmtree(out, ignore_errors=True)
-        rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        child_rss_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+            print(f"run {r + 1}: {secs:.2f} s wall, {cpu:.2f} CPU-s, {rows / secs:,.0f} trajectories/s, "
+                  f"{result.workers} workers, peak RSS {_rss_mb(resource.RUSAGE_SELF):.0f} MB "
+                  f"(workers {_rss_mb(resource.RUSAGE_CHILDREN):.0f} MB)", flush=True)
+        rss_mb, child_rss_mb = _rss_mb(resource.RUSAGE_SELF), _rss_mb(resource.RUSAGE_CHILDREN)
         med, cpu_med = statistics.median(times), statistics.median(cpus)
         print(result.report.summary())
         print("RESULT " + json.dumps({
             "rows": rows, "mb": round(size / 1e6, 1), "seconds_median": round(med, 2),
-            "trajectories_per_s": round(rows / med), "peak_rss_mb": round(rss_mb),
+            "trajectories_per_s": round(rows / med), "workers": result.workers, "peak_rss_mb": round(rss_mb),
             "peak_worker_rss_mb": round(child_rss_mb), "cpu_seconds_median": round(cpu_med, 2),
             "trajectories_per_cpu_s": round(rows / cpu_med), "load_avg_at_start": round(load, 2),
             "kept": result.report.kept, "rejected": result.report.rejected, "formats": args.formats,
-            "target_traj_per_s": 5000, "target_rss_mb": 2048,
+            "target_traj_per_s": 10000, "target_rss_mb": 1024,
         }))
     finally:
         if not args.keep:

@@ -81,39 +81,44 @@ class ParseError:
 
 
 def format_action(action: Action) -> str:
-    if action.kind == "bash":
-        return f"bash\n```bash\n{action.arg}\n```"
-    if action.kind == "sql":
-        return f"sql\n```sql\n{action.arg}\n```"
-    if action.kind == "call":
-        return f"{action.name}[{action.arg}]"
-    if action.kind == "tool":
-        return f"{action.name}({action.arg})"
-    if action.kind == "answer":
-        return f"answer({action.arg})"
-    if action.kind == "command":
-        return action.arg
-    raise ValueError(f"unknown action kind {action.kind!r}; expected one of {ACTION_KINDS}")
+    return _format(action.kind, action.arg, action.name)
+
+
+def _format(kind: str, arg: str, name: str = "") -> str:
+    """The canonical text of an action given by its fields (the helpers below skip building an Action)."""
+    if kind == "bash":
+        return f"bash\n```bash\n{arg}\n```"
+    if kind == "sql":
+        return f"sql\n```sql\n{arg}\n```"
+    if kind == "call":
+        return f"{name}[{arg}]"
+    if kind == "tool":
+        return f"{name}({arg})"
+    if kind == "answer":
+        return f"answer({arg})"
+    if kind == "command":
+        return arg
+    raise ValueError(f"unknown action kind {kind!r}; expected one of {ACTION_KINDS}")
 
 
 def bash(cmd: str) -> str:
-    return format_action(Action("bash", cmd))
+    return _format("bash", cmd)
 
 
 def sql(query: str) -> str:
-    return format_action(Action("sql", query))
+    return _format("sql", query)
 
 
 def call(name: str, arg: str) -> str:
-    return format_action(Action("call", arg, name))
+    return _format("call", arg, name)
 
 
 def tool(name: str, args: str) -> str:
-    return format_action(Action("tool", args, name))
+    return _format("tool", args, name)
 
 
 def answer(text: str) -> str:
-    return format_action(Action("answer", text))
+    return _format("answer", text)
 
 
 def format_turn(thought: str, action: str) -> str:
@@ -133,6 +138,8 @@ _MIND2WEB_BARE = re.compile(r"^(CLICK|HOVER|ENTER|PRESS|SELECT|SET|TYPE)\s*$")
 # ToolBench ReAct as Agent-FLAN ships it: "Action: name\nAction Input: {json}".
 _TOOL_INPUT_LINES = re.compile(r"^(?P<name>[\w.\-]+)[ \t]*\n[ \t]*Action Input:\s*(?P<args>.*)$", re.DOTALL)
 _FENCE = re.compile(r"```[ \t]*(\w*)[ \t]*\n?(.*?)\n?[ \t]*```", re.DOTALL)
+_FINAL_ANSWER_BODY = re.compile(r"Final Answer\s*:\s*(.*)", re.DOTALL)
+_STYLES = {"Act": "unified", "Action": "thought_action", "ACTION": "THOUGHT_ACTION"}
 
 
 def parse_turn(text: str) -> ParsedTurn | ParseError:
@@ -149,7 +156,7 @@ def parse_turn(text: str) -> ParsedTurn | ParseError:
     label = m.group(1)
     thought = _strip_thought(text[: m.start()])
     body = text[m.end():].strip()
-    style = {"Act": "unified", "Action": "thought_action", "ACTION": "THOUGHT_ACTION"}[label]
+    style = _STYLES[label]
     # DB: "Action: Operation\n```sql ...```" and "Action: Answer\nFinal Answer: [...]"
     head, _, rest = body.partition("\n")
     if head.strip() == "Operation":
@@ -162,17 +169,20 @@ def parse_turn(text: str) -> ParsedTurn | ParseError:
         if not fa:
             return ParseError("'Action: Answer' must be followed by 'Final Answer: [...]'.")
         return ParsedTurn(thought, answer(fa.group(1).strip()), "final_answer")
-    fa = re.match(r"Final Answer\s*:\s*(.*)", body, re.DOTALL)
+    # Each pattern below is tried only where the text can match it (its first letter, its literal):
+    # the same results, without five failing regex calls on most turns.
+    fa = _FINAL_ANSWER_BODY.match(body) if body.startswith("Final Answer") else None
     if fa:
         return ParsedTurn(thought, answer(fa.group(1).strip()), "final_answer")
-    m2w = _MIND2WEB.match(body)
-    if m2w:  # Mind2Web: "Answer: B.\nAction: TYPE\nValue: Chicago Bears" (the choice letter precedes)
-        op = m2w.group(1).lower()
-        return ParsedTurn(thought, call(op, m2w.group(2).strip()), "mind2web")
-    m2w = _MIND2WEB_BARE.match(body)
-    if m2w:  # Mind2Web without a value: the chosen element is the "Answer: X." kept in the thought
-        return ParsedTurn(thought, call(m2w.group(1).lower(), ""), "mind2web")
-    ti = _TOOL_INPUT.match(body) or _TOOL_INPUT_LINES.match(body)
+    if "A" <= body[:1] <= "Z":
+        m2w = _MIND2WEB.match(body)
+        if m2w:  # Mind2Web: "Answer: B.\nAction: TYPE\nValue: Chicago Bears" (the choice letter precedes)
+            op = m2w.group(1).lower()
+            return ParsedTurn(thought, call(op, m2w.group(2).strip()), "mind2web")
+        m2w = _MIND2WEB_BARE.match(body)
+        if m2w:  # Mind2Web without a value: the chosen element is the "Answer: X." kept in the thought
+            return ParsedTurn(thought, call(m2w.group(1).lower(), ""), "mind2web")
+    ti = (_TOOL_INPUT.match(body) or _TOOL_INPUT_LINES.match(body)) if "Action Input:" in body else None
     if ti:  # ToolBench / Agent-FLAN: "Action: name with Action Input: {json}"
         return ParsedTurn(thought, tool(ti.group("name"), ti.group("args").strip()), "tool_input")
     if not body:
@@ -181,7 +191,15 @@ def parse_turn(text: str) -> ParsedTurn | ParseError:
 
 
 def _strip_thought(text: str) -> str:
-    return _THOUGHT_PREFIX.sub("", text.strip(), count=1).strip()
+    text = text.strip()
+    if text[:1] not in _THOUGHT_FIRST:  # cannot start with a Think/Thought label: skip the regex
+        return text
+    return _THOUGHT_PREFIX.sub("", text, count=1).strip()
+
+
+# The characters a stripped text must start with for `_THOUGHT_PREFIX` (case-insensitive) to match:
+# those that match (?i)t, checked over all of Unicode by tests/test_react.py.
+_THOUGHT_FIRST = "Tt"
 
 
 # --------------------------------------------------------------------------- parsing actions

@@ -116,3 +116,15 @@ def test_domain_kinds_cover_all_domains():
 
     assert set(react.DOMAIN_ACTION_KINDS) == set(DOMAINS) == set(react.ACTION_FORMS)
     assert isinstance(parse_action("answer(1)", "household"), Action)
+
+
+def test_thought_label_fast_path_knows_every_first_character():
+    # _strip_thought skips its regex unless the text starts with one of these; the label regex is
+    # case-insensitive, so any character that matches (?i)t anywhere in Unicode must be listed
+    import re
+
+    first = {c for c in map(chr, range(0x110000)) if re.match(r"(?i)t", c)}
+    assert first == set(react._THOUGHT_FIRST)
+    for text in ("Thought: a\nAct: b", "  tHiNk :  a\nAct: b", "THOUGHT: a\nACTION: b", "Thinking aloud\nAct: b",
+                 "Reasoning\nAct: b", "\u0074hought:x\nAct: b"):
+        assert parse_turn(text).thought == react._THOUGHT_PREFIX.sub("", text.split("\nA")[0].strip(), count=1).strip()

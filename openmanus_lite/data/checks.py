@@ -66,6 +66,8 @@ REASONS: dict[str, str] = {
 ANSWER_DOMAINS: tuple[str, ...] = ("os", "db", "kg")
 _KG_VARIABLE = re.compile(r"^#\d+$")
 _WS = b" \t\n\r\x0b\x0c"
+_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+"""`bytes.lower` as a translate table, so lowercasing and dropping whitespace take one pass."""
 
 
 @dataclass(frozen=True)
@@ -305,21 +307,17 @@ class Deduper:
         """(exact key, normalised key) of a trajectory under this mode."""
         if self.mode == "none":
             return None, None
+        # One encode and one hash call per key over the joined texts (role NUL content SOH ...):
+        # the same bytes, so the same digests, as hashing turn by turn, with 2 calls instead of ~50 a row.
+        # The normalised key lowercases and drops whitespace over the joined bytes at once; the
+        # SOH separators are neither, so each turn is normalised exactly as on its own.
         msgs = traj.messages
-        h = blake2b(digest_size=16)
-        for m in msgs:
-            h.update(m.role.encode())
-            h.update(b"\x00")
-            h.update(m.content.encode("utf-8", "surrogatepass"))
-            h.update(b"\x01")
-        exact = h.digest()
+        exact = blake2b("".join([f"{m.role}\x00{m.content}\x01" for m in msgs]).encode("utf-8", "surrogatepass"),
+                        digest_size=16).digest()
         if self.mode != "normalized":
             return exact, None
-        h = blake2b(digest_size=16)
-        for m in msgs[_task_start(traj):]:
-            h.update(m.content.encode("utf-8", "surrogatepass").lower().translate(None, _WS))
-            h.update(b"\x01")
-        return exact, h.digest()
+        tail = "".join([f"{m.content}\x01" for m in msgs[_task_start(traj):]])
+        return exact, blake2b(tail.encode("utf-8", "surrogatepass").translate(_LOWER, _WS), digest_size=16).digest()
 
     def check_keys(self, keys: tuple[bytes | None, bytes | None], tid: str) -> Issue | None:
         """Decide on precomputed keys (see `keys`); remember them when not a duplicate."""

@@ -26,7 +26,7 @@ unified `Turn`s:
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from ...react import DOMAIN_ACTION_KINDS, Action, ParsedTurn, format_action, format_turn, parse_action, parse_turn
 from ...schema import Trajectory, Turn
@@ -157,25 +157,18 @@ def convert_turns(
     if not turns:
         raise field_error(row, turns_field, "is empty", "schema.empty")
 
-    roles: list[str] = []
-    texts: list[str] = []
-    losses: list[Any] = []
-    has_flags = False
+    # The common case in comprehensions (fewer bytecodes a turn than one checking loop);
+    # anything unexpected goes to `_reject_turns`, which names the first bad turn.
     role_map = ROLE_MAP
-    for i, t in enumerate(turns):
-        if not isinstance(t, dict):
-            raise field_error(row, f"{turns_field}[{i}]", f"expected an object, got {type(t).__name__}", "schema.bad_type")
-        raw_role = t.get(role_key)
-        role = role_map.get(raw_role) if isinstance(raw_role, str) else None
-        text = t.get(content_key)
-        if role is None or text.__class__ is not str:
-            _bad_turn(row, turns_field, i, role_key, raw_role, content_key, text)
-        loss = t.get(loss_key) if loss_key else None
-        if loss is not None and role == "assistant":
-            has_flags = True
-        roles.append(role)
-        texts.append(text)
-        losses.append(loss)
+    try:
+        roles: list[str] = [role_map[t[role_key]] for t in turns]
+        texts: list[str] = [t[content_key] for t in turns]
+    except (KeyError, TypeError):  # a turn that is not an object, a missing key, an unknown or unhashable role
+        _reject_turns(row, turns, turns_field, role_key, content_key)
+    if {x.__class__ for x in texts} != {str}:
+        _reject_turns(row, turns, turns_field, role_key, content_key)
+    losses: list[Any] = [t.get(loss_key) for t in turns] if loss_key else [None] * len(turns)
+    has_flags = any(loss is not None and role == "assistant" for role, loss in zip(roles, losses))
 
     demo_end = -1
     if not has_flags:
@@ -234,8 +227,20 @@ def convert_turns(
     return out, meta, actions
 
 
+def _reject_turns(row: RawRow, turns: list, turns_field: str, role_key: str, content_key: str) -> NoReturn:
+    """Raise the RowRejected that names the first turn that is not an object with a known role and a text."""
+    for i, t in enumerate(turns):
+        if not isinstance(t, dict):
+            raise field_error(row, f"{turns_field}[{i}]", f"expected an object, got {type(t).__name__}", "schema.bad_type")
+        raw_role = t.get(role_key)
+        text = t.get(content_key)
+        if not isinstance(raw_role, str) or raw_role not in ROLE_MAP or text.__class__ is not str:
+            _bad_turn(row, turns_field, i, role_key, raw_role, content_key, text)
+    raise AssertionError("_reject_turns called on valid turns")  # pragma: no cover - callers check first
+
+
 def _bad_turn(row: RawRow, turns_field: str, i: int, role_key: str, raw_role: Any, content_key: str,
-              text: Any) -> None:
+              text: Any) -> NoReturn:
     """Raise the RowRejected that names what is wrong with turn i."""
     if raw_role is None:
         raise field_error(row, f"{turns_field}[{i}].{role_key}", "missing", "schema.missing_field")
