@@ -717,27 +717,45 @@ class Shell:
     # ------------------------------------------------------------------ running
     def run(self, script: str) -> tuple[str, int]:
         """Run a command line or a multi-line script; returns (stdout and stderr interleaved, exit status)."""
+        sink, status = self._run_sink(script)
+        return "".join(text for _, text in sink.chunks)[:MAX_STREAM], status
+
+    def run_streams(self, script: str) -> tuple[str, str, int]:
+        """Like `run`, with stdout and stderr apart: (stdout, stderr, exit status)."""
+        sink, status = self._run_sink(script)
+        return sink.text(1)[:MAX_STREAM], sink.text(2)[:MAX_STREAM], status
+
+    def _run_sink(self, script: str) -> tuple["Sink", int]:
+        sink = Sink()
         if len(script) > MAX_LINE:
-            return f"bash: command line too long ({len(script)} characters; the limit is {MAX_LINE})\n", 2
+            sink.write(2, f"bash: command line too long ({len(script)} characters; the limit is {MAX_LINE})\n")
+            return sink, 2
         try:
             tree = parse_script(script)
         except ShellSyntaxError as e:
             self.vars["?"] = "2"
-            return f"bash: {e}\n", 2
-        sink = Sink()
+            sink.write(2, f"bash: {e}\n")
+            return sink, 2
+        except RecursionError:
+            self.vars["?"] = "2"
+            sink.write(2, "bash: syntax error: nested too deeply\n")
+            return sink, 2
         self._deadline = time.perf_counter() + RUN_DEADLINE_S
         self._steps = self._depth = self._loops = 0
         try:
             status = self.exec(tree, Input(""), sink)
         except _Exit as e:
             status = e.status
-        except (_LoopControl, _Return) as e:
-            status = getattr(e, "status", 0)
+        except _LoopControl:
+            status = 0
         except ScriptLimit as e:
             sink.write(2, f"bash: script stopped: {e}\n")
             status = 124
+        except RecursionError:
+            sink.write(2, "bash: script stopped: nested too deeply\n")
+            status = 124
         self.vars["?"] = str(status)
-        return "".join(text for _, text in sink.chunks)[:MAX_STREAM], status
+        return sink, status
 
     def tick(self) -> None:
         """Count one step of work; stop the script past the step cap or the time budget."""
@@ -1142,6 +1160,12 @@ class Shell:
                 else:
                     pieces.append((raw[i + 1:i + 2], True, False))
                 i += 2
+            elif c == "$" and raw[i + 1:i + 2] == "'" and not heredoc:
+                j = i + 2
+                while j < n and raw[j] != "'":
+                    j += 2 if raw[j] == "\\" else 1
+                pieces.append((_ansi_c(raw[i + 2:j]), True, False))
+                i = j + 1
             elif c == "$" or c == "`":
                 val, i = self._dollar(raw, i)
                 pieces.append((val, heredoc, not heredoc))
@@ -1721,10 +1745,10 @@ class Shell:
             rows.append(([sum(r[0][i] for r in rows) for i in range(len(which))], "total"))
         if len(rows) == 1 and len(which) == 1:
             width = 1
-        elif not operands:
+        elif not operands or "-" in operands:
             width = 7
-        else:
-            width = max(len(str(v)) for r in rows for v in r[0])
+        else:  # GNU wc sizes the columns for the total number of bytes of its files
+            width = len(str(sum(len(t.encode("utf-8", "replace")) for _, t in items)))
         out = [" ".join(f"{v:>{width}}" for v in vals) + (f" {name}" if name else "") for vals, name in rows]
         return _join(out), err, 1 if err else 0
 
@@ -2533,7 +2557,18 @@ def _blocks(node) -> int:
 
 
 def _unescape(text: str) -> str:
-    return re.sub(r"\\([ntr\\0])", lambda m: {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "0": ""}[m.group(1)], text)
+    return re.sub(r"\\([ntr\\0])", lambda m: {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "0": "\0"}[m.group(1)], text)
+
+
+def _ansi_c(body: str) -> str:
+    """The text of a $'...' word: backslash escapes as in C."""
+    return re.sub(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|.)", lambda m: _C_ESCAPES.get(m.group(1)) or (
+        chr(int(m.group(1)[1:], 16)) if m.group(1)[0] == "x" else chr(int(m.group(1), 8)) if m.group(1)[0] in
+        "01234567" else "\\" + m.group(1)), body)
+
+
+_C_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "e": "\x1b",
+              "f": "\f", "v": "\v"}
 
 
 _PRINTF_SPEC = re.compile(r"%([-0-9.]*)([sdif%])")
