@@ -8,9 +8,11 @@ exit status); the tests never call the host shell.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from openmanus_lite.envs.vshell import VFS, Shell
+from openmanus_lite.envs.vshell import MAX_STEPS, RUN_DEADLINE_S, VFS, Shell
 
 FILES = {
     'data/access.log': '192.168.1.10 - - [10/Oct/2023:13:55:36] "GET /index.html HTTP/1.1" 200 2326\n10.0.0.5 - - [10/Oct/2023:13:56:01] "POST /login HTTP/1.1" 302 512\n192.168.1.10 - - [10/Oct/2023:13:57:12] "GET /about.html HTTP/1.1" 200 1024\n172.16.0.3 - - [10/Oct/2023:13:58:45] "GET /missing HTTP/1.1" 404 128\n10.0.0.5 - - [10/Oct/2023:13:59:59] "GET /index.html HTTP/1.1" 200 2326\n192.168.1.10 - - [10/Oct/2023:14:00:03] "GET /api/data HTTP/1.1" 500 64\n',
@@ -383,3 +385,53 @@ def test_realistic_agent_script_runs_clean(script: str, stdout: str, status: int
     out, err, code = make_shell().run_streams(script)
     assert not any(b in err for b in _BROKEN), err
     assert (out, code) == (stdout, status), err
+
+
+# ---------------------------------------------------------------- limits and messages
+
+
+@pytest.mark.parametrize("script", [
+    "while true; do :; done",
+    "f() { f; }; f",
+    "x=a; while true; do x=$x$x; done",
+    "for i in $(seq 1 100000); do echo $i; done",
+    "echo {1..100000}",
+    "awk 'BEGIN { while (1) x++ }'",
+    "awk 'BEGIN { s = \"ab\"; while (1) s = s s }'",
+    "awk 'function f(n) { return f(n + 1) } BEGIN { f(1) }'",
+    "yes=$(printf 'a%.0s' {1..5000}); echo \"$yes\" | grep -E '(a|aa)+$'",
+    "sed 's/a*/&&/g' <<< aaaa; while :; do sed -n p data/app.log > /dev/null; done",
+])
+def test_every_action_stops_within_its_budget(script: str) -> None:
+    sh = make_shell()
+    cpu = time.process_time()
+    out, status = sh.run(script)
+    assert time.process_time() - cpu < 2 * RUN_DEADLINE_S + 0.5, script
+    assert status != 0 and len(out) <= 400_000
+    assert sh.run("echo still alive") == ("still alive\n", 0)
+
+
+def test_missing_tools_are_not_available_not_syntax_errors() -> None:
+    sh = make_shell()
+    assert sh.run("ps aux") == ("bash: ps: not available in this sandbox (no processes)\n", 127)
+    assert sh.run("useradd bob")[0] == "bash: useradd: not available in this sandbox (no other users or groups)\n"
+    assert sh.run("apt-get install jq")[0].startswith("bash: apt-get: not available in this sandbox")
+    assert sh.run("frobnicate")[0] == "bash: frobnicate: command not found\n"
+    assert sh.run("for x in; do")[0].startswith("bash: syntax error")
+    assert sh.run("if true; then echo")[0] == "bash: syntax error: unexpected end of file\n"
+
+
+def test_limits_are_reported() -> None:
+    sh = make_shell()
+    out, status = sh.run("while true; do :; done")
+    assert status == 124 and (f"more than {MAX_STEPS}" in out or "longer than" in out)
+    out, _ = sh.run("x=a; while true; do x=$x$x; done")
+    assert "a variable may hold at most" in out
+
+
+def test_state_persists_between_actions_but_not_out_of_subshells() -> None:
+    sh = make_shell()
+    sh.run("count=3; cd notes; f() { echo called $1; }")
+    assert sh.run("echo $count; pwd; f x") == ("3\n/work/notes\ncalled x\n", 0)
+    assert sh.run("(count=9; cd /); echo $count $PWD") == ("3 /work/notes\n", 0)
+    assert sh.run("echo 1 | read count; echo $count") == ("3\n", 0)  # a pipeline runs in subshells, as in bash

@@ -506,7 +506,7 @@ def _split_xargs_opts(args: list[str]) -> list[str]:
         if not a.startswith("-") or a == "-":
             return out + ["--"] + args[i:]
         out.append(a)
-        if a in ("-I", "-n", "-L", "-d", "-P", "-s") or (a.startswith("-I") and False):
+        if a in ("-I", "-n", "-L", "-d", "-P", "-s"):
             if i + 1 < len(args):
                 out.append(args[i + 1])
             i += 1
@@ -1006,7 +1006,10 @@ class Shell:
     def _assignment(self, raw: str) -> tuple[str, str, bool]:
         name, _, value = raw.partition("=")
         append = name.endswith("+")
-        return name.rstrip("+"), self.expand_word(value, "assign"), append
+        text = self.expand_word(value, "assign")
+        if len(text) + (len(self.vars.get(name.rstrip("+"), "")) if append else 0) > MAX_FILE_CHARS:
+            raise ScriptLimit(f"{name.rstrip('+')}: a variable may hold at most {MAX_FILE_CHARS} characters")
+        return name.rstrip("+"), text, append
 
     # ------------------------------------------------------------------ redirections
     def _redirected(self, redirs, inp: "Input", sink: "Sink", body: Callable[["Input", "Sink"], int]) -> int:
@@ -1084,7 +1087,8 @@ class Shell:
     def expand_words(self, words: list[Word]) -> list[str]:
         out: list[str] = []
         for w in words:
-            out.extend(self.expand_word(w.raw, "fields"))
+            for raw in brace_expand(w.raw) if "{" in w.raw else (w.raw,):
+                out.extend(self.expand_word(raw, "fields"))
             if len(out) > MAX_NODES * 4:
                 raise ScriptLimit("too many words after expansion")
         return out
@@ -1873,7 +1877,8 @@ class Shell:
             i += 1
         tests: list[tuple[str, object, bool]] = []
         maxdepth, mindepth, delete = None, 0, False
-        negate = False
+        negate = print0 = False
+        execs: list[tuple[list[str], bool]] = []
         while i < len(args):
             a = args[i]
             if a in ("!", "-not"):
@@ -1885,6 +1890,19 @@ class Shell:
                 continue
             if a == "-delete":
                 delete = True
+                i += 1
+                continue
+            if a in ("-exec", "-execdir", "-ok"):
+                j = i + 1
+                while j < len(args) and args[j] not in (";", "+"):
+                    j += 1
+                if j >= len(args) or j == i + 1:
+                    return "", f"find: missing argument to `{a}'\n", 1
+                execs.append((args[i + 1:j], args[j] == "+"))
+                i = j + 1
+                continue
+            if a == "-print0":
+                print0 = True
                 i += 1
                 continue
             if a == "-empty":
@@ -1918,11 +1936,12 @@ class Shell:
                 negate = False
                 i += 2
                 continue
-            if a in ("-o", "-or", "(", ")", "-exec", "-printf"):
+            if a in ("-o", "-or", "(", ")", "-printf"):
                 return "", f"find: `{a}' is not supported in this shell\n", 1
             return "", f"find: unknown predicate `{a}'\n", 1
         out: list[str] = []
         err: list[str] = []
+        found: list[str] = []
         to_delete: list[tuple[list[str], str]] = []
         size = 0
         for start in starts or ["."]:
@@ -1941,11 +1960,26 @@ class Shell:
                 if all(_find_test(kind, val, node, p, shown) != neg for kind, val, neg in tests):
                     if delete:
                         to_delete.append((p, shown))
+                    elif execs:
+                        found.append(shown)
                     else:
-                        out.append(shown + "\n")
+                        out.append(shown + ("\0" if print0 else "\n"))
                         size += len(shown) + 1
                         if size > MAX_STREAM:
                             break
+        failed = False
+        for cmd, batch in execs:  # -exec CMD {} ; runs once per file, -exec CMD {} + once for all
+            if batch:
+                k = cmd.index("{}") if "{}" in cmd else len(cmd)
+                runs = [cmd[:k] + found + cmd[k + 1:]] if found else []
+            else:
+                runs = [[a.replace("{}", f) for a in cmd] for f in found]
+            for argv in runs:
+                self.tick()
+                inner = Sink()
+                failed = (self.run_argv(argv, Input(""), inner) != 0 and batch) or failed
+                out.append(inner.text(1))
+                err.append(inner.text(2))
         for p, shown in reversed(to_delete):
             node = self.fs.get(p)
             if isinstance(node, dict) and node:
@@ -1958,7 +1992,7 @@ class Shell:
                 self.fs.remove(p)
             except FSError as e:
                 err.append(f"find: cannot delete '{shown}': {e.reason}\n")
-        return "".join(out), "".join(err), 1 if err else 0
+        return "".join(out), "".join(err), 1 if failed or any(err) else 0
 
     def sort(self, args: list[str], stdin: str) -> Result:
         opts, operands = getopts("sort", args, "nrufbsV", "kt", long={"numeric-sort": "n", "reverse": "r",
@@ -2706,3 +2740,80 @@ def _human_kb(kb: int) -> str:
         value = -(-value * 10 // 1) / 10
         return f"{value:.1f}{units[k]}"
     return f"{-(-value // 1):.0f}{units[k]}"
+
+
+MAX_BRACE_WORDS = 10_000
+
+
+def brace_expand(raw: str) -> list[str]:
+    """Bash brace expansion of a word's source text: a{b,c}d and {1..5} / {a..e} / {1..10..2}, outside quotes
+    and ${...}; at most MAX_BRACE_WORDS words."""
+    i, n = 0, len(raw)
+    while i < n:
+        c = raw[i]
+        if c in "'\"`":
+            i = skip_quoted(raw, i) if c != "'" or raw.find("'", i + 1) >= 0 else n
+            continue
+        if c == "\\":
+            i += 2
+            continue
+        if c == "$" and raw[i + 1:i + 2] in ("{", "("):
+            i = skip_quoted(raw, i)
+            continue
+        if c == "{":
+            depth, j, commas = 0, i, []
+            while j < n:
+                d = raw[j]
+                if d in "'\"`" or (d == "$" and raw[j + 1:j + 2] in ("{", "(")):
+                    j = skip_quoted(raw, j) if d != "'" or raw.find("'", j + 1) >= 0 else n
+                    continue
+                if d == "\\":
+                    j += 2
+                    continue
+                if d == "{":
+                    depth += 1
+                elif d == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                elif d == "," and depth == 1:
+                    commas.append(j)
+                j += 1
+            if j >= n:
+                return [raw]
+            body, pre, post = raw[i + 1:j], raw[:i], raw[j + 1:]
+            if commas:
+                bounds = [i] + commas + [j]
+                alts = [raw[bounds[k] + 1:bounds[k + 1]] for k in range(len(bounds) - 1)]
+            else:
+                m = re.fullmatch(r"(-?\d+|[A-Za-z])\.\.(-?\d+|[A-Za-z])(?:\.\.(-?\d+))?", body)
+                if not m:
+                    rest = brace_expand(raw[j + 1:])
+                    return [raw[:j + 1] + r for r in rest]
+                alts = _brace_range(m.group(1), m.group(2), m.group(3))
+            out: list[str] = []
+            for alt in alts:
+                for word in brace_expand(pre + alt + post):
+                    out.append(word)
+                    if len(out) > MAX_BRACE_WORDS:
+                        raise ScriptLimit(f"brace expansion makes more than {MAX_BRACE_WORDS} words")
+            return out
+        i += 1
+    return [raw]
+
+
+def _brace_range(a: str, b: str, step_s: str | None) -> list[str]:
+    step = abs(int(step_s)) if step_s and int(step_s) else 1
+    if a.lstrip("-").isdigit() and b.lstrip("-").isdigit():
+        x, y = int(a), int(b)
+        if abs(y - x) // step > MAX_BRACE_WORDS:
+            raise ScriptLimit(f"brace expansion makes more than {MAX_BRACE_WORDS} words")
+        width = max(len(a), len(b)) if (a.lstrip("-").startswith("0") and len(a.lstrip("-")) > 1) or (
+            b.lstrip("-").startswith("0") and len(b.lstrip("-")) > 1) else 0
+        vals = range(x, y + 1, step) if x <= y else range(x, y - 1, -step)
+        return [str(v).zfill(width) if width else str(v) for v in vals]
+    if len(a) == 1 and len(b) == 1 and not a.isdigit() and not b.isdigit():
+        x, y = ord(a), ord(b)
+        vals = range(x, y + 1, step) if x <= y else range(x, y - 1, -step)
+        return [chr(v) for v in vals]
+    return ["{" + a + ".." + b + (".." + step_s if step_s else "") + "}"]

@@ -22,6 +22,9 @@ MAX_AWK_DEPTH = 150
 """Nesting of parentheses / statements in a program and of user-function calls at run time."""
 
 
+MAX_AWK_STRING = 1_000_000
+
+
 class AwkError(Exception):
     pass
 
@@ -420,7 +423,7 @@ class _Parser:
     def print_stmt(self):
         kind = self.take()[1]
         args: list = []
-        if self.is_p("(") :
+        if self.is_p("("):
             # print (a, b) > "f"  vs  print (a)(b): try the parenthesised list first
             save = self.i
             self.i += 1
@@ -1020,8 +1023,6 @@ class Awk:
             self.vars[name] = value
             if name == "NF":
                 self.set_nf(int(to_num(value)))
-            elif name == "OFS" and False:
-                pass
         elif kind == "index":
             self.array(target[1])[self.subscript(target[2])] = value
         elif kind == "field":
@@ -1064,7 +1065,10 @@ class Awk:
             return float(self.regex(e[1]).search(self.record, timeout=self.timeout()) is not None)
         if kind == "concat":
             fmt = self.convfmt()
-            return to_str(self.eval(e[1]), fmt) + to_str(self.eval(e[2]), fmt)
+            text = to_str(self.eval(e[1]), fmt) + to_str(self.eval(e[2]), fmt)
+            if len(text) > MAX_AWK_STRING:
+                raise AwkError(f"string longer than {MAX_AWK_STRING} characters")
+            return text
         if kind == "arith":
             a, b = to_num(self.eval(e[2])), to_num(self.eval(e[3]))
             return self.arith(e[1], a, b)
@@ -1158,7 +1162,7 @@ class Awk:
                         self.locals[-1].get(a[1]), dict))):
                     frame[p] = self.array(a[1])  # arrays are passed by reference
                 elif a[0] == "var" and self.lookup(a[1]) is None and a[1] not in self.vars:
-                    frame[p] = self.arrays.setdefault(a[1], {}) if False else None
+                    frame[p] = None
                 else:
                     frame[p] = self.eval(a)
             else:
@@ -1242,6 +1246,8 @@ class Awk:
                 return "".join(out)
 
             new = rx.sub(rep, s, count=0 if name == "gsub" else 1, timeout=self.timeout())
+            if len(new) > MAX_AWK_STRING:
+                raise AwkError(f"string longer than {MAX_AWK_STRING} characters")
             if count:
                 self.assign(target, new)
             return float(count)
