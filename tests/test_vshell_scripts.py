@@ -399,7 +399,7 @@ def test_realistic_agent_script_runs_clean(script: str, stdout: str, status: int
     "awk 'BEGIN { while (1) x++ }'",
     "awk 'BEGIN { s = \"ab\"; while (1) s = s s }'",
     "awk 'function f(n) { return f(n + 1) } BEGIN { f(1) }'",
-    "yes=$(printf 'a%.0s' {1..5000}); echo \"$yes\" | grep -E '(a|aa)+$'",
+    "yes=$(printf 'a%.0s' {1..5000}); echo \"${yes}b\" | grep -E '(a|aa)+$'",
     "sed 's/a*/&&/g' <<< aaaa; while :; do sed -n p data/app.log > /dev/null; done",
 ])
 def test_every_action_stops_within_its_budget(script: str) -> None:
@@ -435,3 +435,16 @@ def test_state_persists_between_actions_but_not_out_of_subshells() -> None:
     assert sh.run("echo $count; pwd; f x") == ("3\n/work/notes\ncalled x\n", 0)
     assert sh.run("(count=9; cd /); echo $count $PWD") == ("3 /work/notes\n", 0)
     assert sh.run("echo 1 | read count; echo $count") == ("3\n", 0)  # a pipeline runs in subshells, as in bash
+
+
+def test_a_multi_line_bash_block_runs_as_one_script() -> None:
+    from openmanus_lite.envs import generate_tasks, make_env
+    from openmanus_lite.envs.os_shell import INTRO
+    from openmanus_lite.react import bash, format_turn
+
+    env = make_env("os")
+    env.reset(generate_tasks("os", 1, seed=0)[0])
+    script = "n=0\nfor d in / /root; do\n  n=$((n + 1))\ndone\nif [ $n -eq 2 ]; then echo \"two dirs\"; fi"
+    step = env.step(format_turn("Count in a loop.", bash(script)))
+    assert step.observation == "The output of the OS:\n\ntwo dirs"
+    assert "awk" in INTRO and "Linux (bash)" not in INTRO

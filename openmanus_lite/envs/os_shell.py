@@ -1,4 +1,4 @@
-"""OS domain: AgentBench-OS style tasks in a virtual Linux shell (see `vshell.py`).
+"""OS domain: AgentBench-OS style tasks in a virtual bash shell (see `vshell.py`).
 
 A task's `spec` holds the whole starting filesystem (`files`: path -> text, `dirs`: empty
 directories), the check and the reference solution, so a frozen task rebuilds exactly.
@@ -31,10 +31,14 @@ OUTPUT_LIMIT = 800
 """AgentBench truncates shell output longer than this (keeping the first 780 characters)."""
 
 INTRO = (
-    "You are root in a Linux (bash) shell; the current directory is /root. Run one command line per turn. "
-    "Long outputs are truncated. Answer a question with answer(<value>); after changing files as asked, "
-    "reply answer(done)."
+    "You are root in a sandboxed bash shell over a virtual filesystem; the current directory is /root. Each turn, "
+    "run one command line or a short script (pipes, redirections, variables, $(...), $((...)), if/for/while/case, "
+    "functions). Commands: ls cat head tail wc grep find sort uniq cut tr sed awk xargs echo printf read test seq "
+    "tee paste nl rev expr pwd cd mkdir touch rm rmdir cp mv chmod du basename dirname; there are no processes, "
+    "users, packages or network. Long outputs are truncated. Answer a question with answer(<value>); after "
+    "changing files as asked, reply answer(done)."
 )
+"""The task introduction says what the sandbox supports rather than promising a full Linux machine."""
 
 _FINISH = re.compile(r"^([ \t]*Act[ \t]*:[ \t]*)finish[ \t]*$", re.MULTILINE | re.IGNORECASE)
 

@@ -1,18 +1,28 @@
-"""A virtual filesystem and a small bash-like interpreter over it, for the OS environment.
+"""A virtual filesystem and a bash interpreter over it, for the OS environment.
 
 Why our own: the OS environment must run inside a notebook with no Docker, be
 deterministic, be fast (thousands of steps per second) and be safe against anything a
 model types. So nothing here touches the host: no `os`, no `subprocess`, no file I/O.
-The filesystem is nested dicts (a directory is a dict, a file is its text), and the
-interpreter understands the commands and shell syntax AgentBench-OS tasks need:
+The filesystem is nested dicts (a directory is a dict, a file is its text). A whole
+multi-line script runs as one action, with the bash that agents trained on real data write:
 
-    ls cat head tail wc grep find sort uniq cut echo printf pwd cd mkdir touch rm rmdir
-    cp mv basename dirname whoami true false sudo
-    |  >  >>  <  2>  2>&1  &&  ||  ;  'quotes' "quotes" \\escapes  $VAR  ~  globs (* ? [..])
+    ls cat head tail wc grep egrep find sort uniq cut tr sed awk xargs echo printf read
+    test [ [[ seq tee paste nl rev expr pwd cd mkdir touch rm rmdir cp mv chmod du
+    basename dirname whoami true false : sudo bash -c eval source export unset set let
+    | > >> < 2> 2>&1 &> <<< <<EOF && || ; ! 'quotes' "quotes" $'..' \\escapes $VAR ${VAR%...}
+    $(...) `...` $(( )) (( )) {a,b} {1..9} ~ globs  if/elif/else  for/while/until  case
+    break/continue  name() { ...; }  ( subshell )  { group }  $? $# $1
 
-Anything else answers the way bash does (`bash: foo: command not found`). Sizes are
-capped (file, whole filesystem, pipe buffers, command length) so no command can use
-unbounded time or memory.
+The language lives in `vshell_syntax.py` (lexer, parser, arithmetic), awk in `vshell_awk.py`,
+sed, tr and the regex helpers in `vshell_text.py`. Differences from bash worth knowing: only
+`read` consumes a loop's standard input (other commands see all of what is left without
+eating it); there are no arrays, background jobs or process substitution; `set -e` is accepted
+and not enforced. Process, user, package and network commands answer "not available in this
+sandbox"; anything else unknown answers `bash: foo: command not found`.
+
+Every action is bounded: sizes are capped (file, whole filesystem, variables, pipe buffers,
+script length), and an action stops after MAX_STEPS commands or loop iterations or
+RUN_DEADLINE_S seconds; every regular expression runs with a timeout (the `regex` package).
 """
 
 from __future__ import annotations
@@ -2120,11 +2130,13 @@ class Shell:
         fmt, rest = _unescape(args[0]), args[1:]
         out: list[str] = []
         errors: list[str] = []
-        while True:
-            text, consumed = _printf_once(fmt, rest, errors)
+        pos = size = 0
+        while True:  # the format is reused until the arguments run out
+            text, consumed = _printf_once(fmt, rest[pos:pos + 64], errors)
             out.append(text)
-            rest = rest[consumed:]
-            if not rest or consumed == 0 or sum(len(o) for o in out) > MAX_STREAM:
+            pos += consumed
+            size += len(text)
+            if pos >= len(rest) or consumed == 0 or size > MAX_STREAM:
                 break
         return "".join(out), "".join(errors), 1 if errors else 0
 
@@ -2605,7 +2617,7 @@ _C_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "
               "f": "\f", "v": "\v"}
 
 
-_PRINTF_SPEC = re.compile(r"%([-0-9.]*)([sdif%])")
+_PRINTF_SPEC = re.compile(r"%([-+ #0-9.]*)([sdifxXoeEgGcbu%])")
 
 
 def _printf_once(fmt: str, args: list[str], errors: list[str]) -> tuple[str, int]:
@@ -2622,14 +2634,18 @@ def _printf_once(fmt: str, args: list[str], errors: list[str]) -> tuple[str, int
             return ""
         val = args[used] if used < len(args) else ""
         used += 1
-        if conv in "dif":
+        if conv in "difxXoeEgGu":
+            floating = conv in "feEgG"
             try:
-                num = float(val or "0") if conv == "f" else int(val or "0")
+                num = float(val or "0") if floating else int(val.strip() or "0", 0 if val.strip()[:2] in (
+                    "0x", "0X") else 10)
             except ValueError:
                 errors.append(f"printf: {val}: invalid number\n")
                 num = 0
-            return ("%" + flags + ("f" if conv == "f" else "d")) % num
-        return ("%" + flags + "s") % val
+            return ("%" + flags + ("d" if conv in "iu" else conv)) % num
+        if conv == "c":
+            return ("%" + flags + "s") % val[:1]
+        return ("%" + flags + "s") % (_unescape(val) if conv == "b" else val)
 
     try:
         return _PRINTF_SPEC.sub(sub, fmt), used
