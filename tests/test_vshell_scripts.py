@@ -447,4 +447,4 @@ def test_a_multi_line_bash_block_runs_as_one_script() -> None:
     script = "n=0\nfor d in / /root; do\n  n=$((n + 1))\ndone\nif [ $n -eq 2 ]; then echo \"two dirs\"; fi"
     step = env.step(format_turn("Count in a loop.", bash(script)))
     assert step.observation == "The output of the OS:\n\ntwo dirs"
-    assert "awk" in INTRO and "Linux (bash)" not in INTRO
+    assert "sandboxed bash" in INTRO and "Linux (bash)" not in INTRO

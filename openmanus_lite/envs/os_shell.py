@@ -31,12 +31,9 @@ OUTPUT_LIMIT = 800
 """AgentBench truncates shell output longer than this (keeping the first 780 characters)."""
 
 INTRO = (
-    "You are root in a sandboxed bash shell over a virtual filesystem; the current directory is /root. Each turn, "
-    "run one command line or a short script (pipes, redirections, variables, $(...), $((...)), if/for/while/case, "
-    "functions). Commands: ls cat head tail wc grep find sort uniq cut tr sed awk xargs echo printf read test seq "
-    "tee paste nl rev expr pwd cd mkdir touch rm rmdir cp mv chmod du basename dirname; there are no processes, "
-    "users, packages or network. Long outputs are truncated. Answer a question with answer(<value>); after "
-    "changing files as asked, reply answer(done)."
+    "You are root in a sandboxed bash shell over virtual files: coreutils, grep, sed, awk, find, xargs, loops; no "
+    "processes, users, packages or network. The current directory is /root. Run one command line or a short "
+    "script per turn. Long outputs are truncated. Answer with answer(<value>); after changing files: answer(done)"
 )
 """The task introduction says what the sandbox supports rather than promising a full Linux machine."""
 
