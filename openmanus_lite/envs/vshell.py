@@ -398,7 +398,7 @@ UNAVAILABLE = {
     **dict.fromkeys(("python", "python3", "perl", "ruby", "node", "vim", "vi", "nano", "less", "more", "man"),
                     "no interpreters or editors; use the shell tools"),
     **dict.fromkeys(("ln", "mount", "umount", "reboot", "shutdown", "mkfifo", "dd", "tar", "gzip", "zip", "unzip",
-                     "date", "stat", "file", "diff", "md5sum", "sha256sum"), "not implemented here"),
+                     "date", "file", "diff", "md5sum", "sha256sum"), "not implemented here"),
 }
 """Commands a real machine has and this sandbox deliberately lacks, with the reason shown to the agent."""
 
@@ -701,7 +701,7 @@ class Shell:
             "true": self.true, "false": self.false, ":": self.true, "test": self.test, "[": self.bracket,
             "seq": self.seq, "tee": self.tee, "sleep": self.true, "chmod": self.chmod, "du": self.du,
             "tr": self.tr, "sed": self.sed, "awk": self.awk, "rev": self.rev, "nl": self.nl,
-            "paste": self.paste, "expr": self.expr,
+            "paste": self.paste, "expr": self.expr, "stat": self.stat,
         }
         self.specials: dict[str, Callable[[list[str], Input, Sink], int]] = {
             "read": self._read, "exit": self._exit, "break": self._break, "continue": self._continue,
@@ -1880,80 +1880,60 @@ class Shell:
         return "".join(out), "".join(err), status
 
     def find(self, args: list[str], stdin: str) -> Result:
+        """find PATH... EXPR: tests -name -iname -path -type -empty -size -perm, operators ! -a -o ( ),
+        actions -print -print0 -delete -exec CMD {} ; / + (-prune is accepted and ignored); -maxdepth/-mindepth."""
         starts: list[str] = []
         i = 0
         while i < len(args) and not (args[i].startswith("-") or args[i] in ("!", "(")):
             starts.append(args[i])
             i += 1
-        tests: list[tuple[str, object, bool]] = []
-        maxdepth, mindepth, delete = None, 0, False
-        negate = print0 = False
-        execs: list[tuple[list[str], bool]] = []
-        while i < len(args):
-            a = args[i]
-            if a in ("!", "-not"):
-                negate = True
-                i += 1
-                continue
-            if a in ("-print", "-a", "-and"):
-                i += 1
-                continue
-            if a == "-delete":
-                delete = True
-                i += 1
-                continue
-            if a in ("-exec", "-execdir", "-ok"):
-                j = i + 1
-                while j < len(args) and args[j] not in (";", "+"):
-                    j += 1
-                if j >= len(args) or j == i + 1:
-                    return "", f"find: missing argument to `{a}'\n", 1
-                execs.append((args[i + 1:j], args[j] == "+"))
-                i = j + 1
-                continue
-            if a == "-print0":
-                print0 = True
-                i += 1
-                continue
-            if a == "-empty":
-                tests.append(("empty", None, negate))
-                negate = False
-                i += 1
-                continue
-            if a in ("-name", "-iname", "-type", "-maxdepth", "-mindepth", "-path", "-size"):
-                if i + 1 >= len(args):
-                    return "", f"find: missing argument to `{a}'\n", 1
-                val = args[i + 1]
-                if a == "-type":
-                    if val not in ("f", "d"):
-                        return "", f"find: Unknown argument to -type: {val}\n", 1
-                    tests.append(("type", val, negate))
-                elif a in ("-maxdepth", "-mindepth"):
-                    if not val.isdigit():
-                        return "", f"find: Expected a positive decimal integer argument to {a}, but got `{val}'\n", 1
-                    if a == "-maxdepth":
-                        maxdepth = int(val)
-                    else:
-                        mindepth = int(val)
-                elif a == "-size":
-                    m = re.fullmatch(r"([+-]?)(\d+)([ckMG]?)", val)
-                    if not m:
-                        return "", f"find: invalid argument `{val}' to `-size'\n", 1
-                    unit = {"c": 1, "k": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "": 512}[m.group(3)]
-                    tests.append(("size", (m.group(1), int(m.group(2)), unit), negate))
-                else:
-                    tests.append((a[1:], val, negate))
-                negate = False
-                i += 2
-                continue
-            if a in ("-o", "-or", "(", ")", "-printf"):
-                return "", f"find: `{a}' is not supported in this shell\n", 1
-            return "", f"find: unknown predicate `{a}'\n", 1
+        parser = _FindParser(args[i:])
+        try:
+            expr = parser.parse()
+        except UsageError as e:
+            return "", f"find: {e}\n", 1
+        maxdepth, mindepth = parser.maxdepth, parser.mindepth
         out: list[str] = []
         err: list[str] = []
-        found: list[str] = []
+        execs: dict[int, list[str]] = {}
         to_delete: list[tuple[list[str], str]] = []
-        size = 0
+        state = {"size": 0, "failed": False}
+        pruned: list[list[str]] = []
+
+        def act(action: tuple, p: list[str], shown: str) -> bool:
+            kind = action[0]
+            if kind in ("print", "print0"):
+                out.append(shown + ("\0" if kind == "print0" else "\n"))
+                state["size"] += len(shown) + 1
+            elif kind == "delete":
+                to_delete.append((p, shown))
+            elif kind == "prune":
+                pruned.append(p)
+            elif kind == "exec":
+                cmd, batch = action[1], action[2]
+                if batch:
+                    execs.setdefault(id(action), [action]).append(shown)
+                    return True
+                self.tick()
+                inner = Sink()
+                status = self.run_argv([a.replace("{}", shown) for a in cmd], Input(""), inner)
+                out.append(inner.text(1))
+                err.append(inner.text(2))
+                return status == 0
+            return True
+
+        def evaluate(e, node, p: list[str], shown: str) -> bool:
+            op = e[0]
+            if op == "and":
+                return evaluate(e[1], node, p, shown) and evaluate(e[2], node, p, shown)
+            if op == "or":
+                return evaluate(e[1], node, p, shown) or evaluate(e[2], node, p, shown)
+            if op == "not":
+                return not evaluate(e[1], node, p, shown)
+            if op == "test":
+                return _find_test(e[1], e[2], node, p, shown, self.fs)
+            return act(e[1], p, shown)
+
         for start in starts or ["."]:
             parts = self.parts(start)
             if self.fs.get(parts) is None:
@@ -1963,33 +1943,25 @@ class Shell:
                 depth = len(p) - len(parts)
                 if maxdepth is not None and depth > maxdepth:
                     continue
-                if depth < mindepth:
+                if depth < mindepth or any(p[:len(q)] == q and len(p) > len(q) for q in pruned):
                     continue
                 rel = "/".join(p[len(parts):])
                 shown = start if not rel else (start.rstrip("/") + "/" + rel if start != "/" else "/" + rel)
-                if all(_find_test(kind, val, node, p, shown) != neg for kind, val, neg in tests):
-                    if delete:
-                        to_delete.append((p, shown))
-                    elif execs:
-                        found.append(shown)
-                    else:
-                        out.append(shown + ("\0" if print0 else "\n"))
-                        size += len(shown) + 1
-                        if size > MAX_STREAM:
-                            break
-        failed = False
-        for cmd, batch in execs:  # -exec CMD {} ; runs once per file, -exec CMD {} + once for all
-            if batch:
-                k = cmd.index("{}") if "{}" in cmd else len(cmd)
-                runs = [cmd[:k] + found + cmd[k + 1:]] if found else []
-            else:
-                runs = [[a.replace("{}", f) for a in cmd] for f in found]
-            for argv in runs:
-                self.tick()
-                inner = Sink()
-                failed = (self.run_argv(argv, Input(""), inner) != 0 and batch) or failed
-                out.append(inner.text(1))
-                err.append(inner.text(2))
+                matched = evaluate(expr, node, p, shown) if expr is not None else True
+                if matched and not parser.has_action:
+                    act(("print",), p, shown)
+                if state["size"] > MAX_STREAM:
+                    break
+        for group in execs.values():  # -exec CMD {} + runs once with every file
+            action, files = group[0], group[1:]
+            cmd = action[1]
+            k = cmd.index("{}") if "{}" in cmd else len(cmd)
+            self.tick()
+            inner = Sink()
+            if self.run_argv(cmd[:k] + files + cmd[k + 1:], Input(""), inner) != 0:
+                state["failed"] = True
+            out.append(inner.text(1))
+            err.append(inner.text(2))
         for p, shown in reversed(to_delete):
             node = self.fs.get(p)
             if isinstance(node, dict) and node:
@@ -2002,7 +1974,7 @@ class Shell:
                 self.fs.remove(p)
             except FSError as e:
                 err.append(f"find: cannot delete '{shown}': {e.reason}\n")
-        return "".join(out), "".join(err), 1 if failed or any(err) else 0
+        return "".join(out), "".join(err), 1 if state["failed"] or any(err) else 0
 
     def sort(self, args: list[str], stdin: str) -> Result:
         opts, operands = getopts("sort", args, "nrufbsV", "kt", long={"numeric-sort": "n", "reverse": "r",
@@ -2505,6 +2477,42 @@ class Shell:
                 self._sink.write(2, text)
         return inner.text(1)
 
+    def stat(self, args: list[str], stdin: str) -> Result:
+        """stat -c/--format/--printf FORMAT: %s %n %a %A %F %U %G %h (times do not exist here)."""
+        fmt, files, i = None, [], 0
+        while i < len(args):
+            a = args[i]
+            if a in ("-c", "--format", "--printf") and i + 1 < len(args):
+                fmt = args[i + 1] + ("\n" if a != "--printf" else "")
+                i += 2
+                continue
+            if a.startswith("--format=") or a.startswith("--printf="):
+                fmt = a.split("=", 1)[1] + ("\n" if a.startswith("--format") else "")
+            elif a.startswith("-") and a != "-":
+                if a not in ("-L",):
+                    return "", f"stat: invalid option -- '{a.lstrip('-')[:1]}'\n", 1
+            else:
+                files.append(a)
+            i += 1
+        if not files:
+            return "", "stat: missing operand\nTry 'stat --help' for more information.\n", 1
+        if fmt is None:
+            fmt = "  File: %n\n  Size: %s\tType: %F\nAccess: (0%a/%A)  Uid: (    0/    %U)   Gid: (    0/    %G)\n"
+        out, err = [], []
+        for f in files:
+            parts = self.parts(f)
+            node = self.fs.get(parts)
+            if node is None:
+                err.append(f"stat: cannot statx '{f}': No such file or directory\n")
+                continue
+            is_dir = isinstance(node, dict)
+            mode = self.fs.mode(parts)
+            kind = "directory" if is_dir else ("regular file" if node else "regular empty file")
+            values = {"s": str(_size(node)), "n": f, "a": f"{mode:o}", "A": _mode_string(mode, is_dir), "F": kind,
+                      "U": "root", "G": "root", "u": "0", "g": "0", "h": "2" if is_dir else "1", "%": "%"}
+            out.append(re.sub(r"%(.)", lambda m, v=values: v.get(m.group(1), "?"), _unescape(fmt)))
+        return "".join(out), "".join(err), 1 if err else 0
+
     def rev(self, args: list[str], stdin: str) -> Result:
         items, err = self._read_inputs("rev", args, stdin)
         return _join(line[::-1] for _, t in items for line in _lines(t)), err, 1 if err else 0
@@ -2672,23 +2680,153 @@ def _parse_list(spec: str) -> Callable[[int], bool]:
     return lambda i: any(a <= i <= b for a, b in ranges)
 
 
-def _find_test(kind: str, val, node, parts: list[str], shown: str) -> bool:
+def _find_test(kind: str, val, node, parts: list[str], shown: str, fs: "VFS") -> bool:
     name = parts[-1] if parts else "/"
+    if kind == "true":
+        return True
     if kind == "name":
         return fnmatch.fnmatchcase(name, val)
     if kind == "iname":
         return fnmatch.fnmatchcase(name.lower(), val.lower())
     if kind == "path":
         return fnmatch.fnmatchcase(shown, val)
+    if kind == "ipath":
+        return fnmatch.fnmatchcase(shown.lower(), val.lower())
     if kind == "type":
-        return isinstance(node, dict) == (val == "d")
+        return val in ("f", "d") and isinstance(node, dict) == (val == "d")
     if kind == "empty":
         return not node
     if kind == "size":
         sign, n, unit = val
         blocks = -(-_size(node) // unit)
         return blocks > n if sign == "+" else blocks < n if sign == "-" else blocks == n
+    if kind == "perm":
+        how, bits = val
+        mode = fs.mode(parts)
+        return (mode & bits) == bits if how == "-" else bool(mode & bits) if how == "/" else mode == bits
+    if kind == "owner":
+        return val in ("root", "0")
+    if kind == "regex":
+        return posix_regex(val, extended=False).fullmatch(shown, timeout=0.1) is not None
+    if kind == "time":
+        return not val.startswith("+")
     return False
+
+
+class _FindParser:
+    """find's expression: primaries joined by -a (or juxtaposition), -o, ! / -not, and ( )."""
+
+    VALUED = ("-name", "-iname", "-type", "-path", "-wholename", "-ipath", "-size", "-perm", "-maxdepth", "-mindepth",
+              "-newer", "-mtime", "-mmin", "-atime", "-ctime", "-user", "-group", "-regex")
+
+    def __init__(self, args: list[str]):
+        self.args = args
+        self.i = 0
+        self.maxdepth: int | None = None
+        self.mindepth = 0
+        self.has_action = False
+
+    def parse(self):
+        if not self.args:
+            return None
+        e = self.or_()
+        if self.i < len(self.args):
+            raise UsageError(f"paths must precede expression: `{self.args[self.i]}'" if self.args[self.i] != ")"
+                             else "invalid expression; you have too many ')'")
+        return e
+
+    def peek(self) -> str | None:
+        return self.args[self.i] if self.i < len(self.args) else None
+
+    def or_(self):
+        e = self.and_()
+        while self.peek() in ("-o", "-or"):
+            self.i += 1
+            e = ("or", e, self.and_())
+        return e
+
+    def and_(self):
+        e = self.not_()
+        while self.peek() is not None and self.peek() not in ("-o", "-or", ")"):
+            if self.peek() in ("-a", "-and"):
+                self.i += 1
+            e = ("and", e, self.not_())
+        return e
+
+    def not_(self):
+        if self.peek() in ("!", "-not"):
+            self.i += 1
+            return ("not", self.not_())
+        return self.primary()
+
+    def primary(self):
+        a = self.peek()
+        if a is None:
+            raise UsageError("expected an expression")
+        self.i += 1
+        if a == "(":
+            e = self.or_()
+            if self.peek() != ")":
+                raise UsageError("invalid expression; I was expecting to find a ')' somewhere but did not see one.")
+            self.i += 1
+            return e
+        if a in ("-print", "-print0", "-delete"):
+            self.has_action = True
+            return ("action", (a[1:],))
+        if a == "-prune":
+            return ("action", ("prune",))
+        if a in ("-true", "-depth", "-xdev", "-follow", "-noleaf"):
+            return ("test", "true", None)
+        if a == "-false":
+            return ("not", ("test", "true", None))
+        if a == "-empty":
+            return ("test", "empty", None)
+        if a in ("-exec", "-execdir", "-ok"):
+            j = self.i
+            while j < len(self.args) and self.args[j] not in (";", "+"):
+                j += 1
+            if j >= len(self.args) or j == self.i:
+                raise UsageError(f"missing argument to `{a}'")
+            cmd, batch = self.args[self.i:j], self.args[j] == "+"
+            self.i = j + 1
+            self.has_action = True
+            return ("action", ("exec", cmd, batch))
+        if a in self.VALUED:
+            if self.i >= len(self.args):
+                raise UsageError(f"missing argument to `{a}'")
+            val = self.args[self.i]
+            self.i += 1
+            if a == "-type":
+                if val not in ("f", "d", "l", "p", "s", "b", "c"):
+                    raise UsageError(f"Unknown argument to -type: {val}")
+                return ("test", "type", val)
+            if a in ("-maxdepth", "-mindepth"):
+                if not val.isdigit():
+                    raise UsageError(f"Expected a positive decimal integer argument to {a}, but got `{val}'")
+                if a == "-maxdepth":
+                    self.maxdepth = int(val)
+                else:
+                    self.mindepth = int(val)
+                return ("test", "true", None)
+            if a == "-size":
+                m = re.fullmatch(r"([+-]?)(\d+)([ckMG]?)", val)
+                if not m:
+                    raise UsageError(f"invalid argument `{val}' to `-size'")
+                unit = {"c": 1, "k": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "": 512}[m.group(3)]
+                return ("test", "size", (m.group(1), int(m.group(2)), unit))
+            if a == "-perm":
+                m = re.fullmatch(r"([-/]?)([0-7]{1,4})", val)
+                if not m:
+                    raise UsageError(f"invalid mode `{val}'")
+                return ("test", "perm", (m.group(1), int(m.group(2), 8)))
+            if a in ("-user", "-group"):
+                return ("test", "owner", val)
+            if a == "-regex":
+                return ("test", "regex", val)
+            if a in ("-newer", "-mtime", "-mmin", "-atime", "-ctime"):
+                return ("test", "time", val)  # every file here has the same time
+            return ("test", {"-wholename": "path", "-ipath": "ipath"}.get(a, a[1:]), val)
+        raise UsageError(f"unknown predicate `{a}'")
 
 
 def compile_grep(patterns: list[str], extended: bool, fixed: bool, icase: bool, word: bool, line: bool):
