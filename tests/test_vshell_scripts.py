@@ -519,3 +519,24 @@ def test_a_multi_line_bash_block_runs_as_one_script() -> None:
     step = env.step(format_turn("Count in a loop.", bash(script)))
     assert step.observation == "The output of the OS:\n\ntwo dirs"
     assert "sandboxed bash" in INTRO and "Linux (bash)" not in INTRO
+
+
+@pytest.mark.parametrize("script, message", [
+    ("let words.txt", "bash: words.txt: syntax error"),
+    ("echo $((1 / 0)); echo next", "division by 0"),
+    ("echo ${x?is required}", "bash: x: is required"),
+    ("cat <<EOF\n$(echo\nEOF", "unexpected EOF"),
+    ("echo x | xargs -n nope", "xargs: invalid number of arguments"),
+    ("awk 'BEGIN { next }'", "awk: line 1: `next' used outside"),
+    ("awk 'BEGIN { print index(\"abc\") }'", "function index called with 1 arguments"),
+    ("awk 'BEGIN { print 0 ^ -1, log(-1) }'", "inf -nan"),  # what mawk prints
+    ("awk '{ print $(-1) }' words.txt", "out of range field -1"),
+    ("sed 's/a/b' words.txt", "unterminated `s' command"),
+    ("sed -n '/x/{p}' words.txt", "not supported in this shell"),
+    ("tr -q a b", "tr: invalid option -- 'q'"),
+    ("grep -E '(' words.txt", "grep: invalid regular expression"),
+    ("arr=(a b)", "arrays are not supported"),
+])
+def test_errors_are_messages_never_exceptions(script: str, message: str) -> None:
+    out, _ = make_shell().run(script)
+    assert message in out

@@ -783,6 +783,15 @@ class Shell:
         prev, self._sink = self._sink, sink
         try:
             return self._exec(node, inp, sink)
+        except (ArithError, ExpansionError) as e:  # the command fails with bash's message; the script goes on
+            sink.write(2, f"bash: {e}\n")
+            return 1
+        except UsageError as e:
+            sink.write(2, f"{e}\n")
+            return 2
+        except ShellSyntaxError as e:  # found while expanding, e.g. an unterminated $( in a here-document
+            sink.write(2, f"bash: {e}\n")
+            return 2
         finally:
             self._sink = prev
 

@@ -47,13 +47,16 @@ def to_num(v) -> float:
 
 
 def num_str(x: float, fmt: str = "%.6g") -> str:
-    if x == int(x) and abs(x) < 1e16:
-        return str(int(x))
     if math.isnan(x):
         return "nan" if math.copysign(1, x) > 0 else "-nan"
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
-    return fmt % x
+    if x == int(x) and abs(x) < 1e16:
+        return str(int(x))
+    try:
+        return fmt % x
+    except (TypeError, ValueError):  # a CONVFMT/OFMT the program set that is not one number format
+        return "%.6g" % x
 
 
 def to_str(v, fmt: str = "%.6g") -> str:
@@ -686,6 +689,10 @@ class _Return(Exception):
         self.value = value
 
 
+_ARITY = {"length": (0, 1), "substr": (2, 3), "index": (2, 2), "split": (2, 3), "sub": (2, 3), "gsub": (2, 3),
+          "match": (2, 2), "sprintf": (1, 10 ** 6), "tolower": (1, 1), "toupper": (1, 1), "int": (1, 1),
+          "sqrt": (1, 1), "exp": (1, 1), "log": (1, 1), "sin": (1, 1), "cos": (1, 1), "atan2": (2, 2),
+          "rand": (0, 0), "srand": (0, 1), "system": (1, 1), "close": (1, 1), "fflush": (0, 1)}
 _PRINTF = re.compile(r"%([-+ #0]*)(\*|\d+)?(?:\.(\*|\d+))?([a-zA-Z%])")
 
 
@@ -1134,6 +1141,8 @@ class Awk:
                 return float(a ** b) if not (a < 0 and b != int(b)) else math.nan
         except OverflowError:
             return math.inf
+        except ZeroDivisionError:  # 0 ^ -1
+            return math.inf
         raise AwkError(f"unknown operator {op}")
 
     def compare(self, op: str, a, b) -> bool:
@@ -1180,6 +1189,9 @@ class Awk:
     def builtin(self, name: str, args: list):
         fmt = self.convfmt()
         n = len(args)
+        low, high = _ARITY[name]
+        if not low <= n <= high:
+            raise AwkError(f"function {name} called with {n} arguments")
         if name == "length":
             if n == 0:
                 return float(len(self.record))
@@ -1272,8 +1284,8 @@ class Awk:
             v = to_num(self.eval(args[0])) if args else 0.0
             try:
                 return getattr(math, name)(v)
-            except (ValueError, OverflowError):
-                return math.nan if name != "exp" else math.inf
+            except (ValueError, OverflowError):  # glibc answers -nan for log(-1) and sqrt(-1)
+                return math.copysign(math.nan, -1) if name != "exp" else math.inf
         if name == "atan2":
             return math.atan2(to_num(self.eval(args[0])), to_num(self.eval(args[1])))
         if name == "rand":
@@ -1426,5 +1438,9 @@ def awk(args: list[str], read_file: Callable[[str], str], write_file: Callable[[
         status = 2
     except RecursionError:
         err.append("awk: run time error: nesting too deep\n")
+        status = 2
+    except (_Next, _Break, _Continue, _Return) as e:
+        word = {_Next: "next", _Break: "break", _Continue: "continue", _Return: "return"}[type(e)]
+        err.append(f"awk: line 1: `{word}' used outside {'a function' if word == 'return' else 'a loop or rule'}\n")
         status = 2
     return "".join(machine.out), "".join(err), status
