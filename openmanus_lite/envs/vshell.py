@@ -1681,11 +1681,17 @@ class Shell:
         def fmt(entries: list[tuple[str, object]], with_total: bool, base: list[str] | None = None) -> list[str]:
             if not long_fmt:
                 return [name + ("/" if opts.get("F") and isinstance(node, dict) else "") for name, node in entries]
-            width = max((len(str(_size(node))) for _, node in entries), default=1)
-            lines = [f"total {sum(_blocks(node) for _, node in entries)}"] if with_total else []
+            human = bool(opts.get("h"))
+
+            def size(node) -> str:
+                return _human_kb(_size(node) / 1024, bytes_below_1k=True) if human else str(_size(node))
+
+            width = max((len(size(node)) for _, node in entries), default=1)
+            total = sum(_blocks(node) for _, node in entries)
+            lines = [f"total {_human_kb(total) if human else total}"] if with_total else []
             for name, node in entries:
                 mode, links = perms(name, node, base), (2 if isinstance(node, dict) else 1)
-                lines.append(f"{mode} {links} root root {_size(node):>{width}} Jan  1 00:00 {name}")
+                lines.append(f"{mode} {links} root root {size(node):>{width}} Jan  1 00:00 {name}")
             return lines
 
         out.extend(fmt(order(files), False))
@@ -1722,10 +1728,12 @@ class Shell:
         return text, err, 1 if err else 0
 
     def _head_tail(self, cmd: str, args: list[str], stdin: str) -> Result:
-        args = [("-n" + a[1:]) if re.fullmatch(r"-\d+", a) else a for a in args]
+        args = [("-n" + a[1:]) if re.fullmatch(r"-\d+", a) and (k == 0 or args[k - 1] not in ("-n", "-c"))
+                else a for k, a in enumerate(args)]  # head -5 = head -n 5
         opts, operands = getopts(cmd, args, "qv", "nc", long={"lines": "n", "bytes": "c"})
         count_s = _last(opts, "n") or "10"
         from_start = cmd == "tail" and count_s.startswith("+")
+        all_but = cmd == "head" and count_s.startswith("-")  # head -n -N: all but the last N lines
         count = abs(_int_arg(cmd, "number of lines", count_s.lstrip("+")))
         items, err = self._read_inputs(cmd, operands, stdin)
         out = []
@@ -1733,13 +1741,17 @@ class Shell:
             if len(items) > 1:
                 out.append(("\n" if k else "") + f"==> {'standard input' if name == '-' else name} <==\n")
             if opts.get("c"):
-                nbytes = abs(_int_arg(cmd, "number of bytes", _last(opts, "c")))
-                out.append(text[:nbytes] if cmd == "head" else (text[-nbytes:] if nbytes else ""))
+                spec = _last(opts, "c")
+                nbytes = abs(_int_arg(cmd, "number of bytes", spec.lstrip("+")))
+                if cmd == "head":
+                    out.append(text[:max(len(text) - nbytes, 0)] if spec.startswith("-") else text[:nbytes])
+                else:
+                    out.append(text[nbytes - 1:] if spec.startswith("+") else (text[-nbytes:] if nbytes else ""))
                 continue
             lines = _lines(text)
             if cmd == "head":
-                sel = lines[:count]
-                has_last = count >= len(lines)
+                sel = lines[:max(len(lines) - count, 0)] if all_but else lines[:count]
+                has_last = not all_but and count >= len(lines)
             else:
                 sel = lines[max(count - 1, 0):] if from_start else (lines[-count:] if count else [])
                 has_last = bool(sel)
@@ -1788,8 +1800,11 @@ class Shell:
                 continue
             else:
                 args2.append(a)
-        opts, operands = getopts("grep", args2, "ivcnrRlLwxEFohHqsI", "e",
+        args2 = [("-C" + a[1:]) if re.fullmatch(r"-\d+", a) else a for a in args2]  # grep -2 = -C 2
+        opts, operands = getopts("grep", args2, "ivcnrRlLwxEFohHqsI", "emABC",
                                  long={"ignore-case": "i", "invert-match": "v", "count": "c", "line-number": "n",
+                                       "max-count": "m", "after-context": "A", "before-context": "B",
+                                       "context": "C",
                                        "recursive": "r", "files-with-matches": "l", "extended-regexp": "E",
                                        "fixed-strings": "F", "only-matching": "o", "quiet": "q", "word-regexp": "w"})
         patterns = opts.get("e") or []
@@ -1842,6 +1857,11 @@ class Shell:
         size = 0
         any_match = False
         stopped = False
+        max_count = _int_arg("grep", "max count", _last(opts, "m")) if _last(opts, "m") else -1
+        around = _int_arg("grep", "context length argument", _last(opts, "C")) if _last(opts, "C") else 0
+        after = _int_arg("grep", "context length argument", _last(opts, "A")) if _last(opts, "A") else around
+        before = _int_arg("grep", "context length argument", _last(opts, "B")) if _last(opts, "B") else around
+        last_shown = None
         for name, text in targets:
             lines = _lines(text)
             selected: list[int] = []
@@ -1849,7 +1869,7 @@ class Shell:
                 for k, line in enumerate(lines):
                     if (rx.search(line, timeout=regex_timeout(self._deadline)) is not None) != invert:
                         selected.append(k)
-                        if opts.get("q") or opts.get("l"):
+                        if opts.get("q") or opts.get("l") or len(selected) == max_count:
                             break
             except (TimeoutError, RegexTimeout):
                 err.append("grep: stopped: the pattern took too long; the output is incomplete\n")
@@ -1870,6 +1890,18 @@ class Shell:
             else:
                 pre = f"{name}:" if prefix_names else ""
                 numbered = bool(opts.get("n"))
+                if (after or before) and selected and not opts.get("o"):
+                    chosen = set(selected)
+                    shown = sorted({j for k in selected for j in range(max(k - before, 0),
+                                                                           min(k + after + 1, len(lines)))})
+                    for j in shown:
+                        if last_shown is not None and j != last_shown[1] + 1 or (last_shown and last_shown[0] != name):
+                            out.append("--\n")
+                        sep = ":" if j in chosen else "-"
+                        out.append((f"{name}{sep}" if prefix_names else "") + (f"{j + 1}{sep}" if numbered else "")
+                                   + lines[j] + "\n")
+                        last_shown = (name, j)
+                    selected = []
                 for k in selected:
                     head = pre + (f"{k + 1}:" if numbered else "")
                     if opts.get("o") and not invert:
@@ -1986,8 +2018,12 @@ class Shell:
         return "".join(out), "".join(err), 1 if state["failed"] or any(err) else 0
 
     def sort(self, args: list[str], stdin: str) -> Result:
-        opts, operands = getopts("sort", args, "nrufbsV", "kt", long={"numeric-sort": "n", "reverse": "r",
-                                                                     "unique": "u", "ignore-case": "f"})
+        opts, operands = getopts("sort", args, "nrufbsVhg", "kt", long={"numeric-sort": "n", "reverse": "r",
+                                                                       "unique": "u", "ignore-case": "f",
+                                                                       "human-numeric-sort": "h"})
+        num_of = _human_num if opts.get("h") else _num
+        if opts.get("h") or opts.get("g"):
+            opts["n"] = True
         sep = _last(opts, "t")
         if sep is not None and len(sep) != 1:
             return "", "sort: multi-character tab '" + sep + "'\n", 2
@@ -2011,19 +2047,19 @@ class Shell:
 
         def keyval(line: str):
             if not keys:
-                return (_num(line) if numeric else (line.lower() if fold else line),)
+                return (num_of(line) if numeric else (line.lower() if fold else line),)
             vals = []
             for start, end, num, rev, kfold in keys:
                 f = fields(line)
                 chunk = f[start - 1:end if end else None]
                 text = (sep if sep is not None else " ").join(chunk)
-                v = _num(text) if num else (text.lower() if (kfold or fold) else text)
+                v = num_of(text) if num else (text.lower() if (kfold or fold) else text)
                 vals.append(_Rev(v) if rev else v)
             return tuple(vals)
 
         if not keys and not opts.get("u") and not opts.get("s"):
             if numeric:
-                lines.sort(key=lambda line: (_num(line), line), reverse=reverse)
+                lines.sort(key=lambda line: (num_of(line), line), reverse=reverse)
             else:
                 lines.sort(key=(lambda line: (line.lower(), line)) if fold else None, reverse=reverse)
             return _join(lines), "", 0
@@ -2606,9 +2642,20 @@ class _Rev:
 _NUM = re.compile(r"\s*(-?(?:\d+\.?\d*|\.\d+))")
 
 
+_HUMAN = {"K": 1024.0, "M": 1024.0 ** 2, "G": 1024.0 ** 3, "T": 1024.0 ** 4}
+
+
 def _num(text: str) -> float:
     m = _NUM.match(text)
     return float(m.group(1)) if m else 0.0
+
+
+def _human_num(text: str) -> float:
+    """sort -h: the leading number scaled by a K/M/G/T suffix (du -h output)."""
+    m = _NUM.match(text)
+    if not m:
+        return 0.0
+    return float(m.group(1)) * _HUMAN.get(text[m.end():m.end() + 1].upper(), 1.0)
 
 
 def _size(node) -> int:
@@ -2890,10 +2937,12 @@ def _mode_string(mode: int, is_dir: bool) -> str:
     return chars
 
 
-def _human_kb(kb: int) -> str:
-    """du -h: sizes in K, M, G with one decimal below 10, rounded up like GNU du."""
+def _human_kb(kb: float, bytes_below_1k: bool = False) -> str:
+    """du -h / ls -lh: sizes in K, M, G with one decimal below 10, rounded up like GNU coreutils."""
     if kb == 0:
         return "0"
+    if bytes_below_1k and kb < 1:
+        return str(round(kb * 1024))
     value, units = float(kb), "KMGT"
     k = 0
     while value >= 1024 and k < 3:

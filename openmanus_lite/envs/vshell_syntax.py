@@ -46,6 +46,7 @@ RESERVED = {"if", "then", "elif", "else", "fi", "for", "in", "do", "done", "whil
             "{", "}", "!", "[[", "]]", "function"}
 _OPS = ("2>&1", "&>>", "<<<", "<<-", "&&", "||", ";;", "<<", ">>", "&>", ">&2", "1>&2", "2>>", "2>", "1>>", "1>",
         ">|", ">", "<", "|", ";", "&", "(", ")")
+_OP_START = frozenset(o[0] for o in _OPS)
 _WORD_END = set(" \t\r\n;&|<>()")
 _ARITH_START_AFTER = {None, ";", "\n", "&&", "||", "|", "(", "do", "then", "else", "{", "!", "for", "elif"}
 _VARNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -156,7 +157,7 @@ def lex(src: str) -> list:
             toks.append(ArithTok(src[i + 2:j]))
             i = j + 2
             continue
-        op = next((o for o in _OPS if src.startswith(o, i)), None)
+        op = next((o for o in _OPS if src.startswith(o, i)), None) if c in _OP_START else None
         if op is not None and op[0] in "12" and i > 0 and src[i - 1] not in " \t\n;&|(":
             op = None  # `a2>x` is the word a2 then a redirection
         if op is not None:
