@@ -701,7 +701,8 @@ class Shell:
             "true": self.true, "false": self.false, ":": self.true, "test": self.test, "[": self.bracket,
             "seq": self.seq, "tee": self.tee, "sleep": self.true, "chmod": self.chmod, "du": self.du,
             "tr": self.tr, "sed": self.sed, "awk": self.awk, "rev": self.rev, "nl": self.nl,
-            "paste": self.paste, "expr": self.expr, "stat": self.stat,
+            "paste": self.paste, "expr": self.expr, "stat": self.stat, "which": self.which, "env": self.env,
+            "printenv": self.env,
         }
         self.specials: dict[str, Callable[[list[str], Input, Sink], int]] = {
             "read": self._read, "exit": self._exit, "break": self._break, "continue": self._continue,
@@ -967,6 +968,9 @@ class Shell:
                 fn = self.commands[name.split("/")[-1]]  # /bin/ls, /usr/bin/awk
             elif "/" in name and self.fs.is_file(self.parts(name)):
                 return self._run_file(name, args, inp, sink)
+            elif re.match(r"[A-Za-z_][A-Za-z0-9_]*\[.*\]\+?=", name) or name in ("mapfile", "readarray"):
+                sink.write(2, f"bash: {name.split('=')[0]}: arrays are not supported in this shell\n")
+                return 1
             elif name in UNAVAILABLE:
                 sink.write(2, f"bash: {name}: not available in this sandbox ({UNAVAILABLE[name]})\n")
                 return 127
@@ -1285,6 +1289,8 @@ class Shell:
         if not m:
             raise ExpansionError(f"${{{body}}}: bad substitution")
         name, rest = m.group(1), body[m.end():]
+        if rest.startswith("["):
+            raise ExpansionError(f"${{{body}}}: arrays are not supported in this shell")
         val = self._lookup(name)
         if not rest:
             return val or ""
@@ -1444,6 +1450,9 @@ class Shell:
         return self._loop_control("continue", args, sink)
 
     def _export(self, args: list[str], inp: "Input", sink: "Sink") -> int:
+        if any(a.startswith("-") and ("a" in a or "A" in a) for a in args):
+            sink.write(2, "bash: declare: arrays are not supported in this shell\n")
+            return 2
         status = 0
         for a in args:
             if a.startswith("-"):
@@ -2557,6 +2566,19 @@ class Shell:
                       "U": "root", "G": "root", "u": "0", "g": "0", "h": "2" if is_dir else "1", "%": "%"}
             out.append(re.sub(r"%(.)", lambda m, v=values: v.get(m.group(1), "?"), _unescape(fmt)))
         return "".join(out), "".join(err), 1 if err else 0
+
+    def which(self, args: list[str], stdin: str) -> Result:
+        found = [a for a in args if a in self.commands or a in self.specials]
+        return "".join(f"/usr/bin/{a}\n" for a in found), "", 0 if args and len(found) == len(args) else 1
+
+    def env(self, args: list[str], stdin: str) -> Result:
+        if args and not all("=" in a for a in args):
+            names = [a for a in args if "=" not in a]
+            vals = [self.vars[n] for n in names if n in self.vars]
+            return _join(vals), "", 0 if len(vals) == len(names) else 1
+        shown = {k: v for k, v in self.vars.items() if _VARNAME.fullmatch(k) and k != "IFS"}
+        shown.update(a.split("=", 1) for a in args)
+        return _join(f"{k}={v}" for k, v in sorted(shown.items())), "", 0
 
     def rev(self, args: list[str], stdin: str) -> Result:
         items, err = self._read_inputs("rev", args, stdin)

@@ -219,7 +219,7 @@ class _SedCmd:
     def __init__(self, a1, a2, neg: bool, cmd: str, arg):
         self.a1, self.a2, self.neg, self.cmd, self.arg = a1, a2, neg, cmd, arg
         self.active = False
-        self.done_range = False
+        self.done_range = 0
 
 
 def _sed_error(pos: int, msg: str) -> UsageError:
@@ -227,7 +227,8 @@ def _sed_error(pos: int, msg: str) -> UsageError:
 
 
 class SedProgram:
-    """A compiled sed script: s///[gpIN], y///, d p q Q = a i c, line / $ / /re/ addresses, ranges, !."""
+    """A compiled sed script: s///[gpIN], y///, d D p P n N q Q = a i c h H g G x, { } groups, :label b t T,
+    line / $ / /re/ / +N addresses, ranges, !."""
 
     def __init__(self, script: str, extended: bool):
         self.extended = extended
@@ -267,6 +268,13 @@ class SedProgram:
         if self.i < len(s) and s[self.i] == "$":
             self.i += 1
             return ("last", None)
+        if self.i < len(s) and s[self.i] == "+" and self.i + 1 < len(s) and s[self.i + 1].isdigit():
+            j = self.i + 1
+            while j < len(s) and s[j].isdigit():
+                j += 1
+            n = int(s[self.i + 1:j])
+            self.i = j
+            return ("plus", n)
         if self.i < len(s) and s[self.i] in "/\\":
             delim = "/"
             if s[self.i] == "\\":
@@ -286,9 +294,18 @@ class SedProgram:
 
     def _parse(self) -> None:
         s = self.src
+        opened: list[int] = []
         while True:
             self._skip(" \t\n;")
             if self.i >= len(s):
+                if opened:
+                    raise _sed_error(self.i, "unmatched `{'")
+                labels = {c.arg: k for k, c in enumerate(self.cmds) if c.cmd == ":"}
+                for c in self.cmds:
+                    if c.cmd in "btT":
+                        if c.arg and c.arg not in labels:
+                            raise _sed_error(self.i, f"can't find label for jump to `{c.arg}'")
+                        c.arg = labels[c.arg] if c.arg else len(self.cmds)
                 return
             a1 = self._address()
             a2 = None
@@ -332,19 +349,30 @@ class SedProgram:
                 while self.i < len(s) and s[self.i].isdigit():
                     self.i += 1
                 arg = int(s[j:self.i]) if self.i > j else 0
-            elif cmd in "dpn=DPNhHgGxl":
+            elif cmd in "dpn=DPNhHgGx":
                 arg = None
-                if cmd in "DNhHgGxl":
-                    raise _sed_error(self.i, f"the `{cmd}' command is not supported in this shell")
-            elif cmd in "{}":
-                raise _sed_error(self.i, "command groups { } are not supported in this shell")
+            elif cmd == "{":
+                opened.append(len(self.cmds))
+                self.cmds.append(_SedCmd(a1, a2, neg, cmd, None))
+                continue
+            elif cmd == "}":
+                if not opened or a1 is not None:
+                    raise _sed_error(self.i, "unexpected `}'")
+                self.cmds[opened.pop()].arg = len(self.cmds)
+                arg = None
+            elif cmd in ":btT":
+                self._skip()
+                j = self.i
+                while self.i < len(s) and s[self.i] not in ";\n" and not (cmd != ":" and s[self.i] == "}"):
+                    self.i += 1
+                arg = s[j:self.i].strip()
+                if cmd == ":" and not arg:
+                    raise _sed_error(self.i, "\":\" lacks a label")
             else:
                 raise _sed_error(self.i, f"unknown command: `{cmd}'")
             self.cmds.append(_SedCmd(a1, a2, neg, cmd, arg))
             self._skip()
-            if self.i < len(s) and s[self.i] == "}":
-                raise _sed_error(self.i + 1, "unexpected `}'")
-            if self.i < len(s) and s[self.i] not in ";\n":
+            if self.i < len(s) and s[self.i] not in ";\n}":
                 raise _sed_error(self.i + 1, "extra characters after command")
 
     def _parse_s(self):
@@ -398,7 +426,9 @@ class SedProgram:
             return self._matches(c.a1, line, num, last, deadline)
         if c.active:
             kind, val = c.a2
-            if kind == "line":
+            if kind == "plus":
+                end = num >= c.done_range
+            elif kind == "line":
                 end = num >= val
             else:
                 end = self._matches(c.a2, line, num, last, deadline)
@@ -407,12 +437,17 @@ class SedProgram:
             return True
         if self._matches(c.a1, line, num, last, deadline):
             kind, val = c.a2
+            if kind == "plus":
+                c.done_range = num + val  # the range ends N lines after its start
+                c.active = val > 0
+                return True
             c.active = not (kind == "line" and val <= num) and not (kind == "last" and last)
             return True
         return False
 
     def run(self, text: str, quiet: bool, deadline: float) -> tuple[str, bool]:
-        """Run over one stream; returns (output, whether q/Q stopped it)."""
+        """Run over one stream; returns (output, whether q/Q stopped it). Commands form a flat list;
+        `{` jumps past its `}` when its address does not match, and b/t/T jump to labels."""
         lines = text.split("\n")
         trailing_newline = text.endswith("\n")
         if trailing_newline:
@@ -420,38 +455,61 @@ class SedProgram:
         if not text:
             lines = []
         out: list[str] = []
-        size = 0
+        size = steps = 0
+        hold = ""
         for c in self.cmds:
             c.active = False
-        for num, line in enumerate(lines, 1):
+        idx = 0
+        carried: str | None = None  # what D leaves to restart the cycle with
+        while carried is not None or idx < len(lines):
+            if carried is None:
+                line = lines[idx]
+                idx += 1
+            else:
+                line, carried = carried, None
+            num = idx
             last = num == len(lines)
             nl = "\n" if (not last or trailing_newline) else ""
-            before: list[str] = []
             after: list[str] = []
-            deleted = quit_after = quit_now = False
-            for c in self.cmds:
-                if self._selected(c, line, num, last, deadline) == c.neg:
-                    continue
+            deleted = quit_after = quit_now = substituted = False
+            pc = 0
+            while pc < len(self.cmds):
+                steps += 1
+                if steps & 1023 == 0 and time.perf_counter() > deadline:
+                    raise RegexTimeout
+                c = self.cmds[pc]
+                pc += 1
                 cmd = c.cmd
+                if cmd in ":}":
+                    continue
+                if self._selected(c, line, num, last, deadline) == c.neg:
+                    if cmd == "{":
+                        pc = c.arg + 1
+                    continue
+                if cmd == "{":
+                    continue
                 if cmd == "s":
                     rx, rep, glob, pr, nth = c.arg
                     new, count = _sed_sub(rx, rep, line, glob, nth, deadline)
                     if count:
                         line = new
+                        substituted = True
                         if pr:
-                            before_out = line + nl
-                            out.extend(before)
-                            before = []
-                            out.append(before_out)
+                            out.append(line + nl)
                 elif cmd == "y":
                     line = line.translate(c.arg)
                 elif cmd == "d":
                     deleted = True
                     break
+                elif cmd == "D":
+                    if "\n" in line:
+                        carried = line.split("\n", 1)[1]
+                    deleted = True
+                    break
                 elif cmd == "p":
-                    out.extend(before)
-                    before = []
                     out.append(line + "\n")
+                elif cmd == "P":
+                    out.append(line.split("\n", 1)[0] + "\n")
                 elif cmd == "=":
                     out.append(f"{num}\n")
                 elif cmd == "a":
@@ -463,18 +521,47 @@ class SedProgram:
                         out.append(c.arg + "\n")
                     deleted = True
                     break
-                elif cmd == "n":
-                    break
+                elif cmd in "nN":  # n: print, then replace with the next line; N: append the next line
+                    if last:
+                        if cmd == "n" and not quiet:
+                            out.append(line + nl)
+                        deleted = cmd == "n"
+                        quit_after = True
+                        break
+                    if cmd == "n" and not quiet:
+                        out.append(line + nl)
+                    line = lines[idx] if cmd == "n" else line + "\n" + lines[idx]
+                    idx += 1
+                    num = idx
+                    last = num == len(lines)
+                    nl = "\n" if (not last or trailing_newline) else ""
+                elif cmd == "h":
+                    hold = line
+                elif cmd == "H":
+                    hold += "\n" + line
+                elif cmd == "g":
+                    line = hold
+                elif cmd == "G":
+                    line += "\n" + hold
+                elif cmd == "x":
+                    line, hold = hold, line
+                elif cmd == "b":
+                    pc = c.arg
+                elif cmd in "tT":
+                    if substituted == (cmd == "t"):
+                        pc = c.arg
+                    substituted = False
                 elif cmd == "q":
                     quit_after = True
                     break
                 elif cmd == "Q":
                     quit_now = True
                     break
+                if len(line) + len(hold) > 400_000:
+                    raise UsageError("sed: the pattern space grew past 400000 characters")
             if quit_now:
                 return "".join(out), True
             if not deleted and not quiet:
-                out.extend(before)
                 out.append(line + nl)
             out.extend(after)
             size += len(line)
@@ -612,4 +699,6 @@ def sed(args: list[str], read_file, write_file, stdin: str, deadline: float) -> 
         out, _ = prog.run(text, quiet, deadline)
         return out, "".join(err), 2 if err else 0
     except (TimeoutError, RegexTimeout):
-        return "", "sed: stopped: the regular expression took too long\n", 4
+        return "", "sed: stopped: the script ran past the action's time limit\n", 4
+    except UsageError as e:
+        return "", f"{e}\n", 4
