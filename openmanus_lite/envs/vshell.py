@@ -1313,7 +1313,7 @@ class Shell:
         for op in ("##", "#", "%%", "%"):
             if rest.startswith(op):
                 rx = re.compile(_glob_regex(self.expand_word(rest[len(op):], "pattern")), re.S)
-                spans = range(len(val), -1, -1) if op in ("##", "%") else range(len(val) + 1)
+                spans = range(len(val), -1, -1) if op == "##" else range(len(val) + 1)  # shortest match first
                 for k in spans:
                     if op.startswith("#") and rx.fullmatch(val, 0, k):
                         return val[k:]
