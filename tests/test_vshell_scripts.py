@@ -8,6 +8,7 @@ exit status); the tests never call the host shell.
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -692,3 +693,12 @@ def test_a_multi_line_bash_block_runs_as_one_script() -> None:
 def test_errors_are_messages_never_exceptions(script: str, message: str) -> None:
     out, _ = make_shell().run(script)
     assert message in out
+
+
+def test_coverage_benchmark_counts_every_recorded_script(capsys) -> None:
+    from benchmarks.vshell_coverage import main
+
+    assert main() == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1].removeprefix("RESULT "))
+    assert result["realistic"] == {"scripts": len(REALISTIC), "clean": len(REALISTIC), "equal_to_bash": len(REALISTIC)}
+    assert result["features"]["clean"] == len(FEATURES)
