@@ -403,6 +403,12 @@ UNAVAILABLE = {
 """Commands a real machine has and this sandbox deliberately lacks, with the reason shown to the agent."""
 
 
+_READS_STDIN = frozenset(("cat", "head", "tail", "wc", "grep", "egrep", "sort", "uniq", "cut", "tr", "sed", "awk", "tee",
+                          "rev", "nl", "paste"))
+"""Commands that may read standard input; the others get none (copying what a loop has left to read
+for every `echo` in its body made `while read` loops quadratic)."""
+
+
 class ScriptLimit(Exception):
     """The action used up its step or time budget."""
 
@@ -937,8 +943,8 @@ class Shell:
             for name, value, append in assigns:
                 self.vars[name] = (self.vars.get(name, "") + value) if append else value
             status = self._subst_status
-            if cmd.redirs:
-                status = self._redirected(cmd.redirs, inp, sink, lambda i, s: status) or status
+            if cmd.redirs:  # `> file` alone creates or empties the file
+                return self._redirected(cmd.redirs, inp, sink, lambda i, s: status)
             return status
         saved = {name: self.vars.get(name) for name, _, _ in assigns}
         for name, value, append in assigns:
@@ -978,7 +984,7 @@ class Shell:
                 sink.write(2, f"bash: {name}: command not found\n")
                 return 127
         try:
-            stdout, stderr, status = fn(args, inp.rest())
+            stdout, stderr, status = fn(args, inp.rest() if name in _READS_STDIN else "")
         except UsageError as e:
             stdout, stderr, status = "", f"{e}\n", 2 if name in ("ls", "grep") else 1
         sink.write(2, stderr)
