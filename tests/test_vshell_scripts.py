@@ -438,6 +438,16 @@ FEATURES = [
      '      2 home\n      1 root\n      1 usr\n', 0),
     ('awk', 'awk \'BEGIN { printf "%s %d %.3f %5.1f%%\\n", "x", "42abc", 3.14159, 99.5 }\'',
      'x 42 3.142  99.5%\n', 0),
+    ('find', "find . -type f -printf '%s %p\\n' | sort -n | tail -3",
+     '165 ./data/passwd\n285 ./data/app.log\n433 ./data/access.log\n', 0),
+    ('find', "find src -printf '%d %y %f %h\\n' | sort",
+     '0 d src .\n1 d lib src\n1 f main.py src\n1 f util.py src\n2 f helper.py src/lib\n', 0),
+    ('find', "find data -name '*.csv' -printf '%f\\t%s\\n'",
+     'users.csv\t115\n', 0),
+    ('awk', 'awk -F, \'NR > 1 { s = sprintf("%s:%05.1f", toupper(substr($1, 1, 3)), $4); out = out s " " } END { print out }\' data/users.csv',
+     'ALI:034.0 BOB:045.0 CAR:029.0 DAV:038.0 EVE:041.0 \n', 0),
+    ('awk', 'awk \'{ x = $2 } END { print (x == 0), (y == 0), (y == ""), length(y) }\' words.txt',
+     '0 1 1 0\n', 0),
 ]
 
 

@@ -1965,6 +1965,10 @@ class Shell:
                 to_delete.append((p, shown))
             elif kind == "prune":
                 pruned.append(p)
+            elif kind == "printf":
+                text = _find_printf(action[1], self.fs, p, shown, len(p) - len(start_parts))
+                out.append(text)
+                state["size"] += len(text)
             elif kind == "exec":
                 cmd, batch = action[1], action[2]
                 if batch:
@@ -1990,8 +1994,9 @@ class Shell:
                 return _find_test(e[1], e[2], node, p, shown, self.fs)
             return act(e[1], p, shown)
 
+        start_parts: list[str] = []
         for start in starts or ["."]:
-            parts = self.parts(start)
+            parts = start_parts = self.parts(start)
             if self.fs.get(parts) is None:
                 err.append(f"find: '{start}': No such file or directory\n")
                 continue
@@ -2764,6 +2769,18 @@ def _parse_list(spec: str) -> Callable[[int], bool]:
     return lambda i: any(a <= i <= b for a, b in ranges)
 
 
+def _find_printf(fmt: str, fs: "VFS", parts: list[str], shown: str, depth: int) -> str:
+    """find -printf: %p path, %f name, %h directory, %s size, %d depth, %m / %M mode, %y type, %u %g owner."""
+    node = fs.get(parts)
+    is_dir = isinstance(node, dict)
+    head, _, tail = shown.rpartition("/")
+    values = {"p": shown, "f": tail or shown, "h": head if "/" in shown else ".", "s": str(_size(node)),
+              "d": str(depth), "m": f"{fs.mode(parts):o}", "M": _mode_string(fs.mode(parts), is_dir),
+              "y": "d" if is_dir else "f", "u": "root", "g": "root", "k": str(_blocks(node)), "%": "%"}
+    text = re.sub(r"%-?\d*([a-zA-Z%])", lambda m: values.get(m.group(1), ""), fmt)
+    return text.replace("\\n", "\n").replace("\\t", "\t").replace("\\0", "\0")
+
+
 def _find_test(kind: str, val, node, parts: list[str], shown: str, fs: "VFS") -> bool:
     name = parts[-1] if parts else "/"
     if kind == "true":
@@ -2857,6 +2874,12 @@ class _FindParser:
         if a in ("-print", "-print0", "-delete"):
             self.has_action = True
             return ("action", (a[1:],))
+        if a == "-printf":
+            if self.i >= len(self.args):
+                raise UsageError("missing argument to `-printf'")
+            self.i += 1
+            self.has_action = True
+            return ("action", ("printf", self.args[self.i - 1]))
         if a == "-prune":
             return ("action", ("prune",))
         if a in ("-true", "-depth", "-xdev", "-follow", "-noleaf"):
