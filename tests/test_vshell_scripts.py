@@ -448,6 +448,10 @@ FEATURES = [
      'ALI:034.0 BOB:045.0 CAR:029.0 DAV:038.0 EVE:041.0 \n', 0),
     ('awk', 'awk \'{ x = $2 } END { print (x == 0), (y == 0), (y == ""), length(y) }\' words.txt',
      '0 1 1 0\n', 0),
+    ('glob', 'echo */; ls -d src/*/; for d in */; do echo "${d%/} $(ls $d | wc -l)"; done',
+     'data/ notes/ scripts/ src/\nsrc/lib/\ndata 4\nnotes 3\nscripts 1\nsrc 3\n', 0),
+    ('glob', 'ls notes/ src/ | head -4; cat notes/*.txt | wc -l',
+     'notes/:\nempty.txt\nreadme.md\ntodo.txt\n5\n', 0),
 ]
 
 

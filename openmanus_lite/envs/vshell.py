@@ -1401,6 +1401,8 @@ class Shell:
             results = nxt
             if len(results) > MAX_NODES:
                 break
+        if pattern.endswith("/") and comps:  # dir/*/ matches directories only, shown with their slash
+            return [shown + "/" for parts, shown in results if self.fs.is_dir(parts)]
         return [shown for _, shown in results]
 
     # ------------------------------------------------------------------ shell builtins
