@@ -2040,6 +2040,31 @@ class Shell:
         return "".join(out), "".join(err), 1 if state["failed"] or any(err) else 0
 
     def sort(self, args: list[str], stdin: str) -> Result:
+        """sort, with -o FILE written after all input is read (so `sort f -o f` is safe, as in GNU sort)."""
+        rest, output, i = [], None, 0
+        while i < len(args):
+            a = args[i]
+            if a == "-o" and i + 1 < len(args):
+                output = args[i + 1]
+                i += 2
+                continue
+            if a.startswith("--output="):
+                output = a.split("=", 1)[1]
+            elif a.startswith("-o") and len(a) > 2:
+                output = a[2:]
+            else:
+                rest.append(a)
+            i += 1
+        out, err, status = self._sort(rest, stdin)
+        if output is None or status:
+            return out, err, status
+        try:
+            self.fs.write(self.parts(output), out)
+        except FSError as e:
+            return "", f"sort: open failed: {output}: {e.reason}\n", 2
+        return "", err, status
+
+    def _sort(self, args: list[str], stdin: str) -> Result:
         opts, operands = getopts("sort", args, "nrufbsVhg", "kt", long={"numeric-sort": "n", "reverse": "r",
                                                                        "unique": "u", "ignore-case": "f",
                                                                        "human-numeric-sort": "h"})
