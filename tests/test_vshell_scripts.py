@@ -800,6 +800,7 @@ def test_a_multi_line_bash_block_runs_as_one_script() -> None:
     ("awk '{ print $(-1) }' words.txt", "out of range field -1"),
     ("sed 's/a/b' words.txt", "unterminated `s' command"),
     ("sed 'b nowhere' words.txt", "can't find label for jump to `nowhere'"),
+    ("sed '+1d' words.txt", "invalid usage of +N or ~N as first address"),
     ("sed ':a;s/a/aa/;ta' words.txt", "sed: "),
     ("a[1]=x; echo ${a[1]}", "arrays are not supported in this shell"),
     ("tr -q a b", "tr: invalid option -- 'q'"),
@@ -818,3 +819,18 @@ def test_coverage_benchmark_counts_every_recorded_script(capsys) -> None:
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1].removeprefix("RESULT "))
     assert result["realistic"] == {"scripts": len(REALISTIC), "clean": len(REALISTIC), "equal_to_bash": len(REALISTIC)}
     assert result["features"]["clean"] == len(FEATURES)
+
+
+@pytest.mark.parametrize("script", [
+    "echo $(( 1" + "0" * 5000 + " ))",
+    "x=" + "9" * 5000 + "; echo $((x + 1))",
+    "expr " + "9" * 70 + " + 1",
+    "echo {1.." + "9" * 30 + "}",
+    "echo $'\\x'",
+    "sed '" + "9" * 30 + "p' words.txt",
+    "awk '{ print $(1e400) } END { printf \"%c%*d\", 1e400, -1e400, 1 }' words.txt",
+    "test " + "9" * 5000 + " -eq 1",
+])
+def test_huge_numbers_are_errors_or_values_never_exceptions(script: str) -> None:
+    out, status = make_shell().run(script)
+    assert isinstance(out, str) and "Traceback" not in out

@@ -2664,7 +2664,7 @@ class Shell:
         if len(args) != 3:
             return "", "expr: syntax error: this shell's expr takes one operator between two operands\n", 2
         a, op, b = args
-        ints = re.fullmatch(r"-?\d+", a) and re.fullmatch(r"-?\d+", b)
+        ints = re.fullmatch(r"-?\d{1,64}", a) and re.fullmatch(r"-?\d{1,64}", b)
         if op in ("+", "-", "*", "/", "%"):
             if not ints:
                 return "", "expr: non-integer argument\n", 2
@@ -2732,9 +2732,17 @@ def _unescape(text: str) -> str:
 
 def _ansi_c(body: str) -> str:
     """The text of a $'...' word: backslash escapes as in C."""
-    return re.sub(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|.)", lambda m: _C_ESCAPES.get(m.group(1)) or (
-        chr(int(m.group(1)[1:], 16)) if m.group(1)[0] == "x" else chr(int(m.group(1), 8)) if m.group(1)[0] in
-        "01234567" else "\\" + m.group(1)), body)
+    def one(m: re.Match) -> str:
+        g = m.group(1)
+        if g in _C_ESCAPES:
+            return _C_ESCAPES[g]
+        if g[0] == "x" and len(g) > 1:
+            return chr(int(g[1:], 16))
+        if g[0] in "01234567":
+            return chr(int(g, 8))
+        return "\\" + g
+
+    return re.sub(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|.)", one, body, flags=re.S)
 
 
 _C_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "a": "\a", "b": "\b", "e": "\x1b",
@@ -3076,7 +3084,7 @@ def brace_expand(raw: str) -> list[str]:
                 bounds = [i] + commas + [j]
                 alts = [raw[bounds[k] + 1:bounds[k + 1]] for k in range(len(bounds) - 1)]
             else:
-                m = re.fullmatch(r"(-?\d+|[A-Za-z])\.\.(-?\d+|[A-Za-z])(?:\.\.(-?\d+))?", body)
+                m = re.fullmatch(r"(-?\d{1,18}|[A-Za-z])\.\.(-?\d{1,18}|[A-Za-z])(?:\.\.(-?\d{1,18}))?", body)
                 if not m:
                     rest = brace_expand(raw[j + 1:])
                     return [raw[:j + 1] + r for r in rest]

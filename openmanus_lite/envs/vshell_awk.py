@@ -46,6 +46,15 @@ def to_num(v) -> float:
     return float(m.group(1)) if m else 0.0
 
 
+def to_int(x: float) -> int:
+    """Truncate toward zero; nan is 0 and infinities clamp, so field indexes and widths never raise."""
+    if math.isnan(x):
+        return 0
+    if math.isinf(x):
+        return 10 ** 18 if x > 0 else -10 ** 18
+    return int(x)
+
+
 def num_str(x: float, fmt: str = "%.6g") -> str:
     if math.isnan(x):
         return "nan" if math.copysign(1, x) > 0 else "-nan"
@@ -948,7 +957,7 @@ class Awk:
         elif kind in ("next", "nextfile"):
             raise _Next
         elif kind == "exit":
-            raise _Exit(int(to_num(self.eval(s[1]))) & 0xFF if s[1] is not None else 0)
+            raise _Exit(to_int(to_num(self.eval(s[1]))) & 0xFF if s[1] is not None else 0)
         elif kind == "return":
             raise _Return(self.eval(s[1]) if s[1] is not None else None)
         elif kind == "delete":
@@ -1029,11 +1038,11 @@ class Awk:
                 raise AwkError(f"can't assign to {name}; it's an array name.")
             self.vars[name] = value
             if name == "NF":
-                self.set_nf(int(to_num(value)))
+                self.set_nf(to_int(to_num(value)))
         elif kind == "index":
             self.array(target[1])[self.subscript(target[2])] = value
         elif kind == "field":
-            self.set_field(int(to_num(self.eval(target[1]))), value)
+            self.set_field(to_int(to_num(self.eval(target[1]))), value)
         elif kind == "group":
             self.assign(target[1], value)
         else:
@@ -1059,7 +1068,7 @@ class Awk:
         if kind == "var":
             return self.lookup(e[1])
         if kind == "field":
-            return self.get_field(int(to_num(self.eval(e[1]))))
+            return self.get_field(to_int(to_num(self.eval(e[1]))))
         if kind == "index":
             arr = self.array(e[1])
             key = self.subscript(e[2])
@@ -1320,10 +1329,10 @@ class Awk:
             if conv == "%":
                 return "%"
             if width == "*":
-                width = str(int(to_num(nxt())))
+                width = str(to_int(to_num(nxt())))
             if prec == "*":
-                prec = str(int(to_num(nxt())))
-            if width and int(width) > 1000 or prec and int(prec) > 1000:
+                prec = str(to_int(to_num(nxt())))
+            if width and abs(int(width)) > 1000 or prec and abs(int(prec)) > 1000:
                 raise AwkError("printf: field width or precision too large (the limit is 1000)")
             spec = "%" + flags + (width or "") + (("." + prec) if prec is not None else "")
             v = nxt()
@@ -1337,7 +1346,7 @@ class Awk:
                 return (spec + conv) % to_num(v)
             if conv == "c":
                 if isinstance(v, float):
-                    return (spec + "s") % chr(int(v) % 0x110000)
+                    return (spec + "s") % chr(to_int(v) % 0x110000)
                 return (spec + "s") % to_str(v)[:1]
             if conv == "s":
                 return (spec + "s") % to_str(v, self.convfmt())

@@ -822,7 +822,7 @@ class Arithmetic:
         raw = self.vars.get(name, "").strip()
         if not raw:
             return 0
-        if re.fullmatch(r"-?\d+", raw):
+        if re.fullmatch(r"-?\d{1,64}", raw):
             return _wrap(int(raw))
         if self.depth > 8:
             raise ArithError(f"{name}: expression recursion level exceeded")
@@ -847,6 +847,8 @@ class Arithmetic:
 
 
 def _parse_int(text: str) -> int:
+    if len(text) > 64:
+        raise ArithError(f"{text[:20]}...: value too great for base")
     if text.lower().startswith("0x"):
         return _wrap(int(text, 16))
     if "#" in text:

@@ -262,6 +262,8 @@ class SedProgram:
             j = self.i
             while j < len(s) and s[j].isdigit():
                 j += 1
+            if j - self.i > 18:
+                raise _sed_error(j, "line number too large")
             n = int(s[self.i:j])
             self.i = j
             return ("line", n)
@@ -272,6 +274,8 @@ class SedProgram:
             j = self.i + 1
             while j < len(s) and s[j].isdigit():
                 j += 1
+            if j - self.i > 18:
+                raise _sed_error(j, "line number too large")
             n = int(s[self.i + 1:j])
             self.i = j
             return ("plus", n)
@@ -308,6 +312,8 @@ class SedProgram:
                         c.arg = labels[c.arg] if c.arg else len(self.cmds)
                 return
             a1 = self._address()
+            if a1 is not None and a1[0] == "plus":
+                raise _sed_error(self.i, "invalid usage of +N or ~N as first address")
             a2 = None
             if a1 is not None and self.i < len(s) and s[self.i] == ",":
                 self.i += 1
@@ -348,7 +354,7 @@ class SedProgram:
                 j = self.i
                 while self.i < len(s) and s[self.i].isdigit():
                     self.i += 1
-                arg = int(s[j:self.i]) if self.i > j else 0
+                arg = int(s[j:self.i][:9]) if self.i > j else 0
             elif cmd in "dpn=DPNhHgGx":
                 arg = None
             elif cmd == "{":
@@ -402,7 +408,7 @@ class SedProgram:
                 j = self.i
                 while self.i + 1 < len(s) and s[self.i + 1].isdigit():
                     self.i += 1
-                nth = int(s[j:self.i + 1])
+                nth = int(s[j:self.i + 1][:18])
             else:
                 raise _sed_error(self.i + 1, "unknown option to `s'")
             self.i += 1
