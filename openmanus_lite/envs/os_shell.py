@@ -1,4 +1,4 @@
-"""OS domain: AgentBench-OS style tasks in a virtual Linux shell (see `vshell.py`).
+"""OS domain: AgentBench-OS style tasks in a virtual bash shell (see `vshell.py`).
 
 A task's `spec` holds the whole starting filesystem (`files`: path -> text, `dirs`: empty
 directories), the check and the reference solution, so a frozen task rebuilds exactly.
@@ -31,10 +31,11 @@ OUTPUT_LIMIT = 800
 """AgentBench truncates shell output longer than this (keeping the first 780 characters)."""
 
 INTRO = (
-    "You are root in a Linux (bash) shell; the current directory is /root. Run one command line per turn. "
-    "Long outputs are truncated. Answer a question with answer(<value>); after changing files as asked, "
-    "reply answer(done)."
+    "You are root in a sandboxed bash shell over virtual files: coreutils, grep, sed, awk, find, xargs, loops; no "
+    "processes, users, packages or network. The current directory is /root. Run one command line or a short "
+    "script per turn. Long outputs are truncated. Answer with answer(<value>); after changing files: answer(done)"
 )
+"""The task introduction says what the sandbox supports rather than promising a full Linux machine."""
 
 _FINISH = re.compile(r"^([ \t]*Act[ \t]*:[ \t]*)finish[ \t]*$", re.MULTILINE | re.IGNORECASE)
 
