@@ -42,7 +42,7 @@ SEED_FLAGS_WITHOUT_EFFECT = ("packing", "max_seq_length", "max_prompt_length", "
 EXAMPLES = (
     "python -m openmanus_lite grpo --preset cpu_debug --envs kg,db --n_tasks 3 --max_steps 1 --output_dir runs/grpo_try",
     "python -m openmanus_lite grpo --preset cpu_debug --envs db --max_steps 2 --num_iterations 2 "
-    "--reward_funcs accuracy:2 format openmanus_lite.rewards:tag_count_reward:0.5",
+    "--reward_funcs answer_match:2 format openmanus_lite.rewards:tag_count_reward:0.5",
     "python -m openmanus_lite grpo --config configs/examples/grpo_quick.yaml --push_to_hub --hub_model_id me/agent-grpo",
 )
 
