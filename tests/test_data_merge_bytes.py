@@ -122,3 +122,31 @@ def test_auto_worker_count_stays_in_one_process_for_small_inputs(monkeypatch):
     result = merge(SAMPLE_SPECS, MergeConfig(seed=0))
     assert result.workers == 2 and result.report.kept == merge(SAMPLE_SPECS, MergeConfig(seed=0, workers=0)).report.kept
     assert merge(SAMPLE_SPECS, MergeConfig(seed=0, workers=1)).workers == 0
+
+
+def test_gc_paused_hands_its_objects_to_the_oldest_generation_unscanned():
+    import gc
+
+    class Node:
+        pass
+
+    assert gc.isenabled()
+    with merge_mod.gc_paused():
+        assert not gc.isenabled()
+        made = [{"n": i} for i in range(50_000)]  # tracked objects, all in the youngest generation
+        loop = Node()
+        loop.self = loop  # a cycle: still garbage a later full collection must find
+        assert gc.get_count()[0] >= 50_000
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert gc.get_count()[0] < 1000  # the next young collection will not walk the 50,000
+    assert any(o is made for o in gc.get_objects(generation=2))
+    del loop
+    assert gc.collect() >= 1  # the cycle is found by the full collection
+    gc.freeze()  # objects the program froze itself stay frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with merge_mod.gc_paused():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()

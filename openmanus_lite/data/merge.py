@@ -466,7 +466,22 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            _promote_survivors()
             gc.enable()
+
+
+def _promote_survivors() -> None:
+    """Move every tracked object into the oldest generation without scanning it.
+
+    The objects a paused phase allocated all wait in the youngest generation, so the first
+    collection after `gc.enable()` would walk all of them (0.3-0.6 s after a full-scale merge).
+    freeze + unfreeze moves them to the oldest generation in O(1): they are scanned only by the
+    next full collection, as survivors would be anyway, and cycles among them are still
+    collected then. Skipped when the program froze objects itself (unfreeze would undo that).
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 def merge(sources: Iterable[SourceSpec | str] | dict[str, str], config: MergeConfig | None = None) -> MergeResult:
