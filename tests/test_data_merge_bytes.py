@@ -122,3 +122,88 @@ def test_auto_worker_count_stays_in_one_process_for_small_inputs(monkeypatch):
     result = merge(SAMPLE_SPECS, MergeConfig(seed=0))
     assert result.workers == 2 and result.report.kept == merge(SAMPLE_SPECS, MergeConfig(seed=0, workers=0)).report.kept
     assert merge(SAMPLE_SPECS, MergeConfig(seed=0, workers=1)).workers == 0
+
+
+def test_gc_paused_hands_its_objects_to_the_oldest_generation_unscanned():
+    import gc
+
+    class Node:
+        pass
+
+    assert gc.isenabled()
+    with merge_mod.gc_paused():
+        assert not gc.isenabled()
+        made = [{"n": i} for i in range(50_000)]  # tracked objects, all in the youngest generation
+        loop = Node()
+        loop.self = loop  # a cycle: still garbage a later full collection must find
+        assert gc.get_count()[0] >= 50_000
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert gc.get_count()[0] < 1000  # the next young collection will not walk the 50,000
+    assert any(o is made for o in gc.get_objects(generation=2))
+    del loop
+    assert gc.collect() >= 1  # the cycle is found by the full collection
+    gc.freeze()  # objects the program froze itself stay frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with merge_mod.gc_paused():
+            pass
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def _fail_in_worker(error):
+    """A `_process_row` that raises `error` on the first row a worker process (not this one) converts."""
+    import os
+
+    parent, real = os.getpid(), merge_mod._process_row
+
+    def process(module, ctx, validator, deduper, row):
+        if os.getpid() != parent:
+            raise error
+        return real(module, ctx, validator, deduper, row)
+
+    return process
+
+
+@pytest.mark.timeout(60)
+def test_a_failing_worker_fails_the_merge_instead_of_hanging(monkeypatch):
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("the patched converter reaches the workers only by fork")
+    monkeypatch.setattr(merge_mod, "CHUNK_BYTES", 512)  # many chunks, so the worker gets some
+    monkeypatch.setattr(merge_mod, "_process_row", _fail_in_worker(KeyError("boom in a worker")))
+    with pytest.raises(KeyError, match="boom in a worker"):
+        merge(SAMPLE_SPECS, MergeConfig(seed=0, workers=2))
+
+    class Unpicklable(Exception):
+        def __reduce__(self):
+            raise TypeError("cannot pickle")
+
+    monkeypatch.setattr(merge_mod, "_process_row", _fail_in_worker(Unpicklable("local")))
+    with pytest.raises(RuntimeError, match=r"merge worker failed on .*bytes \d+-\d+"):
+        merge(SAMPLE_SPECS, MergeConfig(seed=0, workers=2))
+
+
+def test_chunks_go_to_whichever_process_is_free(tmp_path, monkeypatch):
+    # the main process converts slowly, so the worker claims most chunks (a fixed share gave the main
+    # process a third); the output bytes stay the same
+    import os
+    import time
+
+    monkeypatch.setattr(merge_mod, "CHUNK_BYTES", 512)
+    parent, real, mine = os.getpid(), merge_mod._chunk_outcomes, []
+
+    def slow_in_main(task):
+        if os.getpid() == parent:
+            mine.append(task)
+            time.sleep(0.05)
+        yield from real(task)
+
+    monkeypatch.setattr(merge_mod, "_chunk_outcomes", slow_in_main)
+    _merge_and_save(SAMPLE_SPECS, tmp_path, workers=2)
+    assert _digests(tmp_path, SAMPLES, b"SAMPLES") == SAMPLE_DIGESTS
+    chunks = sum(len(merge_mod.jsonl_chunks(f, 512)) for spec in SAMPLE_SPECS
+                 for f, _ in merge_mod._parallel_files(spec) or ())
+    assert chunks >= 30 and len(mine) <= chunks / 4  # about one a source: the first, taken before the worker starts

@@ -27,8 +27,11 @@ import gc
 import json
 import multiprocessing
 import os
+import pickle
+import queue
 import random
 import shutil
+import traceback
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -372,10 +375,40 @@ def _chunk_outcomes(task: tuple) -> Iterator[Outcome]:
         yield _process_row(module, ctx, validator, deduper, row)
 
 
-def _chunk_worker(task: tuple) -> list[Outcome]:
-    """Worker process: `_chunk_outcomes`, with trajectories packed for the trip back."""
+_CLAIMS: tuple = ()  # in a worker: (the shared next-chunk counter, the results queue), given at its start
+
+
+def _init_chunk_worker(counter, results) -> None:
+    global _CLAIMS
     gc.disable()  # a forked worker inherits the paused collector; a spawned one pauses it here (see gc_paused)
-    return [o[:7] + (_pack(o[7]),) + o[8:] for o in _chunk_outcomes(task)]
+    _CLAIMS = (counter, results)
+
+
+def _claim(counter) -> int:
+    """The index of the next chunk nobody has taken yet (shared by the main process and the workers)."""
+    with counter.get_lock():
+        i = counter.value
+        counter.value = i + 1
+    return i
+
+
+def _chunk_worker(tasks: list[tuple]) -> None:
+    """Worker process: claim chunks of `tasks` until none is left; each one's outcomes, with trajectories
+    packed for the trip back, go on the results queue as (index, outcomes, None), a failure as
+    (index, None, exception) so the main process raises it instead of waiting for the chunk."""
+    counter, results = _CLAIMS
+    while (i := _claim(counter)) < len(tasks):
+        try:
+            out = [o[:7] + (_pack(o[7]),) + o[8:] for o in _chunk_outcomes(tasks[i])]
+        except Exception as e:
+            try:
+                pickle.dumps(e)
+            except Exception:
+                e = RuntimeError(f"merge worker failed on {tasks[i][1]} bytes {tasks[i][2]}-{tasks[i][3]}:\n"
+                                 f"{traceback.format_exc()}")
+            results.put((i, None, e))
+            return
+        results.put((i, out, None))
 
 
 CHUNK_BYTES = 4 << 20
@@ -408,21 +441,70 @@ def _usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool, workers: int) -> Iterator[Outcome]:
-    """Outcomes in input order; the main process converts one chunk in `2 * workers - 1` itself
-    and the pool's `workers - 1` processes convert the others.
+def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool: "_ChunkPool") -> Iterator[Outcome]:
+    """Outcomes in input order, the chunks converted by the main process and the pool's workers alike.
 
-    The main process would otherwise mostly wait, and its own chunks need no trip between
-    processes. It takes half a worker's share because it also unpacks the workers' rows and
-    keeps the accounting (on 2 cores: 2.75 vs 1.7 CPU-s with an equal share, even at a third).
+    Every process claims the next chunk from a shared counter when it is free, so both cores stay
+    busy however the machine's load shifts. The main process yields the chunks in order: a chunk a
+    worker has sent comes out as it is; when the next one is still in a worker's hands, the main
+    process converts the next unclaimed chunk itself (kept until its turn) instead of waiting, and
+    only when every chunk is taken does it wait. A fixed share for the main process (a third of the
+    chunks before) left one core idle whenever the other process was slowed, e.g. by other programs.
     """
     tasks = [(ctx, str(file), start, end, line, split)
              for file, split in _parallel_files(spec)
              for start, end, line in jsonl_chunks(file, CHUNK_BYTES)]
-    every = 2 * workers - 1
-    theirs = pool.imap(_chunk_worker, [t for i, t in enumerate(tasks) if i % every])
-    for i, task in enumerate(tasks):
-        yield from _chunk_outcomes(task) if i % every == 0 else next(theirs)
+    counter, results = pool.counter, pool.results
+    with counter.get_lock():
+        counter.value = 0
+    running = [pool.pool.apply_async(_chunk_worker, (tasks,)) for _ in range(pool.processes)]
+    ready: dict[int, list[Outcome] | None] = {}  # chunk index -> its outcomes (None: mine, to convert now)
+    n = len(tasks)
+    for i in range(n):
+        while i not in ready:
+            try:
+                got = results.get_nowait()
+            except queue.Empty:
+                got = None
+                j = _claim(counter)
+                if j == i:
+                    ready[i] = None
+                elif j < n:
+                    ready[j] = list(_chunk_outcomes(tasks[j]))
+                else:
+                    got = results.get()  # every chunk is taken: wait for a worker's
+            if got is not None:
+                j, out, error = got
+                if error is not None:
+                    raise error
+                ready[j] = out
+        out = ready.pop(i)
+        yield from _chunk_outcomes(tasks[i]) if out is None else out
+    for r in running:
+        r.get()  # the workers have left this input's loop, so the counter can start again for the next
+
+
+@dataclass
+class _ChunkPool:
+    """The worker processes (the main process is one more), the counter they claim chunks from
+    and the queue their outcomes come back on."""
+
+    pool: Any
+    processes: int
+    counter: Any
+    results: Any
+
+    @classmethod
+    def start(cls, processes: int) -> "_ChunkPool":
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        mp = multiprocessing.get_context(method)
+        counter, results = mp.Value("q", 0), mp.Queue()
+        # the counter and queue reach the workers as they start (fork: inherited), as they must
+        return cls(mp.Pool(processes, _init_chunk_worker, (counter, results)), processes, counter, results)
+
+    def close(self) -> None:
+        self.pool.terminate()
+        self.results.close()
 
 
 def convert_source(spec: SourceSpec, *, strict: bool = True) -> Iterator[tuple[RawRow, Trajectory | Issue]]:
@@ -466,7 +548,22 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            _promote_survivors()
             gc.enable()
+
+
+def _promote_survivors() -> None:
+    """Move every tracked object into the oldest generation without scanning it.
+
+    The objects a paused phase allocated all wait in the youngest generation, so the first
+    collection after `gc.enable()` would walk all of them (0.3-0.6 s after a full-scale merge).
+    freeze + unfreeze moves them to the oldest generation in O(1): they are scanned only by the
+    next full collection, as survivors would be anyway, and cycles among them are still
+    collected then. Skipped when the program froze objects itself (unfreeze would undo that).
+    """
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 def merge(sources: Iterable[SourceSpec | str] | dict[str, str], config: MergeConfig | None = None) -> MergeResult:
@@ -487,14 +584,13 @@ def _merge(sources: Iterable[SourceSpec | str] | dict[str, str], cfg: MergeConfi
     pool = None
     try:
         if workers:
-            method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-            pool = multiprocessing.get_context(method).Pool(workers - 1)  # the main process is one of them
+            pool = _ChunkPool.start(workers - 1)  # the main process is one of them
         for spec in specs:
             label = spec.label or get_source(spec.name).NAME
             ctx = _Ctx(spec.name, label, check, frozenset(cfg.include) if cfg.include else None,
                        frozenset(cfg.exclude), cfg.dedup, sink.path is not None)
             if pool is not None and _parallel_files(spec):
-                outcomes = _parallel_outcomes(spec, ctx, pool, workers)
+                outcomes = _parallel_outcomes(spec, ctx, pool)
             else:
                 outcomes = _serial_outcomes(spec, ctx)
             for line, file, split, domain, reason, detail, raw, traj, keys, fatal in _progress(
@@ -520,6 +616,7 @@ def _merge(sources: Iterable[SourceSpec | str] | dict[str, str], cfg: MergeConfi
                                row=RawRow(label, file, line, split, raw), traj=traj)
         if pool is not None:
             pool.close()
+            pool = None
         rng = random.Random(cfg.seed)
         kept = _downsample(kept, cfg, report, sink, rng)
         splits = split_trajectories(kept, cfg.split_ratios, cfg.seed)
@@ -537,7 +634,7 @@ def _merge(sources: Iterable[SourceSpec | str] | dict[str, str], cfg: MergeConfi
     finally:
         sink.close()
         if pool is not None:
-            pool.terminate()
+            pool.close()
     report.verify()
     return MergeResult(splits, report, workers)
 
