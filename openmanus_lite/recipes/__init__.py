@@ -44,7 +44,8 @@ class Recipe:
     """Added to the split's seed (a run's own task seed) and the recovery and trainer seed."""
     tasks_per_domain: int = 250
     domain_weights: tuple[tuple[str, float], ...] = ()
-    """Training tasks of a domain = tasks_per_domain x its weight (domains not named: 1)."""
+    """Training tasks of a domain = tasks_per_domain x its weight (domains not named: 1; weights of registered
+    domains outside `domains` do not apply, so a recipe narrowed to some domains keeps the others' weights)."""
     difficulty: str = "easy"
     turn_limits: int | tuple[tuple[str, int], ...] | None = None
     """Environment turn limit stated in every training prompt (one, or per domain); None: the environments'."""
@@ -83,11 +84,14 @@ class Recipe:
 
     def task_counts(self) -> dict[str, int]:
         """Training tasks per domain: tasks_per_domain x the domain's weight."""
+        from ..envs import list_domains
+
         domains = self.domain_list()
         weights = dict(self.domain_weights)
-        unknown = sorted(set(weights) - set(domains))
+        unknown = sorted(set(weights) - set(list_domains()))
         if unknown:
-            raise ValueError(f"recipe {self.name!r}: domain_weights name {unknown}, not among its domains {domains}")
+            raise ValueError(f"recipe {self.name!r}: domain_weights name {unknown}, not among the domains "
+                             f"{list_domains()}")
         return {d: round(self.tasks_per_domain * weights.get(d, 1.0)) for d in domains}
 
     def max_turns(self) -> int | dict[str, int] | None:
