@@ -77,6 +77,13 @@ class Recipe:
             raise ValueError(f"unknown recipe fields {sorted(unknown)}; known: {sorted(f.name for f in fields(self))}")
         return replace(self, **changes)
 
+    def on_preset(self, preset: str | None) -> "Recipe":
+        """The recipe's data and budget on other hardware: `preset`'s model, LoRA and dtype (None or the
+        recipe's own preset: unchanged). E.g. `cpu_debug` runs a recipe on the tiny test model."""
+        if not preset or preset == self.preset:
+            return self
+        return self.replace(preset=preset, lora_r=None, lora_alpha=None, dtype=None)
+
     def domain_list(self) -> list[str]:
         from ..envs import list_domains
 

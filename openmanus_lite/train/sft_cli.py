@@ -130,9 +130,7 @@ def settings(args: argparse.Namespace, extras: list[str]):
     from trl import SFTConfig
 
     if args.recipe:
-        recipe = get_recipe(args.recipe)
-        if args.preset and args.preset != recipe.preset:  # other hardware: its preset's model, LoRA and dtype
-            recipe = recipe.replace(preset=args.preset, lora_r=None, lora_alpha=None, dtype=None)
+        recipe = get_recipe(args.recipe).on_preset(args.preset)  # other hardware: its model, LoRA and dtype
         preset, base = recipe_preset(recipe), sft_config(recipe)
     else:
         preset = get_preset(args.preset or "cpu")
