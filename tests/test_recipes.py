@@ -77,3 +77,26 @@ def test_sft_command_trains_a_recipe_on_the_debug_preset(tmp_path, monkeypatch):
     assert report["records_in"] > 2 + 6  # 2 os + 6 household (tripled) expert episodes and recovery episodes
     with pytest.raises(SystemExit):
         main(["sft", "--recipe", "cpu_90min"])  # argparse names the choices
+
+
+@pytest.mark.parametrize("cuda, name", [(True, "t4"), (False, "cpu_30min")])
+def test_notebook_04_default_recipe_follows_cuda(monkeypatch, cuda, name):
+    torch = pytest.importorskip("torch")
+    from openmanus_lite.recipes import default_recipe_name
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    assert default_recipe_name() == name
+
+
+def test_demo_recipe_holds_the_demos_measured_settings():
+    from openmanus_lite.demo import DemoConfig
+    from openmanus_lite.train.presets import get_preset
+
+    r = DemoConfig().sft_recipe()
+    assert (r.name, r.preset, r.split, r.tasks_per_domain, r.recovery) == ("demo", "cpu", "demo_sft_train", 120, 0)
+    # what the demo ran before it had a recipe: the cpu preset's SFT with 20 minutes, 50 epochs, length 768
+    before = get_preset("cpu").sft.replace(output_dir="o", max_minutes=20.0, num_train_epochs=50, max_length=768,
+                                          save_steps=20)
+    assert sft_config(r, output_dir="o", save_steps=20) == before
+    quick = DemoConfig.quick().sft_recipe()
+    assert (quick.preset, quick.tasks_per_domain, quick.max_minutes, quick.max_turns()) == ("cpu_debug", 12, 0.6, 3)

@@ -116,6 +116,14 @@ def get_recipe(name: str) -> Recipe:
     return importlib.import_module(f"{__name__}.{name}").RECIPE
 
 
+def default_recipe_name() -> str:
+    """`t4` when a CUDA GPU is present, else `cpu_30min`: what notebook 04 trains unless told otherwise
+    (half an hour on a CPU; `cpu_60min` is the measured hour)."""
+    from ..train.presets import default_preset_name
+
+    return "t4" if default_preset_name() == "t4" else "cpu_30min"
+
+
 def weights_text(weights: tuple[tuple[str, float], ...]) -> str:
     """domain_weights as the command line writes them ("household=3,web=2")."""
     return ",".join(f"{d}={w:g}" for d, w in weights)
@@ -193,5 +201,5 @@ def recipe_preset(recipe: Recipe):
     return preset.replace(**changes)
 
 
-__all__ = ["Recipe", "get_recipe", "list_recipes", "recipe_dataset", "recipe_preset", "recipe_tasks",
+__all__ = ["Recipe", "default_recipe_name", "get_recipe", "list_recipes", "recipe_dataset", "recipe_preset", "recipe_tasks",
            "recipe_trajectories", "sft_config", "weights_text"]
