@@ -37,11 +37,11 @@ estimate of the time on an idle machine). The load average is reported either wa
     # the measured curve (README): batch 4, cosine decay over 500 steps, expert + recovery trajectories,
     # twice the training tasks for household and web
     python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine --max-steps 500 --clock cpu --threads 2 \
-        --recovery 1 --domain-weights household=2,web=2
+        --recovery 1 --domain-weights household=2,web=2 --dtype float32 --recovery-repeats 1
     # the best 60-minute run (README): the same data in bf16, the cosine decaying over the training minutes
     # (auto: bfloat16 on a CPU with AVX512-BF16 or AMX, as that run had; float32 elsewhere)
     python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine_by_time --dtype auto --clock cpu \
-        --threads 2 --recovery 1 --domain-weights household=2,web=2
+        --threads 2 --recovery 1 --domain-weights household=2,web=2 --recovery-repeats 1
     python benchmarks/sft_learning.py --minutes 5,10 --tasks 10    # shorter
     python benchmarks/sft_learning.py --quick                      # a smoke run with the tiny model
     python benchmarks/sft_learning.py --defer-eval                 # train only (about an hour) ...
@@ -50,7 +50,8 @@ estimate of the time on an idle machine). The load average is reported either wa
 Defaults: the `cpu_60min` recipe (openmanus_lite/recipes/cpu_60min.py, the run that met every 60-minute target:
 household tripled, web doubled, one recovery episode per task, every other one playing a rejected mistake twice,
 batch 4, bf16 where native, a cosine over the 60 minutes); each flag changes one of its settings
-(`recipe_from_args`). Earlier rows of the README name the flags that differ from it.
+(`recipe_from_args`). Until issue #28 the defaults were float32, batch 8, a constant schedule, no recovery
+episodes and no domain weights: commands of earlier measurements (above, README) name every flag that differs.
 
 Ends with `RESULT {json}`.
 """
