@@ -31,23 +31,27 @@ Training time excludes evaluation. On a shared machine wall time is inflated by 
 processes; `--clock cpu` counts this process's CPU time divided by its threads instead (an
 estimate of the time on an idle machine). The load average is reported either way.
 
-    python benchmarks/sft_learning.py                              # 15/30/60 min, 30 tasks/domain
+    python benchmarks/sft_learning.py                              # the cpu_60min recipe: 15/30/60 min marks
+    # as measured for the README (81.1%): the recipe, CPU-time clock on a shared machine, evaluation later
+    python benchmarks/sft_learning.py --clock cpu --threads 2 --defer-eval --out runs/sft_repeat
     # the measured curve (README): batch 4, cosine decay over 500 steps, expert + recovery trajectories,
     # twice the training tasks for household and web
     python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine --max-steps 500 --clock cpu --threads 2 \
-        --recovery 1 --domain-weights household=2,web=2
+        --recovery 1 --domain-weights household=2,web=2 --dtype float32 --recovery-repeats 1
     # the best 60-minute run (README): the same data in bf16, the cosine decaying over the training minutes
     # (auto: bfloat16 on a CPU with AVX512-BF16 or AMX, as that run had; float32 elsewhere)
     python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine_by_time --dtype auto --clock cpu \
-        --threads 2 --recovery 1 --domain-weights household=2,web=2
-    # the run that meets every 60-minute target (README): household tripled, and every other task's
-    # recovery episode plays a rejected mistake twice before the expert's way back
-    python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine_by_time --dtype auto --clock cpu \
-        --threads 2 --recovery 1 --recovery-repeats 1,2 --domain-weights household=3,web=2
+        --threads 2 --recovery 1 --domain-weights household=2,web=2 --recovery-repeats 1
     python benchmarks/sft_learning.py --minutes 5,10 --tasks 10    # shorter
     python benchmarks/sft_learning.py --quick                      # a smoke run with the tiny model
     python benchmarks/sft_learning.py --defer-eval                 # train only (about an hour) ...
     python benchmarks/sft_learning.py --eval-saved --labels base   # ... evaluate one label per sitting
+
+Defaults: the `cpu_60min` recipe (openmanus_lite/recipes/cpu_60min.py, the run that met every 60-minute target:
+household tripled, web doubled, one recovery episode per task, every other one playing a rejected mistake twice,
+batch 4, bf16 where native, a cosine over the 60 minutes); each flag changes one of its settings
+(`recipe_from_args`). Until issue #28 the defaults were float32, batch 8, a constant schedule, no recovery
+episodes and no domain weights: commands of earlier measurements (above, README) name every flag that differs.
 
 Ends with `RESULT {json}`.
 """
@@ -65,21 +69,29 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 
+RECIPE = "cpu_60min"
+"""The recipe the defaults come from (openmanus_lite/recipes)."""
+
+
 def parse_args(argv):
+    from openmanus_lite.recipes import get_recipe, weights_text
+
+    r = get_recipe(RECIPE)
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--minutes", default="15,30,60", help="training-time marks in minutes; training stops at the last")
+    p.add_argument("--minutes", default=",".join(f"{m:g}" for m in r.mark_minutes),
+                   help="training-time marks in minutes; training stops at the last")
     p.add_argument("--tasks", type=int, default=30, help="held-out easy tasks per domain")
-    p.add_argument("--train-tasks", type=int, default=250, help="training tasks per domain (expert-solved)")
-    p.add_argument("--domain-weights", default=None,
+    p.add_argument("--train-tasks", type=int, default=r.tasks_per_domain, help="training tasks per domain (expert-solved)")
+    p.add_argument("--domain-weights", default=weights_text(r.domain_weights),
                    help="training tasks per domain as multiples of --train-tasks, e.g. household=2,web=2 "
-                        "(domains not named: 1)")
-    p.add_argument("--recovery", type=int, default=0,
+                        "(domains not named: 1; '' for none; the default's domains outside --domains are ignored)")
+    p.add_argument("--recovery", type=int, default=r.recovery,
                    help="recovery episodes per training task (an injected mistake the expert recovers from, "
                         "train.measure.recovery_trajectories); 0: expert episodes only")
-    p.add_argument("--recovery-kinds", default="random",
+    p.add_argument("--recovery-kinds", default=",".join(r.recovery_kinds),
                    help="the injected mistakes, comma list of random, corrupt, skip taking turns across tasks "
                         "(default: random, train.measure.RECOVERY_KINDS)")
-    p.add_argument("--recovery-repeats", default="1",
+    p.add_argument("--recovery-repeats", default=",".join(map(str, r.recovery_repeats)),
                    help="comma list taking turns across tasks: how many times in a row a rejected mistake is "
                         "played before the recovery, e.g. 1,2 (every other task's rejected mistake is played twice)")
     p.add_argument("--corrections-at", type=float, default=0.0,
@@ -92,24 +104,24 @@ def parse_args(argv):
                    help="copies of each correction in the data after --corrections-at")
     p.add_argument("--domains", default=None, help="comma list (default: all registered)")
     p.add_argument("--model", default="default")
-    p.add_argument("--rank", type=int, default=16)
-    p.add_argument("--alpha", type=int, default=None, help="LoRA alpha (default: 2 x rank)")
+    p.add_argument("--rank", type=int, default=r.lora_r)
+    p.add_argument("--alpha", type=int, default=None, help="LoRA alpha (default: 2 x rank, the recipe's 32 at rank 16)")
     p.add_argument("--targets", default="all", help="all | attn | comma list of projection names")
     p.add_argument("--top-layers", type=int, default=0, help="adapters on the top N layers only (0: all layers)")
     p.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--scheduler", default="constant_with_warmup",
+    p.add_argument("--lr", type=float, default=r.learning_rate)
+    p.add_argument("--scheduler", default=r.scheduler,
                    help="a transformers scheduler, or cosine_by_time: a cosine over the training minutes to the "
                         "last mark, whatever the steps per minute")
-    p.add_argument("--max-steps", type=int, default=-1,
+    p.add_argument("--max-steps", type=int, default=r.max_steps,
                    help="the step horizon of a decaying --scheduler; training stops here or at the last mark, "
                         "whichever comes first")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--grad-accum", type=int, default=1)
-    p.add_argument("--max-length", type=int, default=1024)
+    p.add_argument("--batch-size", type=int, default=r.batch_size)
+    p.add_argument("--grad-accum", type=int, default=r.grad_accum)
+    p.add_argument("--max-length", type=int, default=r.max_length)
     p.add_argument("--no-group-by-length", action="store_true")
     p.add_argument("--grad-ckpt", action="store_true")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "auto"],
+    p.add_argument("--dtype", default=r.dtype, choices=["float32", "bfloat16", "auto"],
                    help="weights while training; auto: bfloat16 where the CPU multiplies it natively (AVX512-BF16, "
                         "AMX) or on a GPU, else float32 (bfloat16 is refused on a CPU that only emulates it)")
     p.add_argument("--max-new-tokens", type=int, default=64)
@@ -125,7 +137,7 @@ def parse_args(argv):
                         "(the training run's settings are read from <out>/train.json)")
     p.add_argument("--labels", default=None, help="with --eval-saved: only these labels (e.g. base,15min)")
     p.add_argument("--out", default="runs/sft_learning")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=r.seed)
     p.add_argument("--quick", action="store_true", help="smoke run: tiny model, 2 domains, seconds")
     args = p.parse_args(argv)
     if args.quick:
@@ -139,7 +151,7 @@ def parse_args(argv):
         p.error("--defer-eval trains, --eval-saved evaluates: one at a time")
     if args.corrections_at and not 0 < args.corrections_at < max(float(m) for m in args.minutes.split(",")):
         p.error("--corrections-at must come before the last of --minutes")
-    args.dtype = training_dtype(args.dtype, p.error)
+    args.dtype_asked, args.dtype = args.dtype, training_dtype(args.dtype, p.error)  # the recipe keeps 'auto'
     if args.corrections_at and args.scheduler == "cosine_by_time":
         p.error("--scheduler cosine_by_time decays over the whole run; the corrections' second phase sizes a "
                 "step-based cosine to the time left: use --scheduler cosine with --corrections-at")
@@ -166,15 +178,37 @@ def model_path(args) -> str:
     return str(tiny_model_path()) if args.model == "tiny" else resolve_model_name(args.model)
 
 
-def train_counts(domains: list[str], per_domain: int, weights: str | None) -> dict[str, int]:
-    """Training tasks per domain: `per_domain` times the domain's weight from `weights` ("web=2,kg=0.5")."""
+def recipe_from_args(args):
+    """The `cpu_60min` recipe with the flags' changes: the data and SFT settings this run trains with."""
+    from openmanus_lite.envs import list_domains
+    from openmanus_lite.recipes import get_recipe, weights_text
     from openmanus_lite.train.data import parse_domain_weights
 
+    recipe = get_recipe(RECIPE)
+    domains = args.domains.split(",") if args.domains else list_domains()
     try:
-        factors = parse_domain_weights(weights, domains)
+        weights = (dict(recipe.domain_weights) if args.domain_weights == weights_text(recipe.domain_weights)
+                   else parse_domain_weights(args.domain_weights, domains))  # the recipe's apply to the domains chosen
     except ValueError as e:
         raise SystemExit(f"--domain-weights: {e}") from None
-    return {d: round(per_domain * factors.get(d, 1.0)) for d in domains}
+    marks = tuple(sorted(float(m) for m in args.minutes.split(",")))
+    return recipe.replace(
+        domains=tuple(domains), seed=args.seed, tasks_per_domain=args.train_tasks,
+        domain_weights=tuple(weights.items()), recovery=args.recovery, recovery_kinds=recovery_kinds(args.recovery_kinds),
+        recovery_repeats=recovery_repeats(args.recovery_repeats), max_minutes=marks[-1], mark_minutes=marks,
+        max_steps=args.max_steps, scheduler=args.scheduler, dtype=args.dtype_asked, batch_size=args.batch_size,
+        grad_accum=args.grad_accum, max_length=args.max_length, learning_rate=args.lr,
+        lora_r=None if args.full else args.rank, lora_alpha=None if args.full else args.alpha or 2 * args.rank,
+    )
+
+
+def run_config(recipe, out: Path, args):
+    """The SFTRunConfig of a run: the recipe's, saved only at the marks, never resumed, this benchmark's clock."""
+    from openmanus_lite.recipes import sft_config
+
+    return sft_config(recipe, output_dir=str(out / "trainer"), group_by_length=not args.no_group_by_length,
+                      gradient_checkpointing=False, save_steps=10**6, save_total_limit=None, resume=False,
+                      disable_tqdm=False, logging_steps=5, clock=args.clock)
 
 
 def recovery_kinds(text: str) -> tuple[str, ...]:
@@ -339,34 +373,28 @@ def main(argv: list[str] | None = None) -> int:
 def train_with_marks(args, out: Path, threads: int) -> int:
     import torch
 
-    from openmanus_lite.envs import list_domains
     from openmanus_lite.models import LORA_TARGETS, LoraSpec, count_parameters, load_model
     from openmanus_lite.policies import ModelPolicy, RandomPolicy
-    from openmanus_lite.splits import SFT_TRAIN_SEED, check_disjoint, heldout_tasks, training_tasks
+    from openmanus_lite.recipes import recipe_dataset, recipe_tasks, recipe_trajectories
+    from openmanus_lite.splits import check_disjoint, heldout_tasks
     from openmanus_lite.train import sft as sft_mod
-    from openmanus_lite.train.data import build_sft_dataset, save_report
-    from openmanus_lite.train.measure import EASY_TURN_LIMITS, expert_trajectories, recovery_trajectories
+    from openmanus_lite.train.data import save_report
 
-    marks = sorted(float(m) for m in args.minutes.split(","))
-    domains = args.domains.split(",") if args.domains else list_domains()
+    recipe = recipe_from_args(args)
+    marks = list(recipe.mark_minutes)
+    domains = recipe.domain_list()
     load_start = os.getloadavg()
     t_start = time.perf_counter()
 
     # ---------------------------------------------------------------- tasks and data
     eval_tasks = heldout_tasks("eval", domains, args.tasks)
-    per_domain = train_counts(domains, args.train_tasks, args.domain_weights)
-    kinds = recovery_kinds(args.recovery_kinds)
-    repeats = recovery_repeats(args.recovery_repeats)
+    per_domain = recipe.task_counts()
+    kinds, repeats = recipe.recovery_kinds, recipe.recovery_repeats
     correction_tasks = correction_counts(args.correction_tasks, domains) if args.corrections_at else None
-    train_tasks, removed = training_tasks("sft_train", domains, per_domain, seed=SFT_TRAIN_SEED + args.seed)
-    check_disjoint({"sft_train": train_tasks}, {"eval": eval_tasks})
-    trajs = expert_trajectories(train_tasks, max_turns=EASY_TURN_LIMITS)  # the limits stated in evaluation too
-    n_expert = len(trajs)
-    recovery_counts = None
-    if args.recovery:
-        recovery, recovery_counts = recovery_trajectories(train_tasks, args.recovery, max_turns=EASY_TURN_LIMITS,
-                                                          seed=args.seed, kinds=kinds, repeats=repeats)
-        trajs += recovery
+    train_tasks, removed = recipe_tasks(recipe)
+    check_disjoint({recipe.split: train_tasks}, {"eval": eval_tasks})
+    trajs, data_info = recipe_trajectories(recipe, train_tasks)  # its turn limits: those stated in evaluation too
+    n_expert, recovery_counts = data_info["expert"], data_info["recovery_counts"]
     print(f"{len(eval_tasks)} held-out tasks; {n_expert} expert trajectories for training "
           f"({removed} generated training tasks equal to held-out ones removed)"
           + (f", {len(trajs) - n_expert} recovery trajectories {recovery_counts}" if args.recovery else ""),
@@ -389,7 +417,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     model, tok = load_model(name, lora=lora, dtype=getattr(torch, args.dtype), full_finetuning=lora is None,
                             max_seq_length=args.max_length)
     trainable, total = count_parameters(model)
-    ds, report = build_sft_dataset(trajs, tok, max_length=args.max_length, seed=args.seed)
+    ds, report = recipe_dataset(recipe, tok, trajs)
     save_report(report, out / "data_report.json")
     print(f"data: {report.summary()}", flush=True)
     print(f"model {name}: {trainable:,} trainable of {total:,}; threads {threads}; load {load_start}", flush=True)
@@ -407,14 +435,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
             curve.evaluate("base", policy, eval_tasks, args.eval_batch)
 
     # ---------------------------------------------------------------- training with marks
-    cfg = sft_mod.SFTRunConfig(
-        output_dir=str(out / "trainer"), max_steps=args.max_steps, num_train_epochs=1000, max_minutes=marks[-1],
-        mark_minutes=tuple(marks), per_device_train_batch_size=args.batch_size,
-        gradient_accumulation_steps=args.grad_accum, learning_rate=args.lr, lr_scheduler_type=args.scheduler,
-        warmup_steps=5, max_length=args.max_length, group_by_length=not args.no_group_by_length,
-        gradient_checkpointing=False, save_steps=10**6, save_total_limit=None, resume=False, seed=args.seed,
-        disable_tqdm=False, logging_steps=5, clock=args.clock,
-    )
+    cfg = run_config(recipe, out, args)
 
     def on_mark(m, info):
         print(f"\nmark: step {info['step']}, {info['train_minutes']:.1f} training minutes, "

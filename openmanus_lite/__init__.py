@@ -31,6 +31,8 @@ _EXPORTS: dict[str, str] = {
     "check_reward_columns": "rewards", "parse_reward_spec": "rewards",
     # evaluation and search
     "run_benchmark": "eval", "load_suite": "eval", "comparison_table": "eval",
+    # training recipes (data + SFT settings of measured runs)
+    "get_recipe": "recipes", "list_recipes": "recipes",
     # models
     "load_model": "models", "prepare_default_model": "models", "build_tiny_model": "models",
     "load_tokenizer": "models", "ModelPolicy": "policies",

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .paths import REAL_SAMPLES_DIR, RUNS_DIR, SAMPLES_DIR
-from .splits import DEMO_EVAL_SUITE, DEMO_GRPO_SEED, DEMO_SFT_SEED
+from .splits import DEMO_EVAL_SUITE, DEMO_GRPO_SEED
 
 
 @dataclass
@@ -35,20 +35,35 @@ class DemoConfig:
     model: str | None = None
     """None: the preset's model (the embedded SmolLM2-135M-Instruct for `cpu`)."""
     domains: tuple[str, ...] = ("os", "db", "web", "kg", "household", "ecommerce")
-    train_per_domain: int = 120
-    """Expert trajectories synthesized per domain for SFT (splits.DEMO_SFT_SEED; no held-out task of the kit)."""
+    recipe: str = "demo"
+    """The SFT data and settings (openmanus_lite/recipes/demo.py); the fields below left at None are its."""
+    train_per_domain: int | None = None
+    """Expert trajectories synthesized per domain for SFT (the recipe's 120, splits.DEMO_SFT_SEED; no held-out
+    task of the kit)."""
     eval_per_domain: int = 5
     """Tasks per domain from the frozen dev suite (easy, splits.DEMO_EVAL_SUITE) for each evaluated checkpoint."""
     eval_max_turns: int | None = None
     """Turn limit of training prompts and evaluation; None: per domain (train.measure.EASY_TURN_LIMITS)."""
-    sft_minutes: float = 20.0
-    sft_max_length: int = 768
+    sft_minutes: float | None = None
+    """None: the recipe's (20)."""
+    sft_max_length: int | None = None
+    """None: the recipe's (768)."""
     grpo_minutes: float = 6.0
     grpo_steps: int = 12
     grpo_tasks_per_domain: int = 24
     grpo_num_generations: int = 4
     grpo_max_turns: int = 4
     seed: int = 0
+
+    def sft_recipe(self):
+        """The recipe with this config's preset, domains, seed, turn limit and the SFT fields given."""
+        from .recipes import get_recipe
+
+        changes = {k: v for k, v in (("tasks_per_domain", self.train_per_domain), ("max_minutes", self.sft_minutes),
+                                     ("max_length", self.sft_max_length), ("turn_limits", self.eval_max_turns))
+                   if v is not None}
+        return get_recipe(self.recipe).on_preset(self.preset).replace(domains=tuple(self.domains), seed=self.seed,
+                                                                      **changes)
 
     @classmethod
     def quick(cls) -> "DemoConfig":
@@ -96,8 +111,8 @@ def _stage(state: RunState, name: str, fn: Callable[[], Any]) -> Any:
 def stage_data(cfg: DemoConfig, run_dir: Path) -> dict[str, Any]:
     """Merge the shipped samples (and the real samples when present) and synthesize expert data."""
     from .data import MergeConfig, SourceSpec, merge, write_jsonl
-    from .splits import check_disjoint, training_tasks
-    from .train.measure import expert_trajectories
+    from .recipes import recipe_tasks, recipe_trajectories
+    from .splits import check_disjoint
 
     specs = [SourceSpec(p.name, str(p)) for p in sorted(SAMPLES_DIR.iterdir()) if p.is_dir()]
     if REAL_SAMPLES_DIR.is_dir():
@@ -108,10 +123,10 @@ def stage_data(cfg: DemoConfig, run_dir: Path) -> dict[str, Any]:
     (run_dir / "merge_report.txt").write_text(merged.report.summary())
     six = [t for t in merged.splits.get("train", []) if t.domain in cfg.domains]
     # expert episodes on generated easy tasks, minus any equal to a held-out task of the kit
-    tasks, removed = training_tasks("demo_sft_train", cfg.domains, cfg.train_per_domain,
-                                    seed=DEMO_SFT_SEED + cfg.seed)
-    check_disjoint({"demo_sft_train": tasks}, {DEMO_EVAL_SUITE: _eval_suite(cfg).tasks})
-    synth = expert_trajectories(tasks, max_turns=_turn_limits(cfg))
+    recipe = cfg.sft_recipe()
+    tasks, removed = recipe_tasks(recipe)
+    check_disjoint({recipe.split: tasks}, {DEMO_EVAL_SUITE: _eval_suite(cfg).tasks})
+    synth, _ = recipe_trajectories(recipe, tasks)
     write_jsonl(six + synth, run_dir / "train.jsonl")
     print(merged.report.summary())
     return {"merged_rows": sum(merged.report.input_rows.values()), "merged_train_six_domains": len(six),
@@ -125,9 +140,8 @@ def _eval_suite(cfg: DemoConfig):
 
 
 def _turn_limits(cfg: DemoConfig) -> int | dict[str, int]:
-    from .train.measure import EASY_TURN_LIMITS
-
-    return cfg.eval_max_turns or EASY_TURN_LIMITS
+    """The limits the training prompts state, so that evaluation states the same."""
+    return cfg.sft_recipe().max_turns()
 
 
 def _load(preset, model_path: str | None, for_training: bool):
@@ -157,15 +171,21 @@ def stage_eval(cfg: DemoConfig, preset, run_dir: Path, label: str, model=None, t
 
 
 def stage_sft(cfg: DemoConfig, preset, run_dir: Path, train_file: str) -> dict[str, Any]:
-    from .train.data import build_sft_dataset, load_trajectories
+    from .recipes import recipe_dataset, sft_config
+    from .train.data import load_trajectories
     from .train.sft import run_sft, save_merged
 
     model, tok = _load(preset, cfg.model, for_training=True)
     trajs = load_trajectories(train_file)
-    dataset, report = build_sft_dataset(trajs, tok, max_length=cfg.sft_max_length, seed=cfg.seed)
+    recipe = cfg.sft_recipe()
+    dataset, report = recipe_dataset(recipe, tok, trajs)
     print(report.summary())
-    sft_cfg = preset.sft.replace(output_dir=str(run_dir / "sft"), max_minutes=cfg.sft_minutes,
-                                 num_train_epochs=50, max_length=cfg.sft_max_length, save_steps=20)
+    # on another preset than the recipe's (--quick: cpu_debug) that preset's step budget and warmup stay
+    from .recipes import get_recipe
+
+    own = {} if preset.name == get_recipe(cfg.recipe).preset else {"max_steps": preset.sft.max_steps,
+                                                   "warmup_steps": preset.sft.warmup_steps}
+    sft_cfg = sft_config(recipe, output_dir=str(run_dir / "sft"), save_steps=20, **own)
     result = run_sft(model, tok, dataset, sft_cfg)
     merged_dir = save_merged(result.model, tok, run_dir / "sft_model")
     _plot_losses(result.loss_history, run_dir / "sft_loss.png")

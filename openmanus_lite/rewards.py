@@ -1187,7 +1187,11 @@ def _thought_first(text: str, ls: int) -> bool:
 @register_reward("react_format")
 def react_format_reward(prompts=None, completions=None, **kwargs) -> list[float]:
     """Mean `react_turn_score` over the completion's assistant turns (partial credit per turn),
-    for the row's `domain` (optional column); 0.0 with no assistant turn."""
+    for the row's `domain` (optional column); 0.0 with no assistant turn. Warning: as a GRPO
+    term next to `env_outcome` it was reward-hacked (a tidy one-turn answer out-earned failed
+    attempts; held-out db 10/50 -> 0/50, README), so the multi-turn default leaves it out.
+
+    Use it for format warm-ups and measurement, or at a weight far below the outcome's."""
     comps = _completions(completions, "react_format")
     domains = _optional(kwargs, DOMAIN, len(comps), "react_format") or [None] * len(comps)
     out = []
@@ -1282,7 +1286,11 @@ def env_success_reward(prompts=None, completions=None, **kwargs) -> list[float |
 @register_reward("invalid_action", columns=[(INVALID_ACTIONS, "environments")], bounds=(-1.0, 0.0))
 def invalid_action_reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
     """Minus the fraction of turns whose action was invalid: -invalid_actions / turns, in
-    [-1, 0]. turns = the `num_turns` column when given, else the completion's assistant turns."""
+    [-1, 0]. Warning: with `react_format` next to `env_outcome` it paid a one-turn answer
+    without querying more than failed attempts earned (held-out db 10/50 -> 0/50, README);
+    the multi-turn default is `env_outcome` alone.
+
+    turns = the `num_turns` column when given, else the completion's assistant turns."""
     comps = _completions(completions, "invalid_action")
     n = len(comps)
     bad = _env_column(kwargs, INVALID_ACTIONS, n, "invalid_action")

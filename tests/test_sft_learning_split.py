@@ -84,14 +84,40 @@ def test_eval_saved_needs_a_training_record_and_known_labels(tmp_path):
 
 
 def test_domain_weights_scale_the_training_tasks_and_reject_bad_items():
-    from benchmarks.sft_learning import train_counts
+    from benchmarks.sft_learning import parse_args, recipe_from_args
 
-    assert train_counts(["os", "web", "kg"], 250, "web=2, kg=0.5") == {"os": 250, "web": 500, "kg": 125}
-    assert train_counts(["os"], 250, None) == {"os": 250}
+    def counts(*argv):
+        return recipe_from_args(parse_args(["--dtype", "float32", *argv])).task_counts()
+
+    assert counts("--domains", "os,web,kg", "--domain-weights", "web=2, kg=0.5") == {"os": 250, "web": 500, "kg": 125}
+    assert counts("--domains", "os", "--domain-weights", "") == {"os": 250}
+    assert counts("--domains", "os,web") == {"os": 250, "web": 500}  # the recipe's weights, for the domains chosen
     for bad, why in [("shop=2", "expected domain=number"), ("web", "expected domain=number"),
                      ("web=two", "is not a number"), ("web=-1", "cannot be negative")]:
         with pytest.raises(SystemExit, match=why):
-            train_counts(["os", "web"], 250, bad)
+            counts("--domains", "os,web", "--domain-weights", bad)
+
+
+def test_the_default_run_is_the_cpu_60min_recipe(tmp_path):
+    """A plain `python benchmarks/sft_learning.py` trains the recipe: same settings, same SFTRunConfig, same data."""
+    from benchmarks.sft_learning import parse_args, recipe_from_args, run_config
+    from openmanus_lite.recipes import get_recipe, recipe_trajectories, sft_config
+
+    recipe = get_recipe("cpu_60min")
+    args = parse_args([])
+    ours = recipe_from_args(args)
+    assert ours == recipe.replace(domains=tuple(recipe.domain_list()))
+    cfg = run_config(ours, tmp_path, args)
+    assert cfg == sft_config(recipe, output_dir=str(tmp_path / "trainer"), save_steps=10**6, save_total_limit=None,
+                             resume=False, disable_tqdm=False, logging_steps=5, clock="wall")
+    assert (cfg.lr_scheduler_type, cfg.max_minutes, cfg.mark_minutes, cfg.per_device_train_batch_size) == (
+        "cosine_by_time", 60.0, (15.0, 30.0, 60.0), 4)
+    # the data: the same tasks and episodes, on small counts (weights, recovery kinds and repeats as the recipe's)
+    small = recipe_from_args(parse_args(["--train-tasks", "2", "--domains", "os,web,household"]))
+    trajs, info = recipe_trajectories(small)
+    mine, mine_info = recipe_trajectories(recipe.replace(tasks_per_domain=2, domains=("os", "web", "household")))
+    assert info == mine_info and [t.id for t in trajs] == [t.id for t in mine]
+    assert small.task_counts() == {"os": 2, "web": 4, "household": 6} and info["recovery"] > 0
 
 
 def test_recovery_kinds_name_known_mistakes():
@@ -132,7 +158,7 @@ def test_corrections_join_the_data_midway_and_their_rollouts_count_as_training_t
     for bad, why in [("shop=2", "expected domain=number"), ("os=0", "no tasks to play")]:
         with pytest.raises(SystemExit, match=f"--correction-tasks: {why}"):
             main(["--quick", "--threads", "1", "--corrections-at", "0.1", "--correction-tasks", bad,
-                  "--out", str(tmp_path / "bad")])
+                  "--scheduler", "cosine", "--out", str(tmp_path / "bad")])  # the default cosine_by_time is refused
 
 
 @pytest.mark.parametrize("native", [True, False])

@@ -62,8 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--difficulty", default="easy", choices=("easy", "medium", "hard"))
     p.add_argument("--reward_funcs", nargs="+", default=None,
                    help="registered rewards or package.module:function, optionally :weight (default per mode: "
-                        "single 'answer_match format tag_count', multi 'env_outcome react_format:0.25 "
-                        "invalid_action:0.25', tool 'env_outcome invalid_action:0.25')")
+                        "single 'answer_match format tag_count', multi 'env_outcome', tool "
+                        "'env_outcome invalid_action:0.25'; shaped react_format / invalid_action terms in multi "
+                        "were measured to reward-hack, see the README)")
     p.add_argument("--output_dir", default=None, help="default runs/grpo_<mode>")
     p.add_argument("--max_steps", type=int, default=None)
     p.add_argument("--num_train_epochs", type=float, default=None, help="instead of --max_steps: passes over the prompts")

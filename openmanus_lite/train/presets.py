@@ -13,6 +13,9 @@ or by editing the stage's settings (`preset.sft.replace(learning_rate=...)`).
     gpu8       an 8 GB consumer GPU: the same model, smaller batches
     cpu        this kind of machine (2 cores, no GPU): the embedded SmolLM2-135M-Instruct + LoRA
     cpu_debug  the tiny from-scratch model, full fine-tuning: seconds per run, for tests
+
+A preset says what fits the machine; a recipe (openmanus_lite/recipes) says what to train on it: the data
+and SFT settings of a measured run (`cpu_60min` on `cpu`), naming its preset.
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
 """`python -m openmanus_lite sft --data ... --model ... --preset ...`: build the data, train, save.
 
+`--recipe NAME` (openmanus_lite/recipes: cpu_60min, cpu_30min, t4, gpu8, demo) takes the data and SFT
+settings of a measured run: its preset, its synthesized tasks (weights, recovery episodes, turn limits)
+and its schedule, dtype, batch, length and budget; any flag given still overrides the recipe.
 Data comes from a merged dataset (`--data`, a JSONL/parquet file or a merge output folder)
 and/or expert trajectories synthesized in the environments (`--synth N` per domain), with
 `--recovery K` episodes per synthesized task in which the expert recovers from an injected
@@ -37,6 +40,7 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
 
 
 EXAMPLES = (
+    "python -m openmanus_lite sft --recipe cpu_60min --output_dir runs/sft_60min",
     "python -m openmanus_lite sft --preset cpu_debug --synth 4 --domains os,db --max_steps 2 --output_dir runs/sft_try",
     "python -m openmanus_lite sft --config configs/examples/sft_quick.yaml --learning_rate 1e-4 --adam_beta2 0.9",
     "python -m openmanus_lite sft --data runs/merged --preset t4 --push_to_hub --hub_model_id me/agent-sft",
@@ -44,23 +48,29 @@ EXAMPLES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ..splits import SFT_TRAIN_SEED
+    from ..recipes import list_recipes
     from .presets import PRESETS
 
     p = make_parser("openmanus_lite sft", __doc__, EXAMPLES)
     p.add_argument("--config", default=None, help="YAML file of option: value (the command line wins)")
-    p.add_argument("--preset", default="cpu", choices=sorted(PRESETS), help="hardware preset (default: cpu)")
+    p.add_argument("--recipe", default=None, choices=list_recipes(),
+                   help="a measured recipe's data and settings (openmanus_lite/recipes); flags override it")
+    p.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                   help="hardware preset (default: the recipe's, else cpu)")
     p.add_argument("--model", "--model_name_or_path", dest="model", default=None,
                    help="hub name, local checkpoint, 'default' or 'tiny' (default: preset's)")
     p.add_argument("--data", default=None, help="merged dataset: .jsonl / .parquet file or merge output folder")
     p.add_argument("--split", default="train", help="split to read from a merge output folder (default: train)")
-    p.add_argument("--synth", type=int, default=0, help="expert trajectories to synthesize per domain (default: 0)")
-    p.add_argument("--recovery", type=int, default=0,
-                   help="with --synth: episodes per task that recover from an injected mistake (default: 0)")
+    p.add_argument("--synth", type=int, default=None,
+                   help="expert trajectories to synthesize per domain (default: the recipe's tasks, else 0)")
+    p.add_argument("--recovery", type=int, default=None,
+                   help="with --synth: episodes per task that recover from an injected mistake (default: recipe's, else 0)")
     p.add_argument("--domains", default=None, help="comma-separated domains for --synth (default: all registered)")
-    p.add_argument("--difficulty", default="easy", choices=["easy", "medium", "hard"])
-    p.add_argument("--synth_seed", type=int, default=SFT_TRAIN_SEED,
-                   help="task seed for --synth (splits.SFT_TRAIN_SEED; held-out tasks are left out)")
+    p.add_argument("--difficulty", default=None, choices=["easy", "medium", "hard"],
+                   help="of the synthesized tasks (default: the recipe's, else easy)")
+    p.add_argument("--synth_seed", type=int, default=None,
+                   help="task seed for --synth (default: the split's, splits.SFT_TRAIN_SEED, plus the recipe's seed; "
+                        "held-out tasks are left out)")
     p.add_argument("--mix", default=None, help="domain mix weights, e.g. os=1,db=1,household=2")
     p.add_argument("--total", type=int, default=None, help="records after mixing (default: all)")
     p.add_argument("--max_length", type=int, default=None, help="tokens per conversation (default: preset's)")
@@ -87,18 +97,44 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return parse_args(build_parser(), argv, passthrough=True, config=True)
 
 
+def synth_recipe(args: argparse.Namespace):
+    """The Recipe whose tasks this run synthesizes: --recipe's (or a plain one of the `sft_train` split, expert
+    episodes under the environments' own turn limits) with --synth/--recovery/--domains/--difficulty/--synth_seed
+    on top. None when nothing is synthesized."""
+    from ..recipes import Recipe, get_recipe
+    from ..splits import get_split
+
+    recipe = (get_recipe(args.recipe) if args.recipe else
+              Recipe(name="cli", preset=args.preset or "cpu", about="sft command flags", tasks_per_domain=0))
+    changes = {k: v for k, v in (("tasks_per_domain", args.synth), ("recovery", args.recovery),
+                                 ("difficulty", args.difficulty)) if v is not None}
+    if args.domains:
+        domains = tuple(d.strip() for d in args.domains.split(",") if d.strip())
+        changes["domains"] = domains
+    if args.synth_seed is not None:
+        changes["seed"] = args.synth_seed - get_split(recipe.split).seed
+    recipe = recipe.replace(**changes)
+    return recipe if recipe.tasks_per_domain else None
+
+
 def settings(args: argparse.Namespace, extras: list[str]):
-    """(preset, SFTRunConfig) for parsed options: the preset's settings, then the flags, then any
-    other SFTConfig field given (`--adam_beta2 0.95`), kept in `trainer_args`."""
+    """(preset, SFTRunConfig) for parsed options: the recipe's settings (or the preset's), then the flags,
+    then any other SFTConfig field given (`--adam_beta2 0.95`), kept in `trainer_args`."""
     from dataclasses import fields
 
+    from ..recipes import get_recipe, recipe_preset, sft_config
     from .presets import get_preset
     from .sft import SFTRunConfig, import_trl
 
     import_trl()  # unsloth before trl and transformers' trainer
     from trl import SFTConfig
 
-    preset = get_preset(args.preset)
+    if args.recipe:
+        recipe = get_recipe(args.recipe).on_preset(args.preset)  # other hardware: its model, LoRA and dtype
+        preset, base = recipe_preset(recipe), sft_config(recipe)
+    else:
+        preset = get_preset(args.preset or "cpu")
+        base = preset.sft
     changes = {k: getattr(args, k) for k in (
         "output_dir", "max_steps", "num_train_epochs", "max_minutes", "learning_rate", "per_device_train_batch_size",
         "gradient_accumulation_steps", "seed", "max_length",
@@ -110,18 +146,18 @@ def settings(args: argparse.Namespace, extras: list[str]):
         changes["disable_tqdm"] = True
     kit, trainer = split_overrides(trainer_overrides(extras, SFTConfig, command="sft"),
                                    [f.name for f in fields(SFTRunConfig)])
-    cfg = preset.sft.replace(**{**kit, **changes}, trainer_args=trainer)
+    cfg = base.replace(**{**kit, **changes}, trainer_args=trainer)
     return preset, cfg
 
 
 def main(argv: list[str] | None = None) -> int:
     args, extras = parse(argv)
-    if args.recovery and not args.synth:
-        print("error: --recovery builds on the synthesized tasks: give --synth N too", file=sys.stderr)
+    if args.recovery and not (args.synth or args.recipe):
+        print("error: --recovery builds on the synthesized tasks: give --synth N (or --recipe NAME) too", file=sys.stderr)
         return 2
-    if not args.data and not args.synth:
-        print("error: give training data with --data PATH and/or --synth N (expert trajectories per domain)",
-              file=sys.stderr)
+    if not args.data and not args.synth and not args.recipe:
+        print("error: give training data with --data PATH and/or --synth N (expert trajectories per domain) "
+              "or --recipe NAME", file=sys.stderr)
         return 2
     saves = {s.strip() for s in args.save.split(",") if s.strip()}
     unknown = saves - {"adapter", "merged", "gguf"}
@@ -130,6 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         check_tracking_args(args)
+        recipe = synth_recipe(args)
+        if recipe is not None:
+            recipe.task_counts()  # an unknown domain fails here, before any model is loaded
         preset, cfg = settings(args, extras)
         from .sft import make_sft_config
 
@@ -137,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    from ..recipes import recipe_trajectories
     from .data import build_sft_dataset, load_trajectories, save_report
     from .sft import GGUFExportUnavailable, export_gguf, run_sft, save_adapter, save_merged
 
@@ -144,21 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.data:
         trajs += load_trajectories(args.data, split=args.split)
         print(f"loaded {len(trajs)} trajectories from {args.data}")
-    if args.synth:
-        domains = args.domains.split(",") if args.domains else None
-        from ..envs import list_domains
-        from ..splits import training_tasks
-        from .measure import expert_trajectories, recovery_trajectories
-
-        tasks, held_out = training_tasks("sft_train", domains or list_domains(), args.synth, seed=args.synth_seed,
-                                         difficulty=args.difficulty)
-        synth = expert_trajectories(tasks)
-        print(f"synthesized {len(synth)} expert trajectories ({held_out} tasks equal to held-out ones left out)")
+    if recipe is not None:
+        synth, info = recipe_trajectories(recipe)
+        print(f"synthesized {info['expert']} expert trajectories ({info['removed_held_out']} tasks equal to held-out "
+              f"ones left out)" + (f" and {info['recovery']} recovery trajectories ({info['recovery_counts']})"
+                                    if recipe.recovery else ""))
         trajs += synth
-        if args.recovery:
-            recovery, counts = recovery_trajectories(tasks, args.recovery, seed=args.synth_seed)
-            print(f"synthesized {len(recovery)} recovery trajectories ({counts})")
-            trajs += recovery
     model, tok = preset.load(args.model)
     ds, report = build_sft_dataset(trajs, tok, max_length=cfg.max_length, overflow=args.overflow,
                                    domain_mix=_parse_mix(args.mix), total=args.total, seed=cfg.seed, progress=True)

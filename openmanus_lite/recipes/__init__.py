@@ -1,0 +1,205 @@
+"""Training recipes as code: the data and SFT settings that produced a figure, in one named object.
+
+A recipe bundles what a run is made of: the data (domains, training tasks per domain and their
+weights, recovery episodes, turn limits, difficulty, the `splits.py` split the tasks come from),
+the SFT settings (schedule, dtype, batch, length, learning rate, LoRA, time or epoch budget) and the
+hardware preset it runs on. Each recipe lives in its own short module of this package, every
+setting commented with its reason and the figure behind it (like nanoGPT's config/*.py).
+
+    from openmanus_lite.recipes import get_recipe, recipe_trajectories, recipe_dataset, sft_config
+    r = get_recipe("cpu_60min")
+    trajs, info = recipe_trajectories(r)            # expert + recovery episodes on the recipe's tasks
+    ds, report = recipe_dataset(r, tok, trajs)      # tokenized SFT data
+    cfg = sft_config(r, output_dir="runs/mine")     # the SFTRunConfig
+
+Users: `python -m openmanus_lite sft --recipe cpu_60min`, notebook 04, the demo (`demo` recipe) and
+`benchmarks/sft_learning.py` (its defaults are `cpu_60min`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+RECIPE_MODULES = ("cpu_60min", "cpu_30min", "t4", "gpu8", "demo")
+"""One module per recipe in this package; each defines RECIPE."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Data + SFT settings + preset of one training run (see the package docstring)."""
+
+    name: str
+    preset: str
+    """Hardware preset (train/presets.py): the model, how it loads, and any SFT setting not named here."""
+    about: str
+    """One line: what the recipe is for and the figure it reproduces."""
+    # ---- data
+    domains: tuple[str, ...] | None = None
+    """None: every registered domain."""
+    split: str = "sft_train"
+    """The training split of splits.py the tasks come from (held-out tasks of the kit are left out)."""
+    seed: int = 0
+    """Added to the split's seed (a run's own task seed) and the recovery and trainer seed."""
+    tasks_per_domain: int = 250
+    domain_weights: tuple[tuple[str, float], ...] = ()
+    """Training tasks of a domain = tasks_per_domain x its weight (domains not named: 1; weights of registered
+    domains outside `domains` do not apply, so a recipe narrowed to some domains keeps the others' weights)."""
+    difficulty: str = "easy"
+    turn_limits: int | tuple[tuple[str, int], ...] | None = None
+    """Environment turn limit stated in every training prompt (one, or per domain); None: the environments'."""
+    recovery: int = 0
+    """Recovery episodes per training task (an injected mistake the expert recovers from)."""
+    recovery_kinds: tuple[str, ...] = ("random",)
+    recovery_repeats: tuple[int, ...] = (1,)
+    # ---- SFT
+    max_minutes: float | None = None
+    """Training-time budget; None: the step/epoch budget alone."""
+    mark_minutes: tuple[float, ...] = ()
+    max_steps: int = -1
+    num_train_epochs: float = 1.0
+    scheduler: str = "linear"
+    warmup_steps: int = 5
+    dtype: str | None = None
+    """'auto' (bfloat16 where the CPU/GPU has it natively, else float32), a dtype name, or None: the preset's."""
+    batch_size: int = 4
+    grad_accum: int = 1
+    max_length: int = 1024
+    learning_rate: float = 2e-4
+    lora_r: int | None = None
+    """LoRA rank on the preset's target modules (alpha = lora_alpha); None: the preset's LoRA as it is."""
+    lora_alpha: int | None = None
+
+    def replace(self, **changes: Any) -> "Recipe":
+        unknown = set(changes) - {f.name for f in fields(self)}
+        if unknown:
+            raise ValueError(f"unknown recipe fields {sorted(unknown)}; known: {sorted(f.name for f in fields(self))}")
+        return replace(self, **changes)
+
+    def on_preset(self, preset: str | None) -> "Recipe":
+        """The recipe's data and budget on other hardware: `preset`'s model, LoRA and dtype (None or the
+        recipe's own preset: unchanged). E.g. `cpu_debug` runs a recipe on the tiny test model."""
+        if not preset or preset == self.preset:
+            return self
+        return self.replace(preset=preset, lora_r=None, lora_alpha=None, dtype=None)
+
+    def domain_list(self) -> list[str]:
+        from ..envs import list_domains
+
+        return list(self.domains) if self.domains else list_domains()
+
+    def task_counts(self) -> dict[str, int]:
+        """Training tasks per domain: tasks_per_domain x the domain's weight."""
+        from ..envs import list_domains
+
+        domains = self.domain_list()
+        weights = dict(self.domain_weights)
+        unknown = sorted(set(weights) - set(list_domains()))
+        if unknown:
+            raise ValueError(f"recipe {self.name!r}: domain_weights name {unknown}, not among the domains "
+                             f"{list_domains()}")
+        return {d: round(self.tasks_per_domain * weights.get(d, 1.0)) for d in domains}
+
+    def max_turns(self) -> int | dict[str, int] | None:
+        return dict(self.turn_limits) if isinstance(self.turn_limits, tuple) else self.turn_limits
+
+
+def list_recipes() -> list[str]:
+    return sorted(RECIPE_MODULES)
+
+
+def get_recipe(name: str) -> Recipe:
+    """The recipe `name` (a frozen object: change it with `.replace(...)`)."""
+    if name not in RECIPE_MODULES:
+        raise KeyError(f"unknown recipe {name!r}; choose one of {list_recipes()}")
+    return importlib.import_module(f"{__name__}.{name}").RECIPE
+
+
+def default_recipe_name() -> str:
+    """`t4` when a CUDA GPU is present, else `cpu_30min`: what notebook 04 trains unless told otherwise
+    (half an hour on a CPU; `cpu_60min` is the measured hour)."""
+    from ..train.presets import default_preset_name
+
+    return "t4" if default_preset_name() == "t4" else "cpu_30min"
+
+
+def weights_text(weights: tuple[tuple[str, float], ...]) -> str:
+    """domain_weights as the command line writes them ("household=3,web=2")."""
+    return ",".join(f"{d}={w:g}" for d, w in weights)
+
+
+def recipe_tasks(recipe: Recipe):
+    """(training tasks, how many generated tasks equal held-out ones were left out) of the recipe."""
+    from ..splits import get_split, training_tasks
+
+    return training_tasks(recipe.split, recipe.domain_list(), recipe.task_counts(),
+                          seed=get_split(recipe.split).seed + recipe.seed, difficulty=recipe.difficulty)
+
+
+def recipe_trajectories(recipe: Recipe, tasks=None) -> tuple[list, dict[str, Any]]:
+    """(SFT trajectories, counts) of the recipe: the expert's episodes on its tasks, then its recovery
+    episodes. `tasks`: the recipe's own (`recipe_tasks`) unless given."""
+    from ..train.measure import expert_trajectories, recovery_trajectories
+
+    removed = None
+    if tasks is None:
+        tasks, removed = recipe_tasks(recipe)
+    trajs = expert_trajectories(tasks, max_turns=recipe.max_turns())
+    info: dict[str, Any] = {"tasks": len(tasks), "removed_held_out": removed, "expert": len(trajs),
+                            "recovery": 0, "recovery_counts": None}
+    if recipe.recovery:
+        recovery, counts = recovery_trajectories(tasks, recipe.recovery, max_turns=recipe.max_turns(),
+                                                 seed=recipe.seed, kinds=recipe.recovery_kinds,
+                                                 repeats=recipe.recovery_repeats)
+        trajs += recovery
+        info.update(recovery=len(recovery), recovery_counts=counts)
+    return trajs, info
+
+
+def recipe_dataset(recipe: Recipe, tokenizer, trajectories=None, **kwargs):
+    """(dataset, report) of train.data.build_sft_dataset for the recipe's trajectories (built when not given),
+    cut at the recipe's max_length; `kwargs` go to build_sft_dataset (overflow, domain_mix, total...)."""
+    from ..train.data import build_sft_dataset
+
+    if trajectories is None:
+        trajectories, _ = recipe_trajectories(recipe)
+    return build_sft_dataset(trajectories, tokenizer, max_length=recipe.max_length,
+                             **{"seed": recipe.seed, **kwargs})
+
+
+def sft_config(recipe: Recipe, **overrides: Any):
+    """The recipe's SFTRunConfig: its preset's SFT settings with the recipe's on top, then `overrides`."""
+    from ..train.presets import get_preset
+
+    cfg = get_preset(recipe.preset).sft.replace(
+        output_dir=f"runs/sft_{recipe.name}", max_steps=recipe.max_steps, num_train_epochs=recipe.num_train_epochs,
+        max_minutes=recipe.max_minutes, mark_minutes=tuple(recipe.mark_minutes),
+        per_device_train_batch_size=recipe.batch_size, gradient_accumulation_steps=recipe.grad_accum,
+        learning_rate=recipe.learning_rate, lr_scheduler_type=recipe.scheduler, warmup_steps=recipe.warmup_steps,
+        max_length=recipe.max_length, seed=recipe.seed,
+    )
+    return cfg.replace(**overrides)
+
+
+def recipe_preset(recipe: Recipe):
+    """The recipe's preset with the recipe's LoRA rank, sequence length and dtype ('auto' resolved for this
+    device: bfloat16 where native, float32 elsewhere; bfloat16 on a CPU that emulates it is an error)."""
+    from dataclasses import replace as dc_replace
+
+    from ..precision import resolve_precision
+    from ..train.presets import get_preset
+
+    preset = get_preset(recipe.preset)
+    changes: dict[str, Any] = {"max_seq_length": max(preset.max_seq_length, recipe.max_length)}
+    if recipe.dtype is not None:
+        changes["dtype"] = resolve_precision(recipe.dtype, cpu_bf16=True, strict=True).name
+    if recipe.lora_r is not None:
+        if preset.lora is None:
+            raise ValueError(f"recipe {recipe.name!r} sets lora_r but preset {preset.name!r} trains fully")
+        changes["lora"] = dc_replace(preset.lora, r=recipe.lora_r, alpha=recipe.lora_alpha or 2 * recipe.lora_r)
+    return preset.replace(**changes)
+
+
+__all__ = ["Recipe", "default_recipe_name", "get_recipe", "list_recipes", "recipe_dataset", "recipe_preset", "recipe_tasks",
+           "recipe_trajectories", "sft_config", "weights_text"]
