@@ -41,8 +41,8 @@ def _labels(text: str | None) -> tuple[str, ...]:
 
 
 EXAMPLES = (
-    "python -m openmanus_lite merge --source agenttraj_l=data/samples/agenttraj_l --output_dir runs/merged --six_only",
-    "python -m openmanus_lite merge --source taskcraft=data/samples/taskcraft --output_dir runs/merged --formats jsonl",
+    "python -m openmanus_lite merge --source agenttraj_l=openmanus_lite/resources/samples/agenttraj_l --output_dir runs/merged --six_only",
+    "python -m openmanus_lite merge --source taskcraft=openmanus_lite/resources/samples/taskcraft --output_dir runs/merged --formats jsonl",
 )
 
 
