@@ -136,14 +136,13 @@ def settings(args: argparse.Namespace, extras: list[str] = ()):
     from dataclasses import fields
 
     from .grpo import GRPORunConfig, import_trl
-    from .presets import get_preset
+    from .presets import default_preset_name, get_preset
 
     import_trl()  # unsloth before trl
-    import torch
     from trl import GRPOConfig
 
     check_tracking_args(args)
-    preset_name = args.preset or ("t4" if torch.cuda.is_available() else "cpu")
+    preset_name = args.preset or default_preset_name()
     preset = get_preset(preset_name)
     overrides = {k: getattr(args, k) for k in (
         "max_steps", "learning_rate", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
