@@ -19,6 +19,7 @@ turns 16 times without it).
 from __future__ import annotations
 
 import contextlib
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -132,12 +133,18 @@ class PrefixCache:
         self._entries: dict[int, tuple[Any, list]] = {}  # id -> (ids tensor, [(k, v) per layer])
         self._by_key: dict[tuple, list[int]] = {}
         self._bytes: dict[int, int] = {}
+        self._shared: set[int] = set()  # prefixes several prompts share: never superseded by one of them
         self._next = 0
         self.reused_tokens = 0
         self.encoded_tokens = 0
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def shared_entries(self) -> int:
+        """Entries holding a prefix several prompts share (see `share_prefixes`), not one conversation's turns."""
+        return len(self._shared)
 
     @property
     def nbytes(self) -> int:
@@ -176,10 +183,10 @@ class PrefixCache:
     def drop_superseded(self, eids: list[int | None], common: list[int]) -> None:
         """Drop entries that a new, longer entry fully contains (the same conversation a turn later)."""
         for eid, c in zip(eids, common):
-            if eid is not None and eid in self._entries and c >= self.length(eid):
+            if eid is not None and eid in self._entries and eid not in self._shared and c >= self.length(eid):
                 self.drop(eid)
 
-    def add(self, ids: list[int], kv: list) -> None:
+    def add(self, ids: list[int], kv: list, shared: bool = False) -> None:
         import torch
 
         eid = self._next
@@ -187,12 +194,15 @@ class PrefixCache:
         self._entries[eid] = (torch.tensor(ids, dtype=torch.long), kv)
         self._by_key.setdefault(self._key(ids), []).append(eid)
         self._bytes[eid] = sum(k.nbytes + v.nbytes for k, v in kv)
+        if shared:
+            self._shared.add(eid)
         while self.nbytes > self.max_bytes and len(self._entries) > 1:
             self.drop(next(iter(self._entries)))  # dicts keep insertion order: the oldest first
 
     def drop(self, eid: int) -> None:
         ids, _ = self._entries.pop(eid)
         self._bytes.pop(eid, None)
+        self._shared.discard(eid)
         key = self._key(ids.tolist())
         rest = [e for e in self._by_key.get(key, []) if e != eid]
         if rest:
@@ -207,6 +217,7 @@ class PrefixCache:
         self._entries.clear()
         self._by_key.clear()
         self._bytes.clear()
+        self._shared.clear()
 
 
 class ChosenLogprobs:
@@ -276,6 +287,7 @@ def generate_turns(
     return_ids: bool = False,
     return_logprobs: bool = False,
     kv_cache: PrefixCache | None = None,
+    engine: str | None = None,
 ) -> GenerationResult:
     """Generate the next assistant turn for every conversation.
 
@@ -283,7 +295,8 @@ def generate_turns(
     call). `batch_size` conversations share one `generate` call; conversations are grouped by
     prompt length so little padding is wasted. `max_prompt_tokens` keeps only the last tokens
     of an over-long prompt (left truncation keeps the most recent observation). `kv_cache`
-    reuses the keys/values of earlier turns of the same conversations (see PrefixCache).
+    reuses the keys/values of earlier turns of the same conversations (see PrefixCache). `engine`
+    forces a generator (see `select_engine`).
     """
     if not conversations:
         return GenerationResult([], [] if return_ids else None, [], [] if return_logprobs else None, [])
@@ -303,6 +316,7 @@ def generate_turns(
         batch_size=batch_size,
         return_logprobs=return_logprobs,
         kv_cache=kv_cache,
+        engine=engine,
     )
     result.prompt_ids = prompts if return_ids else None
     return result
@@ -320,11 +334,12 @@ def generate_from_ids(
     batch_size: int = 16,
     return_logprobs: bool = False,
     kv_cache: PrefixCache | None = None,
+    engine: str | None = None,
 ) -> GenerationResult:
     """`generate_turns` on prompts that are already token ids (multi-turn RL rollouts continue
     the exact sampled ids instead of re-rendering text). `max_new_tokens` may be one limit per
-    prompt (a rollout's remaining token budget); a batch generates up to its largest limit and
-    each row is cut at its own. Returns prompt_ids as given and completion_ids always."""
+    prompt (a rollout's remaining token budget); each row is cut at its own. Returns prompt_ids
+    as given and completion_ids always. `engine` overrides `select_engine`'s choice."""
     import torch
 
     n = len(prompts)
@@ -337,55 +352,15 @@ def generate_from_ids(
         raise ValueError(f"max_new_tokens must be >= 1, got {min(limits)}")
     stop = _stop_ids(tokenizer, model)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop[0]
-    sample = temperature is not None and temperature > 0
     if seed is not None:
         torch.manual_seed(seed)
-    device = next(model.parameters()).device
-
-    completions: list[list[int]] = [[] for _ in range(n)]
-    logps: list[list[float]] = [[] for _ in range(n)]
-    stopped = [False] * n
-    order = sorted(range(n), key=lambda i: len(prompts[i]))
-    with inference_mode(model), torch.inference_mode():
-        for start in range(0, n, batch_size):
-            idx = order[start:start + batch_size]
-            input_ids, attention, past, width, matched = _batch_inputs(model, prompts, idx, pad_id, kv_cache)
-            gen_kwargs: dict[str, Any] = dict(
-                input_ids=input_ids.to(device),
-                attention_mask=attention.to(device),
-                max_new_tokens=max(limits[i] for i in idx),
-                eos_token_id=stop,
-                pad_token_id=pad_id,
-                do_sample=sample,
-                return_dict_in_generate=True,
-                use_cache=True,
-            )
-            recorder = ChosenLogprobs(temperature if sample else 1.0) if return_logprobs else None
-            if recorder is not None:
-                gen_kwargs["logits_processor"] = [recorder]
-            if past is not None:
-                gen_kwargs["past_key_values"] = past
-            if sample:
-                gen_kwargs.update(temperature=float(temperature), top_p=float(top_p), top_k=0)
-            else:
-                gen_kwargs.update(temperature=None, top_p=None, top_k=None)
-            out = model.generate(**gen_kwargs)
-            new = out.sequences[:, width:].tolist()
-            if recorder is not None:
-                chosen = recorder.finish(out.sequences).tolist()
-            for row, i in enumerate(idx):
-                ids = new[row][: limits[i]]
-                cut = next((k for k, t in enumerate(ids) if t in stop), None)
-                if cut is not None:
-                    ids = ids[: cut + 1]
-                    stopped[i] = True
-                completions[i] = ids
-                if return_logprobs:
-                    logps[i] = chosen[row][: len(ids)]
-            if kv_cache is not None:
-                _store(kv_cache, out.past_key_values, attention, width, [prompts[i] for i in idx],
-                       [completions[i] for i in idx])
-                kv_cache.drop_superseded([e for e, _ in matched], [c for _, c in matched])
+    choice = select_engine(model, engine, return_logprobs=return_logprobs)
+    if choice.name == "vllm":
+        completions, logps, stopped = _generate_vllm(model, prompts, limits, stop, temperature, top_p, seed,
+                                                     return_logprobs)
+    else:
+        completions, logps, stopped = _generate_hf(model, choice, prompts, limits, stop, pad_id, temperature, top_p,
+                                                   batch_size, return_logprobs, kv_cache)
     texts = [tokenizer.decode(c, skip_special_tokens=True).strip() for c in completions]
     return GenerationResult(
         texts=texts,
@@ -396,12 +371,331 @@ def generate_from_ids(
     )
 
 
-def _batch_inputs(model: Any, prompts: list[list[int]], idx: list[int], pad_id: int, kv_cache: PrefixCache | None):
-    """Left-padded input ids and mask for rows `idx`, plus a DynamicCache of reused prefixes.
+# --------------------------------------------------------------------------- engines
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """Which generator runs a call, in which dtype, and why (logged once per model)."""
+
+    name: str
+    """"loop": the kit's decoding loop (decoding.py); "generate": the model's own `generate` (Unsloth's
+    patched fast path on a GPU); "vllm": the vLLM engine Unsloth attaches with `fast_inference=True`."""
+    dtype: Any = None
+    """The inference weights' dtype when it differs from the model's (bf16 on CPUs that run it natively)."""
+    reason: str = ""
+
+
+ENGINES = ("loop", "generate", "vllm")
+
+
+def select_engine(model: Any, engine: str | None = None, *, return_logprobs: bool = False) -> EngineChoice:
+    """The generator for `model`: vLLM when Unsloth attached an engine (`fast_inference=True`), the model's
+    own `generate` for an Unsloth model on a GPU (its patched inference path) or a model with sliding-window
+    or linear-attention layers, the kit's decoding loop otherwise. On a CPU with native bf16 the loop runs a
+    bf16 copy of float32 weights (about 4x the matmul rate, measured in benchmarks/generation_throughput.py),
+    except when log-probabilities are requested: those must match what the trainer recomputes in its own dtype.
+    `engine` (or the OPENMANUS_ENGINE environment variable) forces one of ENGINES."""
+    import os
+
+    forced = engine or os.environ.get("OPENMANUS_ENGINE") or None
+    if forced is not None and forced not in ENGINES:
+        raise ValueError(f"unknown generation engine {forced!r}; choose one of {ENGINES}")
+    has_vllm = getattr(model, "vllm_engine", None) is not None and hasattr(model, "fast_generate")
+    device = _device_type(model)
+    if forced == "vllm" and not has_vllm:
+        raise ValueError("engine 'vllm' needs a model loaded with Unsloth's fast_inference=True (model.vllm_engine)")
+    if forced == "vllm" or (forced is None and has_vllm):
+        choice = EngineChoice("vllm", reason="Unsloth's vLLM engine is attached (fast_inference=True)")
+    elif forced == "generate":
+        choice = EngineChoice("generate", reason="asked for")
+    elif forced is None and is_unsloth_model(model) and device == "cuda":
+        choice = EngineChoice("generate", reason="Unsloth model on a GPU without vLLM: its patched generate")
+    else:
+        from .decoding import supports_buffer_cache
+
+        if not supports_buffer_cache(model):
+            if forced == "loop":
+                raise ValueError("engine 'loop' needs full-attention layers only (this model has sliding-window ones)")
+            choice = EngineChoice("generate", reason="sliding-window or linear-attention layers")
+        else:
+            dtype = _loop_dtype(model, device, return_logprobs)
+            reason = "the kit's decoding loop" + (f" on a {str(dtype).replace('torch.', '')} copy" if dtype else "")
+            choice = EngineChoice("loop", dtype, reason)
+    _log_choice(model, choice)
+    return choice
+
+
+def _device_type(model: Any) -> str:
+    try:
+        return next(model.parameters()).device.type
+    except (StopIteration, AttributeError, TypeError):
+        return "cpu"
+
+
+def _loop_dtype(model: Any, device: str, return_logprobs: bool) -> Any:
+    import torch
+
+    if device != "cpu" or return_logprobs:
+        return None
+    from .models import cpu_has_native_bf16
+
+    params = [p for p in model.parameters() if p.is_floating_point()]
+    if params and params[0].dtype == torch.float32 and cpu_has_native_bf16():
+        return torch.bfloat16
+    return None
+
+
+def _log_choice(model: Any, choice: EngineChoice) -> None:
+    import logging
+
+    try:
+        if _LOGGED_CHOICE.get(model) == choice:
+            return
+        _LOGGED_CHOICE[model] = choice
+    except TypeError:  # not weak-referenceable: log every call
+        pass
+    logging.getLogger(__name__).info("generation engine: %s (%s)", choice.name, choice.reason)
+
+
+def weights_fingerprint(model: Any) -> tuple:
+    """Changes when the weights change: parameter version counters plus the sums of the trainable
+    parameters (LoRA: cheap). Version counters alone miss optimizer steps on this stack (fused AdamW
+    updates in place without bumping `_version`), hence the sums."""
+    import torch
+
+    params = list(model.parameters())
+    trainable = [p for p in params if p.requires_grad]
+    sums = ()
+    if trainable:
+        with torch.no_grad():
+            sums = tuple(torch.stack([p.detach().sum(dtype=torch.float64) for p in trainable]).cpu().tolist())
+    return (id(model), sum(p._version for p in params), sums)
+
+
+_INFERENCE_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (fingerprint, copy)
+_LOGGED_CHOICE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> last logged EngineChoice
+
+
+def inference_copy(model: Any, dtype: Any) -> Any:
+    """The model's weights (LoRA merged into a copy) as a plain model of `dtype`, rebuilt only when the
+    weights changed. The training model is never touched: merging in place and unmerging after would
+    leave float rounding in the trained weights."""
+    import copy
+
+    key = (weights_fingerprint(model), dtype)
+    cached = _INFERENCE_COPIES.get(model)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    _INFERENCE_COPIES.pop(model, None)  # free the stale copy before making the new one
+    clone = copy.deepcopy(model)
+    if hasattr(clone, "merge_and_unload"):
+        clone = clone.merge_and_unload()
+    clone = clone.to(dtype).eval().requires_grad_(False)
+    _INFERENCE_COPIES[model] = (key, clone)
+    return clone
+
+
+def _generate_hf(model, choice, prompts, limits, stop, pad_id, temperature, top_p, batch_size, return_logprobs,
+                 kv_cache):
+    """The loop or `generate` engine over length-sorted batches, reusing cached prefixes."""
+    import torch
+
+    from .decoding import Row, decode
+
+    n = len(prompts)
+    completions: list[list[int]] = [[] for _ in range(n)]
+    logps: list[list[float]] = [[] for _ in range(n)]
+    stopped = [False] * n
+    sample = temperature is not None and temperature > 0
+    runner = inference_copy(model, choice.dtype) if choice.dtype is not None else model
+    param = next(runner.parameters())
+    # the loop always shares prefixes; a call-local cache does it when the caller keeps none
+    cache = kv_cache if kv_cache is not None else (PrefixCache() if choice.name == "loop" else None)
+    order = sorted(range(n), key=lambda i: len(prompts[i]))
+    with inference_mode(model), torch.inference_mode():
+        if choice.name == "loop":
+            share_prefixes(runner, prompts, cache, pad_id)
+        for start in range(0, n, batch_size):
+            idx = order[start:start + batch_size]
+            input_ids, attention, past, width, matched = _batch_inputs(prompts, idx, pad_id, cache, param.dtype)
+            input_ids, attention = input_ids.to(param.device), attention.to(param.device)
+            if past is not None:
+                past = [(k.to(param.device), v.to(param.device)) for k, v in past]
+            if choice.name == "loop":
+                rows = [Row(i, limits[i]) for i in idx]
+
+                def keep(row, kv, store=kv_cache is not None):
+                    if store:
+                        fed = row.ids[:-1]
+                        cache.add(list(prompts[row.index]) + fed, [(k.cpu(), v.cpu()) for k, v in kv()])
+
+                decode(runner, input_ids, attention, past, rows, stop_ids=set(stop), pad_id=pad_id, temperature=temperature,
+                       top_p=top_p, return_logprobs=return_logprobs, on_finish=keep)
+                for row in rows:
+                    completions[row.index], stopped[row.index] = row.ids, row.stopped
+                    logps[row.index] = row.logprobs
+            else:
+                out_past = _generate_batch(runner, input_ids, attention, past, width, idx, limits, stop, pad_id,
+                                           sample, temperature, top_p, return_logprobs, completions, logps, stopped)
+                if kv_cache is not None:
+                    _store(kv_cache, out_past, attention, width, [prompts[i] for i in idx],
+                           [completions[i] for i in idx])
+            if cache is not None:
+                cache.drop_superseded([e for e, _ in matched], [c for _, c in matched])
+    return completions, logps, stopped
+
+
+def _generate_batch(model, input_ids, attention, past, width, idx, limits, stop, pad_id, sample, temperature, top_p,
+                    return_logprobs, completions, logps, stopped) -> Any:
+    """One batch through the model's own `generate` (with a DynamicCache of the reused prefixes); fills the
+    result lists for rows `idx` and returns the cache `generate` ended with."""
+    gen_kwargs: dict[str, Any] = dict(
+        input_ids=input_ids,
+        attention_mask=attention,
+        max_new_tokens=max(limits[i] for i in idx),
+        eos_token_id=stop,
+        pad_token_id=pad_id,
+        do_sample=sample,
+        return_dict_in_generate=True,
+        use_cache=True,
+    )
+    recorder = ChosenLogprobs(temperature if sample else 1.0) if return_logprobs else None
+    if recorder is not None:
+        gen_kwargs["logits_processor"] = [recorder]
+    if past is not None:
+        from transformers import DynamicCache
+
+        gen_kwargs["past_key_values"] = DynamicCache(past, config=_config(model))
+    if sample:
+        gen_kwargs.update(temperature=float(temperature), top_p=float(top_p), top_k=0)
+    else:
+        gen_kwargs.update(temperature=None, top_p=None, top_k=None)
+    out = model.generate(**gen_kwargs)
+    new = out.sequences[:, width:].tolist()
+    chosen = recorder.finish(out.sequences).tolist() if recorder is not None else None
+    for row, i in enumerate(idx):
+        ids = new[row][: limits[i]]
+        cut = next((k for k, t in enumerate(ids) if t in stop), None)
+        if cut is not None:
+            ids = ids[: cut + 1]
+            stopped[i] = True
+        completions[i] = ids
+        if chosen is not None:
+            logps[i] = chosen[row][: len(ids)]
+    return out.past_key_values
+
+
+def _generate_vllm(model, prompts, limits, stop, temperature, top_p, seed, return_logprobs):
+    """Unsloth's vLLM engine with the current LoRA weights (`load_lora(..., load_tensors=True)` hands vLLM the
+    in-memory adapter, so each call sees the latest training step). Log-probabilities are vLLM's own (its
+    `logprobs_mode`), the chosen token's only."""
+    from vllm import SamplingParams
+
+    sample = temperature is not None and temperature > 0
+    params = [
+        SamplingParams(
+            temperature=float(temperature) if sample else 0.0,
+            top_p=float(top_p) if sample else 1.0,
+            max_tokens=int(limit),
+            stop_token_ids=list(stop),
+            seed=None if seed is None else int(seed) + i,
+            logprobs=0 if return_logprobs else None,
+        )
+        for i, limit in enumerate(limits)
+    ]
+    lora = None
+    if hasattr(model, "load_lora") and hasattr(model, "peft_config"):
+        lora = model.load_lora("openmanus_lite_rollout", load_tensors=True)
+    outputs = model.fast_generate([{"prompt_token_ids": list(p)} for p in prompts], sampling_params=params,
+                                  lora_request=lora, use_tqdm=False)
+    completions, logps, stopped = [], [], []
+    for out in outputs:
+        seq = out.outputs[0]
+        ids = list(seq.token_ids)
+        completions.append(ids)
+        stopped.append(bool(ids) and ids[-1] in stop)
+        if return_logprobs:
+            logps.append([float(step[t].logprob) for step, t in zip(seq.logprobs or [], ids)])
+        else:
+            logps.append([])
+    return completions, logps, stopped
+
+
+def share_prefixes(model: Any, prompts: list[list[int]], cache: PrefixCache, pad_id: int) -> int:
+    """Encode once the prefixes that several prompts share and the cache lacks (a domain's instructions,
+    the history that n sampled continuations share), so each prompt then encodes only its own tokens.
+
+    Prompts are sorted; a run of neighbours that share more than `cache.min_reuse` tokens beyond what
+    is already cached gets its common prefix encoded, and runs within it that share still more get theirs
+    (encoded after, reusing the parent): a trie built level by level. Returns the tokens encoded."""
+    levels: list[list[list[int]]] = []
+    _plan_prefixes(sorted(list(p) for p in prompts), 0, cache, levels, 0)
+    encoded = 0
+    for level in levels:
+        encoded += _encode_prefixes(model, level, cache, pad_id)
+    return encoded
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for k in range(n):
+        if a[k] != b[k]:
+            return k
+    return n
+
+
+def _plan_prefixes(seqs: list[list[int]], base: int, cache: PrefixCache, levels: list, depth: int) -> None:
+    if len(seqs) < 2 or depth > 8:
+        return
+    adjacent = [_common(seqs[k], seqs[k + 1]) for k in range(len(seqs) - 1)]
+    start = 0
+    while start < len(seqs) - 1:
+        if adjacent[start] < base + cache.min_reuse:
+            start += 1
+            continue
+        end = start
+        while end < len(adjacent) and adjacent[end] >= base + cache.min_reuse:
+            end += 1
+        run = seqs[start:end + 1]
+        shared = min(min(adjacent[start:end]), min(len(s) for s in run) - 1)
+        if shared >= base + cache.min_reuse and cache.match(run[0][:shared])[1] < shared:
+            while len(levels) <= depth:
+                levels.append([])
+            levels[depth].append(run[0][:shared])
+        _plan_prefixes(run, shared, cache, levels, depth + 1)
+        start = end + 1
+
+
+def _encode_prefixes(model: Any, prefixes: list[list[int]], cache: PrefixCache, pad_id: int) -> int:
+    """One prefill of `prefixes` (reusing cached parents); each prefix's keys/values kept as a shared entry."""
+    from .decoding import Row, decode
+
+    param = next(model.parameters())
+    idx = list(range(len(prefixes)))
+    input_ids, attention, past, width, _ = _batch_inputs(prefixes, idx, pad_id, cache, param.dtype, full=True)
+    if past is not None:
+        past = [(k.to(param.device), v.to(param.device)) for k, v in past]
+    rows = [Row(i, 1) for i in idx]
+    encoded = sum(len(p) for p in prefixes)
+
+    def keep(row, kv):
+        # the prefill fed every prefix token; the one "generated" token is never fed
+        cache.add(list(prefixes[row.index]), [(k.cpu(), v.cpu()) for k, v in kv()], shared=True)
+
+    decode(model, input_ids.to(param.device), attention.to(param.device), past, rows, stop_ids=set(), pad_id=pad_id,
+           temperature=0.0, top_p=1.0, return_logprobs=False, on_finish=keep)
+    return encoded
+
+
+def _batch_inputs(prompts: list[list[int]], idx: list[int], pad_id: int, kv_cache: PrefixCache | None, dtype: Any,
+                  full: bool = False):
+    """Left-padded input ids and mask for rows `idx`, plus the reused prefixes' keys/values per layer.
 
     With reuse the layout per row is [pad | cached prefix | pad | new tokens]: the cached block
     is as wide as the longest reused prefix, the new block as the longest remainder; the mask
     marks the holes, and position ids (from the mask) stay those of the unpadded sequence.
+    `full`: the prompts themselves are being cached, so a prompt never reuses all of itself.
     """
     import torch
 
@@ -423,25 +717,23 @@ def _batch_inputs(model: Any, prompts: list[list[int]], idx: list[int], pad_id: 
         rest = p[c:]
         input_ids[row, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
         attention[row, width - len(rest):] = 1
-    if kv_cache is not None:
+    if kv_cache is not None and not full:
         kv_cache.encoded_tokens += sum(len(prompts[i]) - c for i, (_, c) in zip(idx, hits))
         kv_cache.reused_tokens += sum(c for _, c in hits)
     if width_past == 0:
         return input_ids, attention, None, width, matched
-    from transformers import DynamicCache
-
     ref = next(kv_cache.layers(e) for e, c in hits if c > 0)
     layers = []
     for layer, (k0, v0) in enumerate(ref):
-        k = k0.new_zeros((len(idx), k0.shape[0], width_past, k0.shape[2]))
-        v = v0.new_zeros((len(idx), v0.shape[0], width_past, v0.shape[2]))
+        k = k0.new_zeros((len(idx), k0.shape[0], width_past, k0.shape[2]), dtype=dtype)
+        v = v0.new_zeros((len(idx), v0.shape[0], width_past, v0.shape[2]), dtype=dtype)
         for row, (eid, c) in enumerate(hits):
             if c > 0:
                 ek, ev = kv_cache.layers(eid)[layer]
                 k[row, :, width_past - c:] = ek[:, :c]
                 v[row, :, width_past - c:] = ev[:, :c]
         layers.append((k, v))
-    return input_ids, attention, DynamicCache(layers, config=_config(model)), width, matched
+    return input_ids, attention, layers, width, matched
 
 
 def _config(model: Any) -> Any:

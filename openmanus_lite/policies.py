@@ -132,24 +132,13 @@ class ModelPolicy:
         self._weights_fingerprint = None
 
     def _weights_changed(self) -> bool:
-        """True when the weights differ from the last call's (training continued in between).
+        """True when the weights differ from the last call's (training continued in between)."""
+        from .generation import weights_fingerprint
 
-        Version counters alone miss fused optimizers (`torch.optim.AdamW(fused=True)`, the
-        Trainer's default where available, updates parameters without bumping `_version`), so the
-        trainable parameters' sums are compared too: cheap for LoRA, a few ms for full fine-tuning.
-        """
-        import torch
-
-        params = list(self.model.parameters())
-        trainable = [p for p in params if p.requires_grad]
-        with torch.no_grad():
-            sums = torch.stack([p.detach().sum(dtype=torch.float64) for p in trainable]).cpu() if trainable else None
-        version = sum(p._version for p in params)
-        last = self._weights_fingerprint
-        self._weights_fingerprint = (version, sums)
-        if last is None:
-            return True
-        return version != last[0] or (sums is not None and not torch.equal(sums, last[1]))
+        now = weights_fingerprint(self.model)
+        changed = now != self._weights_fingerprint
+        self._weights_fingerprint = now
+        return changed
 
     def _generate(self, conversations: list[Messages], temperature: float):
         from .generation import generate_turns

@@ -108,15 +108,15 @@ def _spy_generate(model, monkeypatch):
 
 
 def test_logprobs_equal_the_output_logits_path_without_keeping_logits(tiny, monkeypatch):
-    """The chosen-token log-probs equal those from generate(output_logits=True) + log_softmax (the
-    old path, which kept a [batch, vocab] float32 row per step), and nothing per-step of vocab
+    """The `generate` engine's chosen-token log-probs equal those from generate(output_logits=True) +
+    log_softmax (the old path, which kept a [batch, vocab] float32 row per step), and nothing per-step of vocab
     width comes back from generate."""
     model, tok, _ = tiny
     vocab = model.config.vocab_size
     for temperature in (0.0, 0.7):
         calls, original = _spy_generate(model, monkeypatch)
         res = generate_turns(model, tok, CONVS, max_new_tokens=16, temperature=temperature, seed=2,
-                             batch_size=len(CONVS), return_ids=True, return_logprobs=True)
+                             batch_size=len(CONVS), return_ids=True, return_logprobs=True, engine="generate")
         monkeypatch.undo()
         assert len(calls) == 1
         kwargs, out = calls[0]
@@ -250,7 +250,8 @@ def test_prefix_cache_gives_the_same_turns_and_encodes_less(tiny):
         for h, text in zip(hist, plain.texts):
             h += [{"role": "assistant", "content": text}, {"role": "user", "content": "Nothing happens."}]
     assert cache.reused_tokens > cache.encoded_tokens  # later turns encode only the new observation
-    assert len(cache) == len(CONVS)  # each conversation's entry replaced the one it extends
+    # each conversation's entry replaced the one it extends; the chat template's opening is shared once
+    assert len(cache) - cache.shared_entries == len(CONVS) and cache.shared_entries >= 1
 
 
 def test_prefix_cache_memory_cap_and_invalidation(tiny):
@@ -262,7 +263,7 @@ def test_prefix_cache_memory_cap_and_invalidation(tiny):
     assert len(small) == 1  # never more than the cap allows (always keeps the newest)
     policy = ModelPolicy(model, tok, max_new_tokens=8)
     policy.act_batch(CONVS[:2], [None, None])
-    assert len(policy.kv_cache) == 2
+    assert len(policy.kv_cache) - policy.kv_cache.shared_entries == 2
     policy.act_batch(CONVS[:2], [None, None])
     assert policy.kv_cache.reused_tokens > 0  # the same prompts again: their keys/values come from the cache
     with torch.no_grad():

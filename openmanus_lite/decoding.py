@@ -1,0 +1,208 @@
+"""The kit's decoding loop: one forward pass per step over a Hugging Face causal LM, many turns at once.
+
+Why not `model.generate`: measured on a 2-core CPU (benchmarks/generation_throughput.py, docs/RESULTS.md),
+an episode turn's cost is mostly (1) the prompt prefill, most of which is the domain's instructions that
+every episode of the domain shares, (2) the DynamicCache concatenating every layer's keys/values at every
+step, (3) rows that already stopped still computed until the slowest row stops, and (4) float32 matmuls on
+CPUs that run bf16 about four times faster. This loop is fed prompts whose shared prefixes are already
+cached (`generation.PrefixCache`), appends keys/values into a preallocated buffer, drops stopped rows from
+the batch, computes logits for the last position only, and keeps the chosen token's log-probability as it
+is produced. `generation.generate_from_ids` decides when it runs (`generation.select_engine`).
+
+Sampling is temperature + top-p over the raw logits, as TRL's GRPO generation does: logit processors of
+the model's own generation config (e.g. a repetition penalty) are not applied.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from transformers.cache_utils import Cache, DynamicLayer
+
+
+class BufferLayer(DynamicLayer):
+    """One layer's keys/values in a preallocated [batch, heads, capacity, dim] buffer.
+
+    DynamicLayer concatenates the whole cache with each new token (a copy of every layer's keys and
+    values per step); here a step writes one column in place and the layer exposes a view of the
+    filled part. The buffer doubles if a call outgrows it."""
+
+    def __init__(self, capacity: int):
+        super().__init__()
+        self.capacity = max(1, int(capacity))
+        self.length = 0
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.dtype, self.device = key_states.dtype, key_states.device
+        b, h, _, d = key_states.shape
+        self._k = key_states.new_empty((b, h, self.capacity, d))
+        self._v = value_states.new_empty((b, h, self.capacity, value_states.shape[-1]))
+        self.is_initialized = True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.shape[-2]
+        if end > self.capacity:
+            self._grow(end)
+        self._k[:, :, self.length:end] = key_states
+        self._v[:, :, self.length:end] = value_states
+        self.length = end
+        self.keys, self.values = self._k[:, :, :end], self._v[:, :, :end]
+        return self.keys, self.values
+
+    def _grow(self, needed: int) -> None:
+        self.capacity = max(needed, 2 * self.capacity)
+        k, v = self._k, self._v
+        self._k = k.new_empty((*k.shape[:2], self.capacity, k.shape[-1]))
+        self._v = v.new_empty((*v.shape[:2], self.capacity, v.shape[-1]))
+        self._k[:, :, :self.length] = k[:, :, :self.length]
+        self._v[:, :, :self.length] = v[:, :, :self.length]
+
+    def get_seq_length(self) -> int:
+        return self.length
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        if self.is_initialized:
+            self._k, self._v = self._k[indices], self._v[indices]
+            self.keys, self.values = self._k[:, :, :self.length], self._v[:, :, :self.length]
+
+    def row(self, index: int, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Row `index`'s keys/values at `positions` ([heads, len(positions), dim] each, copies)."""
+        pos = positions.to(self._k.device)
+        return self._k[index].index_select(-2, pos), self._v[index].index_select(-2, pos)
+
+
+def supports_buffer_cache(model: Any) -> bool:
+    """True when every decoder layer is full attention (sliding windows and linear attention keep other state)."""
+    cfg = getattr(model, "config", None)
+    if cfg is None:
+        return False
+    text = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+    types = getattr(text, "layer_types", None)
+    if types and any(t != "full_attention" for t in types):
+        return False
+    return getattr(text, "sliding_window", None) is None or not getattr(text, "use_sliding_window", False)
+
+
+@dataclass
+class Row:
+    """One prompt being decoded: where its reused prefix came from and what it produced."""
+
+    index: int
+    limit: int
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    stopped: bool = False
+
+
+def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+    """Greedy (temperature 0) or temperature + nucleus sampling of one token per row of [rows, vocab] logits."""
+    if not temperature or temperature <= 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    if top_p is not None and top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        drop = sorted_probs.cumsum(-1) - sorted_probs > top_p  # keep the smallest set reaching top_p (>= 1 token)
+        sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+        picked = torch.multinomial(sorted_probs, 1).squeeze(-1)
+        return order.gather(-1, picked.unsqueeze(-1)).squeeze(-1)
+    return torch.multinomial(probs, 1).squeeze(-1)
+
+
+def decode(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention: torch.Tensor,
+    past: list[tuple[torch.Tensor, torch.Tensor]] | None,
+    rows: list[Row],
+    *,
+    stop_ids: set[int],
+    pad_id: int,
+    temperature: float,
+    top_p: float,
+    return_logprobs: bool,
+    on_finish: Callable[[Row, Callable[[], list[tuple[torch.Tensor, torch.Tensor]]]], None] | None = None,
+) -> None:
+    """Decode `rows` (filled in place) from one batch laid out [pad | reused prefix | pad | new tokens].
+
+    `input_ids` and `attention` cover both blocks; `past` holds the reused prefix's keys/values per layer
+    ([rows, heads, width_past, dim]), or None. `on_finish(row, kv)` runs when a row stops, while its
+    keys/values of prompt + reply (all but the last reply token, never fed) can still be read with
+    `kv()`: that is how turns are kept for the next turn's prefix reuse.
+    """
+    device = input_ids.device
+    steps = max(r.limit for r in rows)
+    layers = [BufferLayer(attention.shape[1] + steps) for _ in range(_num_layers(model))]
+    cache = Cache(layers=layers)
+    if past is not None:
+        for layer, (k, v) in zip(layers, past):
+            layer.update(k, v)
+        input_ids = input_ids[:, past[0][0].shape[2]:]
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
+    live = list(range(len(rows)))  # batch row -> index into rows
+    mask = attention
+    last_pos = positions[:, -1]
+    out = model(
+        input_ids=input_ids,
+        attention_mask=mask,
+        position_ids=positions[:, -input_ids.shape[1]:],
+        past_key_values=cache,
+        use_cache=True,
+        logits_to_keep=1,
+    )
+    logits = out.logits[:, -1]
+    for _ in range(steps):
+        chosen = choose_tokens(logits, temperature, top_p)
+        if return_logprobs:
+            t = temperature if temperature and temperature > 0 else 1.0
+            logp = torch.log_softmax(logits.float() / t, dim=-1).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+            logp = logp.tolist()
+        tokens = chosen.tolist()
+        keep = []
+        for b, r in enumerate(live):
+            row = rows[r]
+            row.ids.append(tokens[b])
+            if return_logprobs:
+                row.logprobs.append(logp[b])
+            if tokens[b] in stop_ids or len(row.ids) >= row.limit:
+                row.stopped = tokens[b] in stop_ids
+                if on_finish is not None:
+                    on_finish(row, _row_reader(layers, mask, b))
+            else:
+                keep.append(b)
+        if not keep:
+            break
+        if len(keep) < len(live):
+            index = torch.tensor(keep, device=device)
+            for layer in layers:
+                layer.batch_select_indices(index)
+            live = [live[b] for b in keep]
+            mask, last_pos, chosen = mask[index], last_pos[index], chosen[index]
+        mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=1)
+        last_pos = last_pos + 1
+        out = model(
+            input_ids=chosen.unsqueeze(-1),
+            attention_mask=mask,
+            position_ids=last_pos.unsqueeze(-1),
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        logits = out.logits[:, -1]
+
+
+def _row_reader(layers: list[BufferLayer], mask: torch.Tensor, b: int):
+    def read() -> list[tuple[torch.Tensor, torch.Tensor]]:
+        positions = mask[b].nonzero().squeeze(-1)
+        return [layer.row(b, positions) for layer in layers]
+
+    return read
+
+
+def _num_layers(model: Any) -> int:
+    cfg = model.config
+    text = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+    return int(text.num_hidden_layers)
