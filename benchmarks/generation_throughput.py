@@ -1,0 +1,205 @@
+"""Turn generation speed: the kit's `generate_from_ids` against plain transformers `generate`, side by side.
+
+Both generate the same turns of the six easy suites' episodes in one process, rounds interleaved, so the
+ratio holds on a noisy machine:
+
+- first turns: each episode's first prompt (the domain's instructions + the task);
+- later turns: the second turn, after the kit's own first turn and the environment's answer; the kit
+  reuses the first turn's keys/values (a `PrefixCache`, as ModelPolicy keeps one), plain `generate`
+  re-encodes the whole conversation;
+- at batch 1, 8 and 32, greedy and sampled (temperature 0.7, top-p 1).
+
+"plain" is `model.generate` on left-padded batches of the same prompts (what a user writes without the
+kit); "kit" is the kit's choice of engine on this machine (`generation.select_engine`, logged). Reported
+per case: generated tokens/s of each, the ratio, seconds per episode-turn and peak RSS growth.
+
+    python benchmarks/generation_throughput.py                 # the default model, all cases
+    python benchmarks/generation_throughput.py --batches 32 --turns first --modes greedy --rounds 3
+
+Ends with one line `RESULT {json}`; `speedup_vs_plain` is the batch-32 greedy first-turn ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+class PeakRSS:
+    """Peak resident memory above the start of the block, sampled every 5 ms (MB)."""
+
+    def __enter__(self):
+        import psutil
+
+        self._proc = psutil.Process()
+        self.base = self.peak = self._proc.memory_info().rss
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, self._proc.memory_info().rss)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.mb = (self.peak - self.base) / 2**20
+
+
+def episode_prompts(tokenizer, n: int, seed: int) -> tuple[list, list]:
+    """First conversations of `n` easy tasks, the six domains in turn, with their environments."""
+    from openmanus_lite.envs import generate_tasks, list_domains, make_env
+
+    domains = list_domains()
+    per = -(-n // len(domains))
+    tasks = {d: generate_tasks(d, per, seed=seed) for d in domains}
+    convs, envs = [], []
+    for k in range(n):
+        d = domains[k % len(domains)]
+        env = make_env(d)
+        convs.append([{"role": "user", "content": env.reset(tasks[d][k // len(domains)])}])
+        envs.append(env)
+    return convs, envs
+
+
+def plain_generate(model, tokenizer, prompts, batch, new_tokens, temperature, stop):
+    """`model.generate` on left-padded batches of `batch` prompts; tokens counted up to the first stop."""
+    import torch
+
+    pad = tokenizer.pad_token_id
+    generated = 0
+    for start in range(0, len(prompts), batch):
+        chunk = prompts[start:start + batch]
+        width = max(len(p) for p in chunk)
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk])
+        kwargs = dict(do_sample=True, temperature=temperature, top_p=1.0, top_k=0) if temperature else dict(
+            do_sample=False, temperature=None, top_p=None, top_k=None)
+        with torch.inference_mode():
+            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=new_tokens, eos_token_id=stop,
+                                 pad_token_id=pad, **kwargs)
+        for row in out[:, width:].tolist():
+            cut = next((k for k, t in enumerate(row) if t in stop), None)
+            generated += len(row) if cut is None else cut + 1
+    return generated
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", default=None, help="checkpoint folder (default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--batches", type=int, nargs="+", default=[1, 8, 32])
+    p.add_argument("--turns", nargs="+", choices=["first", "later"], default=["first", "later"])
+    p.add_argument("--modes", nargs="+", choices=["greedy", "sampled"], default=["greedy", "sampled"])
+    p.add_argument("--new-tokens", type=int, default=48, help="tokens per turn (an episode turn's budget)")
+    p.add_argument("--episodes-at-batch-1", type=int, default=4, help="prompts timed at batch 1")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--threads", type=int, default=None)
+    args = p.parse_args(argv)
+    try:
+        import unsloth  # noqa: F401  (the kit's import order)
+    except Exception:
+        pass
+    import logging
+
+    import torch
+
+    from openmanus_lite.generation import PrefixCache, _stop_ids, generate_from_ids, render_prompts, select_engine
+    from openmanus_lite.models import cpu_has_native_bf16, load_model, prepare_default_model
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tok = load_model(args.model or str(prepare_default_model()))
+    model.eval()
+    stop = _stop_ids(tok, model)
+    engine = select_engine(model)
+    print(f"kit engine: {engine.name} ({engine.reason}); torch threads {torch.get_num_threads()}; "
+          f"native bf16: {cpu_has_native_bf16()}", flush=True)
+
+    n_max = max(max(args.batches), args.episodes_at_batch_1)
+    convs, envs = episode_prompts(tok, n_max, args.seed)
+    first = render_prompts(tok, convs)
+    warm = PrefixCache()  # the kit's cache after its own first turn: what ModelPolicy holds at turn 2
+    turn1 = generate_from_ids(model, tok, first, max_new_tokens=args.new_tokens, batch_size=32, kv_cache=warm)
+    later_convs = []
+    for conv, env, text in zip(convs, envs, turn1.texts):
+        step = env.step(text)
+        later_convs.append(conv + [{"role": "assistant", "content": text},
+                                   {"role": "user", "content": step.observation}])
+    later = render_prompts(tok, later_convs)
+
+    cases = []
+    for turn in args.turns:
+        for batch in args.batches:
+            for mode in args.modes:
+                n = args.episodes_at_batch_1 if batch == 1 else batch
+                prompts = (first if turn == "first" else later)[:n]
+                temperature = 0.7 if mode == "sampled" else 0.0
+                times = {"plain": [], "kit": []}
+                tokens = {"plain": [], "kit": []}
+                rss = {"plain": [], "kit": []}
+                for r in range(args.rounds):
+                    for who in (("plain", "kit") if r % 2 == 0 else ("kit", "plain")):
+                        cache = None
+                        if who == "kit" and turn == "later":
+                            cache = PrefixCache()
+                            for eid in list(warm._entries):  # the warm cache, copied: each round starts equal
+                                ids, kv = warm._entries[eid]
+                                cache.add(ids.tolist(), kv, shared=eid in warm._shared)
+                        torch.manual_seed(args.seed + r)
+                        with PeakRSS() as mem:
+                            t0 = time.perf_counter()
+                            if who == "plain":
+                                got = plain_generate(model, tok, prompts, batch, args.new_tokens, temperature, stop)
+                            else:
+                                res = generate_from_ids(model, tok, prompts, max_new_tokens=args.new_tokens,
+                                                        temperature=temperature, seed=args.seed + r,
+                                                        batch_size=batch, kv_cache=cache)
+                                got = res.num_generated_tokens
+                            wall = time.perf_counter() - t0
+                        times[who].append(wall)
+                        tokens[who].append(got)
+                        rss[who].append(mem.mb)
+                case = {"turn": turn, "batch": batch, "mode": mode, "episodes": n}
+                for who in ("plain", "kit"):
+                    rates = [t / s for t, s in zip(tokens[who], times[who])]
+                    case[f"{who}_tokens_per_s"] = round(statistics.median(rates), 1)
+                    case[f"{who}_s_per_turn"] = round(statistics.median(times[who]) / n, 3)
+                    case[f"{who}_peak_rss_mb"] = round(max(rss[who]), 1)
+                case["speedup"] = round(case["kit_tokens_per_s"] / case["plain_tokens_per_s"], 2)
+                cases.append(case)
+                print(json.dumps(case), flush=True)
+
+    def pick(turn, batch, mode):
+        return next((c for c in cases if (c["turn"], c["batch"], c["mode"]) == (turn, batch, mode)), None)
+
+    head = pick("first", 32, "greedy") or cases[0]
+    result = {
+        "engine": engine.name,
+        "engine_reason": engine.reason,
+        "native_bf16": cpu_has_native_bf16(),
+        "threads": torch.get_num_threads(),
+        "new_tokens": args.new_tokens,
+        "rounds": args.rounds,
+        "speedup_vs_plain": head["speedup"],
+        "headline_case": {k: head[k] for k in ("turn", "batch", "mode")},
+        "kit_tokens_per_s": head["kit_tokens_per_s"],
+        "plain_tokens_per_s": head["plain_tokens_per_s"],
+        "cases": cases,
+    }
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
