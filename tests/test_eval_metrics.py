@@ -16,8 +16,8 @@ from openmanus_lite.eval import (
     summarize,
     wilson_interval,
 )
-from openmanus_lite.eval.benchmark import share
 from openmanus_lite.eval.metrics import find_row
+from openmanus_lite.policies import share
 
 matplotlib.use("Agg")
 

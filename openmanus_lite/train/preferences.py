@@ -292,7 +292,7 @@ def _step_value(traj: Trajectory, turn: int) -> tuple[float, int]:
 
 
 def _new_env(task: Task, max_turns: int | None) -> tuple[Env, str]:
-    env = make_env(task.domain, **({"max_turns": max_turns} if max_turns else {}))
+    env = make_env(task.domain, max_turns=max_turns)
     return env, env.reset(task)
 
 
