@@ -18,7 +18,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from .envs import TurnLimits, make_env
+from .envs import TurnLimits, make_env, turn_limit
 from .policies import as_policy
 from .schema import Task, Trajectory, Turn
 
@@ -45,7 +45,7 @@ def run_episodes(
     # longest episode); results stay in input order
     order = list(range(len(tasks)))
     if isinstance(max_turns, dict):
-        order.sort(key=lambda i: (max_turns.get(tasks[i].domain, 0), tasks[i].domain))
+        order.sort(key=lambda i: (turn_limit(max_turns, tasks[i].domain) or 0, tasks[i].domain))
     for start in range(0, len(tasks), batch_size):
         chunk = order[start:start + batch_size]
         t0 = time.perf_counter()
