@@ -16,6 +16,11 @@ and passes on only
 `observation`, `done` and the info keys in `VISIBLE_INFO_KEYS`. The chosen action
 sequence is scored afterwards by replaying it in a fresh, unmodified environment.
 
+Why search plays its own steps instead of `rollout.run_episodes` (the kit's episode loop): a
+search branches, cloning environments mid-episode and stepping copies, which a lock-step loop
+over one environment per task cannot do. Environments and turn limits come from the same
+`envs.make_env`, and `eval.run_benchmark(search=...)` scores searches like greedy episodes.
+
 `oracle=True` lifts the blindfold: terminal states are valued by the true score. That
 measures oracle-selected pass@k, an upper bound on what any selector could reach with
 the same samples; it is reported separately and never mixed with real search results.

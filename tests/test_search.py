@@ -360,3 +360,16 @@ def test_scaling_curves_on_the_toy(toy):
     assert set(s["delta_vs_greedy"]) == {"best_of_n", "beam", "mcts", "dfsdt"}
     assert s["curves"]["best_of_n-oracle"]["4x"] >= s["curves"]["best_of_n"]["4x"]
     assert max(v["best_larger_budget"] for v in s["delta_vs_greedy"].values()) > 0
+
+
+def test_run_benchmark_search_option_says_what_is_wrong(toy):
+    from openmanus_lite.eval import run_benchmark
+
+    with pytest.raises(ValueError, match="unknown search strategy 'bfs'"):
+        run_benchmark("random", toy, search="bfs", budget=Budget(calls=4), progress=False)
+    with pytest.raises(ValueError, match="needs a budget"):
+        run_benchmark("random", toy, search="beam", progress=False)
+    with pytest.raises(ValueError, match="apply to a search"):
+        run_benchmark("random", toy, budget=Budget(calls=4), progress=False)
+    res = run_benchmark("expert", toy[:2], search="beam", budget=Budget(calls=20), progress=False, label="b")
+    assert res.label == "b" and res.meta["strategy"] == "beam" and res.policy == "beam:expert"

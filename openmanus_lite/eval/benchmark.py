@@ -1,9 +1,9 @@
 """Run a policy on a benchmark suite and keep everything: numbers per cell, and every episode.
 
 `run_benchmark` plays one episode per task through `rollout.run_episodes` (lock-step
-batches, so a model policy generates for the whole batch in one call) and returns a
-`BenchmarkResult`: per-task records with full trajectories, and a summary table per
-domain x difficulty with Wilson intervals. Results round-trip through JSON (everything)
+batches, so a model policy generates for the whole batch in one call), or with `search=`
+searches each task with a `search` strategy, and returns a `BenchmarkResult`: per-task records
+with full trajectories, and a summary table per domain x difficulty with Wilson intervals. Results round-trip through JSON (everything)
 and CSV (the per-task numbers, enough to rebuild the table and compare runs).
 
 Token counting is optional: a policy that generates text may expose a cumulative
