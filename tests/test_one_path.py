@@ -148,6 +148,8 @@ def test_one_turn_limit_resolver():
     assert turn_limit(None, "os") is None and turn_limit(4, "os") == 4
     assert turn_limit({"os": 3}, "os") == 3 and turn_limit({"os": 3}, "db") is None
     assert make_env("os", max_turns={"os": 3}).max_turns == 3
+    np = pytest.importorskip("numpy")
+    assert turn_limit(np.int64(5), "os") == 5 and type(turn_limit(np.int64(5), "os")) is int
     assert make_env("db", max_turns={"os": 3}).max_turns == make_env("db").max_turns
     for bad in (0, -2, 2.5, "5", True):
         with pytest.raises(ValueError, match="max_turns"):

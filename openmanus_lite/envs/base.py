@@ -20,6 +20,7 @@ info, reward, never raising on bad input) lives here once.
 from __future__ import annotations
 
 import copy
+import numbers
 import random
 import traceback
 from dataclasses import dataclass
@@ -219,10 +220,10 @@ def turn_limit(max_turns: TurnLimits, domain: str) -> int | None:
         limit, where = max_turns, "max_turns"
     if limit is None:
         return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1:
         raise ValueError(f"{where} must be a whole number of turns >= 1 (or None for the environment's "
                          f"default), got {limit!r}")
-    return limit
+    return int(limit)
 
 
 def make_env(domain: str, *, max_turns: TurnLimits = None, shaping: bool = False) -> Env:
