@@ -159,7 +159,7 @@ def find_sft(args) -> str | None:
 
 def run_multi(args, preset):
     from openmanus_lite import splits
-    from openmanus_lite.eval.compare import sign_test
+    from openmanus_lite.eval.compare import sign_tests
     from openmanus_lite.train import grpo
 
     sft = find_sft(args)
@@ -177,17 +177,17 @@ def run_multi(args, preset):
     cfg = _common(cfg, args, args.multi_lr)
     if args.multi_rewards:
         cfg = cfg.replace(rewards=args.multi_rewards)
-    episode = dict(max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
     candidates = [d for d in args.multi_domains.split(",") if d]
     # 1. probe: where does the SFT checkpoint already succeed?
     probe_tasks = splits.heldout_tasks("grpo_probe", candidates, args.probe_n)
-    probe = grpo.env_success(model, tok, probe_tasks, **episode)
-    domains = [d for d in candidates if probe.get(d, {}).get("successes", 0) > 0]
+    probe = _env_eval(model, tok, probe_tasks, cfg, "probe")
+    probe = {d: probe.row(d) for d in candidates}
+    domains = [d for d in candidates if probe[d].successes > 0]
     note = None
     if not domains:
-        best = max(candidates, key=lambda d: (probe[d]["score"], probe[d]["valid_rate"]))
+        best = max(candidates, key=lambda d: (probe[d].mean_score, -probe[d].invalid_action_rate))
         domains, note = [best], f"the SFT checkpoint solved no probe task; training on {best} (best score) anyway"
-    print(f"probe ({args.probe_n}/domain): { {d: probe[d]['successes'] for d in candidates} } -> train on {domains}",
+    print(f"probe ({args.probe_n}/domain): { {d: probe[d].successes for d in candidates} } -> train on {domains}",
           flush=True)
     # 2. held-out success before
     train_tasks, _ = splits.training_tasks("grpo_train", domains, 64, seed=splits.GRPO_TRAIN_SEED + args.seed)
@@ -196,33 +196,32 @@ def run_multi(args, preset):
     splits.check_disjoint({"grpo_train": train_tasks, "sft_train (the SFT checkpoint's)": sft_tasks},
                           {"eval": eval_tasks, "grpo_probe": probe_tasks})
     t_eval = time.perf_counter()
-    before = grpo.env_success(model, tok, eval_tasks, **episode)
+    before = _env_eval(model, tok, eval_tasks, cfg, "before")
     print(f"held-out success before ({len(eval_tasks)} tasks, {time.perf_counter() - t_eval:.0f}s): "
-          f"{ {d: before[d]['successes'] for d in before} }", flush=True)
+          f"{ {d: before.row(d).successes for d in domains} }", flush=True)
     # 3. GRPO
     dataset, rollout = grpo.build_env_dataset(train_tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
     res = grpo.run_grpo(model, tok, dataset, cfg, rollout_func=rollout,
                         callbacks=[grpo.make_time_limit(args.multi_minutes)])
     _partial(args, "multi", res.log_history, env_reward=first_last(res.log_history, ["rewards/env_outcome/mean"]),
-             heldout_before={d: before[d]["successes"] for d in before})
-    after = grpo.env_success(model, tok, eval_tasks, **episode)
+             heldout_before={d: before.row(d).successes for d in domains})
+    after = _env_eval(model, tok, eval_tasks, cfg, "after")
     _save_plot(res.log_history, f"{args.out}/multi_rewards.png", "multi-turn GRPO")
     per_domain = {}
-    for d in before:
-        b, a = before[d], after[d]
-        gained = sorted(set(a["solved_ids"]) - set(b["solved_ids"]))
-        lost = sorted(set(b["solved_ids"]) - set(a["solved_ids"]))
+    for flips in sign_tests(before, after).to_dict("records"):
+        d = flips["domain"]
+        b, a = before.row(d), after.row(d)
         per_domain[d] = {
-            "n": b["n"],
-            "success_before": b["successes"], "success_after": a["successes"],
-            "ci_before": _ci(b["successes"], b["n"]), "ci_after": _ci(a["successes"], a["n"]),
-            "valid_rate_before": round(b["valid_rate"], 3), "valid_rate_after": round(a["valid_rate"], 3),
-            "flips_gained": len(gained), "flips_lost": len(lost),
-            "sign_test_p": round(sign_test(len(gained), len(lost)), 4),
+            "n": b.n,
+            "success_before": b.successes, "success_after": a.successes,
+            "ci_before": [round(b.ci_low, 3), round(b.ci_high, 3)], "ci_after": [round(a.ci_low, 3), round(a.ci_high, 3)],
+            "valid_rate_before": round(1 - b.invalid_action_rate, 3), "valid_rate_after": round(1 - a.invalid_action_rate, 3),
+            "flips_gained": int(flips["gained"]), "flips_lost": int(flips["lost"]),
+            "sign_test_p": round(float(flips["p_value"]), 4),
         }
     return {
         "sft": sft,
-        "probe": {d: probe[d]["successes"] for d in candidates},
+        "probe": {d: probe[d].successes for d in candidates},
         "domains": domains,
         "note": note,
         "rewards": cfg.reward_spec, "lr": cfg.learning_rate,
@@ -269,6 +268,15 @@ def _ci(k: int, n: int):
 
     lo, hi = wilson_interval(k, n)
     return [round(lo, 3), round(hi, 3)]
+
+
+def _env_eval(model, tok, tasks, cfg, label: str):
+    """Greedy episodes on held-out tasks through the kit's one evaluation (`eval.run_benchmark`)."""
+    from openmanus_lite.eval import run_benchmark
+    from openmanus_lite.policies import ModelPolicy
+
+    policy = ModelPolicy(model, tok, name=label, max_new_tokens=cfg.max_new_tokens, batch_size=32)
+    return run_benchmark(policy, tasks, max_turns=cfg.max_turns, batch_size=32, progress=False, label=label)
 
 
 def _save_plot(log_history, path, title):

@@ -273,11 +273,16 @@ class Curve:
 
     def evaluate(self, label: str, policy, tasks, batch_size: int) -> dict:
         from openmanus_lite.data import write_jsonl
-        from openmanus_lite.train.measure import EASY_TURN_LIMITS, evaluate, summary_table
+        from openmanus_lite.eval import run_benchmark
+        from openmanus_lite.schema import Trajectory
+        from openmanus_lite.train.measure import EASY_TURN_LIMITS, domain_summary, summary_table
 
         t = time.perf_counter()
-        by_domain, trajs = evaluate(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=batch_size, progress=True)
+        result = run_benchmark(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=batch_size, progress=True,
+                               label=label)
+        by_domain = domain_summary(result)
         self.seconds[label] = round(time.perf_counter() - t, 1)
+        trajs = [Trajectory.from_dict(r.trajectory) for r in result.records]
         write_jsonl(trajs, self.path.parent / "episodes" / f"{label}.jsonl")  # failures readable without re-running
         self.results[label] = by_domain
         print(f"\n[{label}] evaluated in {self.seconds[label]:.0f}s (load {os.getloadavg()[0]:.1f})\n"
@@ -495,13 +500,14 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
     import dataclasses
     import gc
 
+    from openmanus_lite.eval import run_benchmark
     from openmanus_lite.experimental.corrections import correction_trajectories
     from openmanus_lite.policies import ModelPolicy
-    from openmanus_lite.rollout import run_episodes
+    from openmanus_lite.schema import Trajectory
     from openmanus_lite.splits import SFT_CORRECTION_SEED, check_disjoint, training_tasks
     from openmanus_lite.train import sft as sft_mod
     from openmanus_lite.train.data import build_sft_dataset
-    from openmanus_lite.train.measure import EASY_TURN_LIMITS, summarize_episodes
+    from openmanus_lite.train.measure import EASY_TURN_LIMITS, domain_summary
 
     marks = cfg.mark_minutes
     first = sft_mod.run_sft(model, tok, ds, cfg.replace(
@@ -514,13 +520,14 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
     check_disjoint({"sft_corrections": tasks}, {"eval": eval_tasks})
     policy = ModelPolicy(first.model, tok, name="corrections", max_new_tokens=args.max_new_tokens,
                          batch_size=args.eval_batch, kv_cache=eval_cache(args))
-    episodes = run_episodes(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=args.eval_batch)
+    played = run_benchmark(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=args.eval_batch)
+    episodes = [Trajectory.from_dict(r.trajectory) for r in played.records]
     fixes, fix_counts = correction_trajectories(episodes, tasks, EASY_TURN_LIMITS)
     del policy  # its cache of keys and values: memory the training steps after it need
     gc.collect()
     rollout_minutes = (clock() - t0) / 60
     offset = first.train_seconds / 60 + rollout_minutes  # training minutes at which the second phase starts
-    played = {d: {k: round(v, 3) for k, v in row.items()} for d, row in summarize_episodes(episodes).items()}
+    played = {d: {k: round(v, 3) for k, v in row.items()} for d, row in domain_summary(played).items()}
     record = {"at_minutes": round(first.train_seconds / 60, 3), "rollout_minutes": round(rollout_minutes, 3),
               "tasks": counts, "played": played, "counts": fix_counts, "repeat": args.correction_repeat,
               "per_domain": {d: sum(t.domain == d for t in fixes) for d in counts}}

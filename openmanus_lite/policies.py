@@ -177,3 +177,33 @@ class ModelPolicy:
         flat = [h for h in histories for _ in range(n)]
         texts = self._generate(flat, temperature).texts
         return [texts[i * n:(i + 1) * n] for i in range(len(histories))]
+
+
+# ---------------------------------------------------------------- token accounting
+
+
+def reply_tokens(policy: object, replies: list[str], before: int) -> list[int]:
+    """Generated tokens of each reply of `policy`'s latest call, given its `generated_tokens`
+    counter `before` that call: its `last_generated_tokens` when they add up to the counter's
+    growth, else that growth shared in proportion to reply length. Evaluation (`eval.TokenMeter`)
+    and search (`search.PolicyProposer`) both charge replies this way."""
+    delta = int(getattr(policy, "generated_tokens", 0) or 0) - before
+    last = getattr(policy, "last_generated_tokens", None)
+    if isinstance(last, (list, tuple)) and len(last) == len(replies) and sum(last) == delta:
+        return [int(n) for n in last]
+    return share(delta, [len(r or "") for r in replies])
+
+
+def share(total: int, weights: list[int]) -> list[int]:
+    """Split an integer total in proportion to weights (largest remainder; sums exactly to total)."""
+    if not weights:
+        return []
+    wsum = sum(weights)
+    if wsum <= 0:
+        weights, wsum = [1] * len(weights), len(weights)
+    raw = [total * w / wsum for w in weights]
+    out = [int(x) for x in raw]
+    order = sorted(range(len(raw)), key=lambda i: raw[i] - out[i], reverse=True)
+    for i in order[: total - sum(out)]:
+        out[i] += 1
+    return out

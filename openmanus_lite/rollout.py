@@ -3,6 +3,12 @@
 Episodes advance in lock step: each round the policy gets every unfinished conversation
 in one `act_batch` call (one batched forward pass for a model), then each environment
 steps. Finished episodes drop out of the batch.
+
+`run_episodes` is THE episode loop of the kit: evaluation (`eval.run_benchmark`), preference
+data and corrections all play through it. Only two loops stay apart, each for a reason its
+docstring gives: GRPO's token-level rollout (`train.env_rollout`, which continues exact sampled
+token ids and records log-probabilities) and test-time search (`search`, which clones
+environments); both build their environments with `envs.make_env` and its turn limits.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from .envs import make_env
+from .envs import TurnLimits, make_env, turn_limit
 from .policies import as_policy
 from .schema import Task, Trajectory, Turn
 
@@ -21,7 +27,7 @@ def run_episodes(
     policy: Any,
     tasks: list[Task],
     *,
-    max_turns: int | dict[str, int] | None = None,
+    max_turns: TurnLimits = None,
     batch_size: int = 32,
     progress: bool = True,
     source: str | None = None,
@@ -39,11 +45,11 @@ def run_episodes(
     # longest episode); results stay in input order
     order = list(range(len(tasks)))
     if isinstance(max_turns, dict):
-        order.sort(key=lambda i: (max_turns.get(tasks[i].domain, 0), tasks[i].domain))
+        order.sort(key=lambda i: (turn_limit(max_turns, tasks[i].domain) or 0, tasks[i].domain))
     for start in range(0, len(tasks), batch_size):
         chunk = order[start:start + batch_size]
         t0 = time.perf_counter()
-        envs = {i: _make_env(tasks[i].domain, max_turns) for i in chunk}
+        envs = {i: make_env(tasks[i].domain, max_turns=max_turns) for i in chunk}
         histories = {i: [{"role": "user", "content": envs[i].reset(tasks[i])}] for i in chunk}
         last_info: dict[int, dict] = {i: {} for i in chunk}
         active = list(chunk)
@@ -81,7 +87,3 @@ def run_episodes(
     bar.close()
     return results  # type: ignore[return-value]
 
-
-def _make_env(domain: str, max_turns: int | dict[str, int] | None):
-    limit = max_turns.get(domain) if isinstance(max_turns, dict) else max_turns
-    return make_env(domain, **({"max_turns": limit} if limit else {}))

@@ -16,6 +16,11 @@ and passes on only
 `observation`, `done` and the info keys in `VISIBLE_INFO_KEYS`. The chosen action
 sequence is scored afterwards by replaying it in a fresh, unmodified environment.
 
+Why search plays its own steps instead of `rollout.run_episodes` (the kit's episode loop): a
+search branches, cloning environments mid-episode and stepping copies, which a lock-step loop
+over one environment per task cannot do. Environments and turn limits come from the same
+`envs.make_env`, and `eval.run_benchmark(search=...)` scores searches like greedy episodes.
+
 `oracle=True` lifts the blindfold: terminal states are valued by the true score. That
 measures oracle-selected pass@k, an upper bound on what any selector could reach with
 the same samples; it is reported separately and never mixed with real search results.
@@ -32,6 +37,7 @@ from typing import Any, Callable, Protocol
 
 from .envs import make_env
 from .envs.base import Env
+from .policies import CallablePolicy, reply_tokens
 from .react import ParseError, parse_action, parse_step
 from .schema import Task
 
@@ -79,7 +85,7 @@ class Simulator:
 
     @classmethod
     def start(cls, task: Task, *, oracle: bool = False, max_turns: int | None = None) -> tuple["Simulator", str]:
-        env = make_env(task.domain, **({"max_turns": max_turns} if max_turns else {}))
+        env = make_env(task.domain, max_turns=max_turns)
         sim = cls(env, oracle)
         return sim, env.reset(task)
 
@@ -206,13 +212,7 @@ class PolicyProposer:
     def _costs(self, texts: list[str], before: int | None) -> list[int]:
         if before is None:
             return [approx_tokens(t) for t in texts]
-        delta = self._counter() - before
-        last = getattr(self.policy, "last_generated_tokens", None)
-        if isinstance(last, (list, tuple)) and len(last) == len(texts) and sum(last) == delta:
-            return [int(x) for x in last]
-        from .eval.benchmark import share
-
-        return share(delta, [len(t or "") for t in texts])
+        return reply_tokens(self.policy, texts, before)
 
     def propose(self, histories, envs, k, rng, include_greedy=True):
         out: list[list[Candidate]] = [[] for _ in histories]
@@ -273,8 +273,6 @@ def as_proposer(obj: Any) -> Any:
     if hasattr(obj, "act_batch"):
         return PolicyProposer(obj)
     if callable(obj):
-        from .policies import CallablePolicy
-
         return PolicyProposer(CallablePolicy(obj))
     raise TypeError(f"cannot use {obj!r} as a proposer: pass 'expert', 'random', a policy or a proposer")
 
@@ -745,7 +743,7 @@ STRATEGIES: dict[str, Callable[..., SearchResult]] = {
 
 def replay(task: Task, actions: list[str], max_turns: int | None = None):
     """Play `actions` in a fresh, unmodified environment: (messages, last StepResult, env)."""
-    env = make_env(task.domain, **({"max_turns": max_turns} if max_turns else {}))
+    env = make_env(task.domain, max_turns=max_turns)
     messages = [{"role": "user", "content": env.reset(task)}]
     last = None
     for a in actions:
@@ -779,37 +777,3 @@ def run_search(strategy: str, task: Task, proposer: Any, budget: Budget, *, max_
     res = STRATEGIES[strategy](task, proposer, budget, max_turns=max_turns, **kwargs)
     return evaluate(res, task, max_turns)
 
-
-def search_suite(strategy: str, tasks: list[Task], proposer: Any, budget: Budget | Callable[[Task], Budget], *,
-                 max_turns: int | None = None, progress: bool = True, label: str | None = None,
-                 suite_name: str = "tasks", **kwargs: Any):
-    """Search every task; a `BenchmarkResult` (records carry the search cost), so the
-    eval package's tables, comparisons and plots apply unchanged."""
-    from tqdm.auto import tqdm
-
-    from .eval.benchmark import BenchmarkResult
-    from .eval.metrics import TaskRecord
-    from .schema import Trajectory, Turn
-
-    proposer = as_proposer(proposer)
-    records = []
-    t0 = time.perf_counter()
-    for task in tqdm(tasks, desc=f"{strategy} ({proposer.name})", disable=not progress):
-        b = budget(task) if callable(budget) else budget
-        r = run_search(strategy, task, proposer, b, max_turns=max_turns, **kwargs)
-        traj = Trajectory(id=f"{strategy}/{task.id}", source=f"search:{strategy}", domain=task.domain,
-                          messages=[Turn(m["role"], m["content"], m["role"] == "assistant") for m in r.messages],
-                          meta={"task_id": task.id, "success": r.success, "score": r.score})
-        records.append(TaskRecord(
-            task_id=task.id, domain=task.domain, difficulty=task.difficulty, success=bool(r.success),
-            score=float(r.score or 0.0), turns=r.turns, invalid_actions=r.invalid_actions, wall_s=r.wall_s,
-            generated_tokens=r.tokens, model_calls=r.calls, trajectory=traj.to_dict(),
-            extra={"strategy": strategy, "value": r.value, "episodes": r.episodes, "nodes": r.nodes,
-                   "finished": r.finished, "oracle": r.oracle, "budget": r.budget,
-                   "replay_matches": r.replay_matches},
-        ))
-    name = f"{strategy}{'-oracle' if kwargs.get('oracle') else ''}"
-    return BenchmarkResult(policy=f"{name}:{proposer.name}", suite=suite_name, records=records,
-                           wall_s=time.perf_counter() - t0, label=label,
-                           meta={"strategy": strategy, "max_turns": max_turns,
-                                 **{k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool))}})

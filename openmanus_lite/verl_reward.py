@@ -28,18 +28,13 @@ def split_assistant_turns(solution_str: str) -> list[str]:
 
 
 def score_env_response(task_json: str, solution_str: str) -> float:
-    """Replay the response's assistant turns in a fresh environment; the checker's final score."""
-    from .envs import make_env
+    """Replay the response's assistant turns in a fresh environment (`search.replay`, the kit's replay of
+    fixed turns); the checker's final score, 0.0 when the turns end before the episode does."""
     from .schema import Task
+    from .search import replay
 
-    task = Task.from_json(task_json)
-    env = make_env(task.domain)
-    env.reset(task)
-    for turn in split_assistant_turns(solution_str):
-        step = env.step(turn)
-        if step.done:
-            return float(step.info.get("score", 0.0))
-    return 0.0
+    _, last, _ = replay(Task.from_json(task_json), split_assistant_turns(solution_str))
+    return float(last.info.get("score", 0.0)) if last is not None and last.done else 0.0
 
 
 def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None) -> float:

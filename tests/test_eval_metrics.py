@@ -16,8 +16,8 @@ from openmanus_lite.eval import (
     summarize,
     wilson_interval,
 )
-from openmanus_lite.eval.benchmark import share
 from openmanus_lite.eval.metrics import find_row
+from openmanus_lite.policies import share
 
 matplotlib.use("Agg")
 
@@ -131,3 +131,19 @@ def test_share_sums_exactly():
     parts = share(101, [5, 17, 3, 40])
     assert sum(parts) == 101 and all(p >= 0 for p in parts)
     assert parts == [8, 26, 5, 62]
+
+
+def test_domain_summary_is_the_per_domain_view_of_the_same_summary():
+    from openmanus_lite.train.measure import domain_summary, summary_table
+
+    records = [rec("a", turns=2, invalid=0), rec("b", success=False, turns=4, invalid=2),
+               rec("c", diff="hard", turns=2, invalid=1), rec("d", domain="kg", success=False, turns=2, invalid=0)]
+    res = BenchmarkResult(policy="p", suite="s", records=records)
+    view = domain_summary(res)
+    assert list(view) == ["db", "kg", "all"]
+    assert view["db"]["n"] == 3 and view["db"]["success"] == pytest.approx(2 / 3)
+    assert (view["db"]["success_lo"], view["db"]["success_hi"]) == wilson_interval(2, 3)
+    assert view["db"]["valid_rate"] == pytest.approx(1 - 3 / 8) and view["db"]["mean_turns"] == pytest.approx(8 / 3)
+    assert view["all"]["n"] == 4 and view["all"]["success"] == 0.5 and view["kg"]["success"] == 0.0
+    line = summary_table({"p": view}).splitlines()[1]
+    assert line.startswith("p") and "67% ( 62% ok)" in line

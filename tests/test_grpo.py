@@ -137,6 +137,25 @@ def test_rollout_records_logprobs_only_when_trl_reads_them(tiny_dir):
     assert out["logprobs"] is None and len(out["completion_ids"]) == 2
 
 
+def test_cached_rollout_continues_the_same_token_ids_as_an_uncached_one(tiny_dir):
+    """The rollout's PrefixCache only saves encoding: greedily, every turn gets the same ids."""
+    from openmanus_lite.train.env_rollout import RolloutStats
+
+    model, tok = _model(tiny_dir)
+    tasks = generate_tasks("db", 2, seed=0) + generate_tasks("os", 1, seed=0)
+    _, rollout = build_env_dataset(tasks, max_turns=3)
+    prompts = render_prompts(tok, [rollout.prompt_for(t) for t in tasks])
+    runs = {}
+    for cached in (False, True):
+        stats = RolloutStats()
+        eps = run_episode_tokens(model, tok, tasks, prompts, max_turns=3, max_new_tokens=10, max_completion_tokens=300,
+                                 temperature=0.0, kv_cache=cached, stats=stats)
+        runs[cached] = ([e.completion_ids for e in eps], [e.env_mask for e in eps], stats)
+    assert runs[True][0] == runs[False][0] and runs[True][1] == runs[False][1]
+    assert all(e.num_turns == 3 for e in eps)  # several turns, so later turns could reuse earlier ones
+    assert runs[False][2].reused_tokens == 0 and runs[True][2].reused_tokens > 0
+
+
 def test_multi_turn_steps_pass_env_columns_and_conversations_to_rewards(tiny_dir, tmp_path):
     model, tok = _model(tiny_dir)
     tasks = generate_tasks("db", 2, seed=1) + generate_tasks("kg", 2, seed=1)

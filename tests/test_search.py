@@ -28,8 +28,15 @@ from openmanus_lite.search import (
     as_proposer,
     heuristic_value,
     run_search,
-    search_suite,
 )
+
+
+def search_bench(strategy, tasks, proposer, budget, **options):
+    """A search over tasks through the kit's one evaluation."""
+    from openmanus_lite.eval import run_benchmark
+
+    progress = options.pop("progress", False)
+    return run_benchmark(proposer, tasks, search=strategy, budget=budget, search_options=options, progress=progress)
 
 # ---------------------------------------------------------------- a tiny environment
 
@@ -266,7 +273,7 @@ def test_expert_proposer_greedy_first():
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_search_with_expert_solves_toy(toy, strategy):
-    res = search_suite(strategy, toy, "expert", Budget(calls=40), progress=False)
+    res = search_bench(strategy, toy, "expert", Budget(calls=40), progress=False)
     assert res.success_rate() == 1.0
     assert all(r.extra["replay_matches"] for r in res.records)
 
@@ -276,13 +283,13 @@ def test_search_with_random_beats_one_random_episode_on_toy(toy, strategy):
     from openmanus_lite.eval import run_benchmark
 
     single = run_benchmark("random", toy, progress=False).success_rate()
-    searched = search_suite(strategy, toy, "random", Budget(calls=48), progress=False).success_rate()
+    searched = search_bench(strategy, toy, "random", Budget(calls=48), progress=False).success_rate()
     assert searched > single, (strategy, searched, single)
 
 
 def test_oracle_pass_at_k_bounds_the_blind_search(toy):
-    blind = search_suite("best_of_n", toy, "random", Budget(calls=24), progress=False)
-    oracle = search_suite("best_of_n", toy, "random", Budget(calls=24), oracle=True, progress=False)
+    blind = search_bench("best_of_n", toy, "random", Budget(calls=24), progress=False)
+    oracle = search_bench("best_of_n", toy, "random", Budget(calls=24), oracle=True, progress=False)
     assert oracle.policy.startswith("best_of_n-oracle")
     assert oracle.success_rate() >= blind.success_rate()
 
@@ -309,7 +316,7 @@ def test_search_with_the_expert_solves_what_the_expert_solves(real_tasks, strate
     expert = run_benchmark("expert", real_tasks, progress=False)
     solved = {r.task_id for r in expert.records if r.success}
     unit = {r.task_id: r.turns for r in expert.records}
-    res = search_suite(strategy, real_tasks, ExpertProposer(), lambda t: Budget(calls=4 * unit[t.id], unit=unit[t.id]),
+    res = search_bench(strategy, real_tasks, ExpertProposer(), lambda t: Budget(calls=4 * unit[t.id], unit=unit[t.id]),
                        progress=False)
     missed = [r.task_id for r in res.records if r.task_id in solved and not r.success]
     assert not missed, (strategy, missed)
@@ -336,7 +343,7 @@ def test_search_with_random_proposals_beats_one_random_episode(strategy):
     tasks = generate_tasks("ecommerce", 30, seed=123, difficulty="easy")
     single = run_benchmark("random", tasks, progress=False)
     unit = {r.task_id: r.turns for r in single.records}
-    res = search_suite(strategy, tasks, "random", lambda t: Budget(calls=8 * unit[t.id], unit=unit[t.id]),
+    res = search_bench(strategy, tasks, "random", lambda t: Budget(calls=8 * unit[t.id], unit=unit[t.id]),
                        progress=False)
     assert res.row().mean_score > single.row().mean_score + 0.1, (res.row().mean_score, single.row().mean_score)
     assert res.success_rate() >= single.success_rate()
@@ -353,3 +360,16 @@ def test_scaling_curves_on_the_toy(toy):
     assert set(s["delta_vs_greedy"]) == {"best_of_n", "beam", "mcts", "dfsdt"}
     assert s["curves"]["best_of_n-oracle"]["4x"] >= s["curves"]["best_of_n"]["4x"]
     assert max(v["best_larger_budget"] for v in s["delta_vs_greedy"].values()) > 0
+
+
+def test_run_benchmark_search_option_says_what_is_wrong(toy):
+    from openmanus_lite.eval import run_benchmark
+
+    with pytest.raises(ValueError, match="unknown search strategy 'bfs'"):
+        run_benchmark("random", toy, search="bfs", budget=Budget(calls=4), progress=False)
+    with pytest.raises(ValueError, match="needs a budget"):
+        run_benchmark("random", toy, search="beam", progress=False)
+    with pytest.raises(ValueError, match="apply to a search"):
+        run_benchmark("random", toy, budget=Budget(calls=4), progress=False)
+    res = run_benchmark("expert", toy[:2], search="beam", budget=Budget(calls=20), progress=False, label="b")
+    assert res.label == "b" and res.meta["strategy"] == "beam" and res.policy == "beam:expert"

@@ -9,13 +9,14 @@ from .base import (
     DIFFICULTIES,
     Env,
     InvalidAction,
+    TurnLimits,
     generate_tasks,
     list_domains,
     make_env,
-    policy_success_rates,
     register_domain,
     run_expert,
     synthesize_trajectories,
+    turn_limit,
 )
 
 _DOMAIN_MODULES = ("os_shell", "sql_db", "web", "kg", "household", "shop")
@@ -37,11 +38,12 @@ __all__ = [
     "DIFFICULTIES",
     "Env",
     "InvalidAction",
+    "TurnLimits",
     "generate_tasks",
     "list_domains",
     "make_env",
-    "policy_success_rates",
     "register_domain",
     "run_expert",
     "synthesize_trajectories",
+    "turn_limit",
 ]

@@ -20,6 +20,7 @@ info, reward, never raising on bad input) lives here once.
 from __future__ import annotations
 
 import copy
+import numbers
 import random
 import traceback
 from dataclasses import dataclass
@@ -200,9 +201,34 @@ def list_domains() -> list[str]:
     return [d for d in ("os", "db", "web", "kg", "household", "ecommerce") if d in _REGISTRY]
 
 
-def make_env(domain: str, **kwargs: Any) -> Env:
-    """A fresh environment for `domain` (kwargs: max_turns, shaping)."""
-    return _spec(domain).env_cls(**kwargs)
+TurnLimits = int | dict[str, int] | None
+"""A turn limit as callers give it: one number for every domain, {domain: turns} (domains not named
+keep their environment's default), or None (every environment's own default)."""
+
+
+def turn_limit(max_turns: TurnLimits, domain: str) -> int | None:
+    """The turn limit `max_turns` sets for `domain`; None keeps the environment's default.
+
+    The one place a per-domain limit is resolved, so that training prompts (the first message
+    states the limit), rollouts, search and evaluation agree on it."""
+    if max_turns is None:
+        return None
+    if isinstance(max_turns, dict):
+        limit = max_turns.get(domain)
+        where = f"max_turns[{domain!r}]"
+    else:
+        limit, where = max_turns, "max_turns"
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1:
+        raise ValueError(f"{where} must be a whole number of turns >= 1 (or None for the environment's "
+                         f"default), got {limit!r}")
+    return int(limit)
+
+
+def make_env(domain: str, *, max_turns: TurnLimits = None, shaping: bool = False) -> Env:
+    """A fresh environment for `domain`; `max_turns` is one limit, {domain: limit} or None (see `turn_limit`)."""
+    return _spec(domain).env_cls(max_turns=turn_limit(max_turns, domain), shaping=shaping)
 
 
 def generate_tasks(domain: str, n: int, seed: int = 0, difficulty: str = "easy") -> list[Task]:
@@ -215,7 +241,11 @@ def generate_tasks(domain: str, n: int, seed: int = 0, difficulty: str = "easy")
 
 
 def run_expert(env: Env, task: Task) -> tuple[list[dict[str, str]], StepResult]:
-    """Play the expert on `task`; returns (messages, last step)."""
+    """Play the expert on `task` in `env`; returns (messages, last step).
+
+    The data-synthesis loop: one environment, no policy object and no batching, so that envs/
+    needs nothing above it (`rollout.run_episodes` with the "expert" policy plays the same
+    episodes in batches, for evaluation)."""
     messages = [{"role": "user", "content": env.reset(task)}]
     step = None
     while not env.done:
@@ -249,33 +279,3 @@ def synthesize_trajectories(domain: str, n: int, seed: int = 0, difficulty: str 
             )
         )
     return out
-
-
-def policy_success_rates(
-    domains: list[str] | None = None,
-    policies: tuple = ("expert", "random"),
-    n: int = 30,
-    seed: int = 0,
-    difficulties: tuple[str, ...] = DIFFICULTIES,
-) -> list[dict[str, Any]]:
-    """Success rate, mean score and mean turns of each policy per domain and difficulty, on the
-    same `n` generated tasks: rows ready for a table or a plot (the random policy is seeded)."""
-    from ..policies import RandomPolicy, as_policy
-    from ..rollout import run_episodes
-
-    rows = []
-    for domain in domains or list_domains():
-        for difficulty in difficulties:
-            tasks = generate_tasks(domain, n, seed=seed, difficulty=difficulty)
-            for p in policies:
-                policy = RandomPolicy(seed) if p == "random" else as_policy(p)
-                trajs = run_episodes(policy, tasks, progress=False)
-                rows.append({
-                    "domain": domain,
-                    "difficulty": difficulty,
-                    "policy": policy.name,
-                    "success": sum(t.meta["success"] for t in trajs) / len(trajs),
-                    "score": sum(t.meta["score"] for t in trajs) / len(trajs),
-                    "turns": sum(t.meta["turns"] for t in trajs) / len(trajs),
-                })
-    return rows

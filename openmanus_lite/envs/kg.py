@@ -33,7 +33,7 @@ from typing import Any
 
 from ..react import answer, tool
 from ..schema import Task
-from .base import DIFFICULTIES, Env, InvalidAction, expert_turn, register_domain
+from .base import DIFFICULTIES, Env, InvalidAction, expert_turn, register_domain, run_expert
 
 INTRO = (
     "You answer a question with a knowledge base of entities, relations and numeric attributes. Call one tool per "
@@ -698,9 +698,7 @@ def _generate(rng: random.Random, difficulty: str, index: int, stats: Counter) -
             meta={"kind": kind, "program": program_key(prog)},
         )
         env = KGEnv()
-        env.reset(task)
-        while not env.done:
-            last = env.step(env.expert_action())
+        _, last = run_expert(env, task)
         if not last.info.get("success"):
             stats["rejected:expert_failed"] += 1
             continue

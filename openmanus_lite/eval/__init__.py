@@ -1,5 +1,9 @@
 """Benchmark evaluation: frozen suites, per-domain metrics with confidence intervals,
-comparison of policies and checkpoints, and plots. Test-time search is in `openmanus_lite.search`."""
+comparison of policies and checkpoints, and plots.
+
+`run_benchmark` is the kit's one evaluation: notebooks, the demo, the `eval` CLI and the benchmark
+scripts all score policies with it, on a frozen suite or on generated tasks, greedily or with a
+test-time search strategy (`search=`; the strategies live in `openmanus_lite.search`)."""
 
 from .benchmark import BenchmarkResult, TokenMeter, load_result, run_benchmark
 from .compare import comparison_frame, comparison_table, flip_counts, flipped_tasks, sign_test, sign_tests

@@ -1,9 +1,9 @@
 """Run a policy on a benchmark suite and keep everything: numbers per cell, and every episode.
 
 `run_benchmark` plays one episode per task through `rollout.run_episodes` (lock-step
-batches, so a model policy generates for the whole batch in one call) and returns a
-`BenchmarkResult`: per-task records with full trajectories, and a summary table per
-domain x difficulty with Wilson intervals. Results round-trip through JSON (everything)
+batches, so a model policy generates for the whole batch in one call), or with `search=`
+searches each task with a `search` strategy, and returns a `BenchmarkResult`: per-task records
+with full trajectories, and a summary table per domain x difficulty with Wilson intervals. Results round-trip through JSON (everything)
 and CSV (the per-task numbers, enough to rebuild the table and compare runs).
 
 Token counting is optional: a policy that generates text may expose a cumulative
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..policies import RandomPolicy, as_policy
+from ..policies import RandomPolicy, as_policy, reply_tokens
 from ..rollout import run_episodes
 from ..schema import Task
 from .metrics import ALL, GroupSummary, TaskRecord, find_row, summarize
@@ -166,26 +166,7 @@ class TokenMeter:
     def _per_reply(self, replies: list[str], before: int) -> list[int | None]:
         if not self.counts_tokens:
             return [None] * len(replies)
-        delta = int(getattr(self.policy, "generated_tokens", 0) or 0) - before
-        last = getattr(self.policy, "last_generated_tokens", None)
-        if isinstance(last, (list, tuple)) and len(last) == len(replies) and sum(last) == delta:
-            return [int(n) for n in last]
-        return share(delta, [len(r or "") for r in replies])
-
-
-def share(total: int, weights: list[int]) -> list[int]:
-    """Split an integer total in proportion to weights (largest remainder; sums exactly to total)."""
-    if not weights:
-        return []
-    wsum = sum(weights)
-    if wsum <= 0:
-        weights, wsum = [1] * len(weights), len(weights)
-    raw = [total * w / wsum for w in weights]
-    out = [int(x) for x in raw]
-    order = sorted(range(len(raw)), key=lambda i: raw[i] - out[i], reverse=True)
-    for i in order[: total - sum(out)]:
-        out[i] += 1
-    return out
+        return reply_tokens(self.policy, replies, before)
 
 
 def resolve_policy(policy: Any, seed: int = 0) -> Any:
@@ -198,12 +179,19 @@ def resolve_policy(policy: Any, seed: int = 0) -> Any:
 def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domains=None, difficulties=None,
                   limit: int | None = None, max_turns: int | dict[str, int] | None = None, batch_size: int = 32,
                   progress: bool = True, seed: int = 0, label: str | None = None,
-                  meta: dict[str, Any] | None = None) -> BenchmarkResult:
-    """Play one episode per task of `suite` and summarise.
+                  meta: dict[str, Any] | None = None, search: str | None = None,
+                  budget: Any = None, search_options: dict[str, Any] | None = None) -> BenchmarkResult:
+    """Play one episode per task of `suite` and summarise: the kit's one evaluation.
 
     `suite` is a `Suite`, a frozen suite name ('dev', 'test', 'agentbench_db') or a task
-    list; `domains`/`difficulties`/`limit` take a subset. A model policy (anything with
-    `act_batch`) gets up to `batch_size` conversations per call.
+    list (generated tasks, held-out splits); `domains`/`difficulties`/`limit` take a subset.
+    A model policy (anything with `act_batch`) gets up to `batch_size` conversations per call.
+
+    With `search` (a strategy of `search.STRATEGIES`: best_of_n, beam, mcts, dfsdt) each task is
+    searched instead of played greedily, within `budget` (a `search.Budget`, or task -> Budget);
+    `policy` is then anything `search.as_proposer` takes, and `search_options` go to the strategy
+    (n, beam_width, scorer, oracle, ...). Records carry the search's cost, so tables, comparisons and
+    plots apply unchanged.
     """
     if isinstance(suite, str):
         suite = load_suite(suite, domains=domains, difficulties=difficulties, limit=limit)
@@ -217,6 +205,12 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
     ids = [t.id for t in suite.tasks]
     if len(set(ids)) != len(ids):
         raise ValueError(f"suite {suite.name!r} has duplicate task ids; per-task records need unique ids")
+    if search is not None:
+        return _search_suite(search, suite, policy, budget, max_turns=max_turns, progress=progress, seed=seed,
+                             label=label, meta=meta, options=dict(search_options or {}))
+    if budget is not None or search_options:
+        raise ValueError("budget and search_options apply to a search: pass search='best_of_n' (or beam, mcts, "
+                         "dfsdt) too, or leave them out for greedy episodes")
     pol = resolve_policy(policy, seed)
     meter = TokenMeter(pol)
     t0 = time.perf_counter()
@@ -235,3 +229,41 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
         ))
     info = {"max_turns": max_turns, "batch_size": batch_size, "n_tasks": len(records), **(meta or {})}
     return BenchmarkResult(policy=meter.name, suite=suite.name, records=records, wall_s=wall, meta=info, label=label)
+
+
+def _search_suite(strategy: str, suite: Suite, proposer: Any, budget: Any, *, max_turns, progress: bool, seed: int,
+                  label: str | None, meta: dict[str, Any] | None, options: dict[str, Any]) -> BenchmarkResult:
+    """`run_benchmark` with a search strategy: one search per task, scored by replaying its choice."""
+    from tqdm.auto import tqdm
+
+    from ..schema import Trajectory, Turn
+    from ..search import STRATEGIES, as_proposer, run_search
+
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown search strategy {strategy!r}; available: {sorted(STRATEGIES)}")
+    if budget is None:
+        raise ValueError(f"search={strategy!r} needs a budget: a search.Budget(tokens=..., calls=...) or a "
+                         f"function task -> Budget")
+    proposer = as_proposer(proposer)
+    options.setdefault("seed", seed)
+    records = []
+    t0 = time.perf_counter()
+    for task in tqdm(suite.tasks, desc=f"{strategy} ({proposer.name})", disable=not progress):
+        b = budget(task) if callable(budget) else budget
+        r = run_search(strategy, task, proposer, b, max_turns=max_turns, **options)
+        traj = Trajectory(id=f"{strategy}/{task.id}", source=f"search:{strategy}", domain=task.domain,
+                          messages=[Turn(m["role"], m["content"], m["role"] == "assistant") for m in r.messages],
+                          meta={"task_id": task.id, "success": r.success, "score": r.score})
+        records.append(TaskRecord(
+            task_id=task.id, domain=task.domain, difficulty=task.difficulty, success=bool(r.success),
+            score=float(r.score or 0.0), turns=r.turns, invalid_actions=r.invalid_actions, wall_s=r.wall_s,
+            generated_tokens=r.tokens, model_calls=r.calls, trajectory=traj.to_dict(),
+            extra={"strategy": strategy, "value": r.value, "episodes": r.episodes, "nodes": r.nodes,
+                   "finished": r.finished, "oracle": r.oracle, "budget": r.budget,
+                   "replay_matches": r.replay_matches},
+        ))
+    name = f"{strategy}{'-oracle' if options.get('oracle') else ''}"
+    info = {"strategy": strategy, "max_turns": max_turns, "n_tasks": len(records),
+            **{k: v for k, v in options.items() if isinstance(v, (int, float, str, bool))}, **(meta or {})}
+    return BenchmarkResult(policy=f"{name}:{proposer.name}", suite=suite.name, records=records,
+                           wall_s=time.perf_counter() - t0, label=label, meta=info)

@@ -123,15 +123,15 @@ def _run(argv: list[str]) -> int:
     for spec in a.model:
         policy = make_policy(spec, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
                              batch_size=a.per_device_eval_batch_size, seed=a.seed)
+        search = {}
         if a.strategy:
-            from openmanus_lite.search import Budget, search_suite
+            from openmanus_lite.search import Budget
 
-            res = search_suite(a.strategy, suite.tasks, policy, Budget(tokens=a.budget_tokens, calls=a.budget_calls),
-                               max_turns=a.max_turns, progress=not a.no_progress, oracle=a.oracle, seed=a.seed,
-                               suite_name=suite.name, label=f"{a.strategy}:{spec}")
-        else:
-            res = run_benchmark(policy, suite, max_turns=a.max_turns, batch_size=a.per_device_eval_batch_size,
-                                progress=not a.no_progress, label=spec, meta={"model": spec})
+            search = {"search": a.strategy, "budget": Budget(tokens=a.budget_tokens, calls=a.budget_calls),
+                      "search_options": {"oracle": a.oracle}}
+        res = run_benchmark(policy, suite, max_turns=a.max_turns, batch_size=a.per_device_eval_batch_size,
+                            progress=not a.no_progress, seed=a.seed, meta={"model": spec},
+                            label=f"{a.strategy}:{spec}" if a.strategy else spec, **search)
         stem = out / f"{_slug(res.label)}_{suite.name}"
         res.save(stem.with_suffix(".json"))
         res.save(stem.with_suffix(".csv"))

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..schema import Task
-from .benchmark import BenchmarkResult
+from ..search import Budget, as_proposer
+from .benchmark import BenchmarkResult, run_benchmark
 from .metrics import ALL, find_row
 
 UNLIMITED = 10**12
@@ -78,12 +79,13 @@ def run_scaling(tasks: list[Task], proposer: Any, *, strategies=("best_of_n", "b
                 suite_name: str = "tasks") -> ScalingResult:
     """Greedy episodes first (their token cost is each task's unit), then every strategy at
     every multiple of the unit; with `oracle`, also oracle best-of-N (pass@k) at each multiple."""
-    from ..search import Budget, as_proposer, search_suite
+    from .suites import Suite
 
     proposer = as_proposer(proposer)
+    suite = Suite(suite_name, list(tasks))
     t0 = time.perf_counter()
-    greedy = search_suite("best_of_n", tasks, proposer, Budget(tokens=UNLIMITED), n=1, max_turns=max_turns,
-                          seed=seed, progress=progress, label="greedy", suite_name=suite_name)
+    greedy = run_benchmark(proposer, suite, search="best_of_n", budget=Budget(tokens=UNLIMITED), search_options={"n": 1},
+                           max_turns=max_turns, seed=seed, progress=progress, label="greedy")
     unit = {r.task_id: max(1, int(r.generated_tokens or 0)) for r in greedy.records}
     out = ScalingResult(greedy=greedy, unit_tokens=unit)
     kwargs = strategy_kwargs or {}
@@ -95,8 +97,8 @@ def run_scaling(tasks: list[Task], proposer: Any, *, strategies=("best_of_n", "b
             return Budget(tokens=max(1, int(round(_m * unit[task.id]))), unit=unit[task.id])
 
         key = f"{strategy}-oracle" if orc else strategy
-        out.runs[(key, float(mult))] = search_suite(
-            strategy, tasks, proposer, budget, max_turns=max_turns, seed=seed, progress=progress, oracle=orc,
-            label=f"{key}@{mult:g}x", suite_name=suite_name, **kwargs.get(strategy, {}))
+        out.runs[(key, float(mult))] = run_benchmark(
+            proposer, suite, search=strategy, budget=budget, search_options={"oracle": orc, **kwargs.get(strategy, {})},
+            max_turns=max_turns, seed=seed, progress=progress, label=f"{key}@{mult:g}x")
     out.wall_s = time.perf_counter() - t0
     return out

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..envs import turn_limit
 from ..schema import Task, Trajectory, Turn
 from ..train.measure import with_recovery_note
 from ..train.preferences import ReplayMismatch, _finish_with_expert, _new_env, _play, label_step_values, step_labels
@@ -70,7 +71,7 @@ def correction_trajectories(episodes: list[Trajectory], tasks: list[Task], max_t
     counts = {"episodes": len(episodes), "clean": 0, "replay_mismatch": 0, "unfinished": 0, "kept": 0}
     for ep in episodes:
         task = by_id[ep.meta["task_id"]]
-        limit = max_turns.get(task.domain) if isinstance(max_turns, dict) else max_turns
+        limit = turn_limit(max_turns, task.domain)
         try:
             label_step_values(task, ep, limit)
         except ReplayMismatch:

@@ -33,7 +33,15 @@ The observation block is exactly what the chat template renders between two turn
 by rendering a conversation and cutting at the assistant's end token). A turn cut by its
 token limit gets the end token appended as an environment token, so the context stays a
 valid rendering of the conversation. Each turn is generated from the exact token ids so far
-(`generation.generate_from_ids`), never from re-tokenised text.
+(`generation.generate_from_ids`), never from re-tokenised text, with a `generation.PrefixCache`
+kept through the turns of one call, so a later turn encodes only its new tokens (the observation)
+instead of the whole episode again; it is dropped when the call returns, since the weights change
+every optimizer step.
+
+Why this loop is not `rollout.run_episodes` (the kit's episode loop): GRPO needs token-level
+control that a text policy does not give, continuing the exact sampled ids, recording their
+log-probabilities and the env_mask, and a completion token budget. Environments and turn limits
+come from the same `envs.make_env`.
 
 Extra columns returned for the rewards (see `rewards.ROLLOUT_COLUMNS`): env_outcome,
 env_success, invalid_actions, num_turns, domain. `completion_messages` (the episode as
@@ -85,6 +93,8 @@ class RolloutStats:
     seconds: float = 0.0
     generated_tokens: int = 0
     generate_calls: int = 0
+    reused_tokens: int = 0
+    """Context tokens whose keys/values came from the rollout's PrefixCache instead of being encoded again."""
 
     @property
     def tokens_per_s(self) -> float:
@@ -98,13 +108,6 @@ def trainer_uses_logprobs(trainer: Any) -> bool:
     if getattr(trainer, "use_vllm", False) and getattr(trainer, "vllm_importance_sampling_correction", False):
         return True
     return getattr(trainer.args, "off_policy_mask_threshold", None) is not None
-
-
-def turn_limit(max_turns: int | dict[str, int] | None, domain: str) -> dict[str, int]:
-    """make_env kwargs for a turn limit given as one number, a {domain: turns} dict, or None
-    (the environment's own limit)."""
-    n = max_turns.get(domain) if isinstance(max_turns, dict) else max_turns
-    return {"max_turns": int(n)} if n else {}
 
 
 def prompt_key(prompt: Any) -> str:
@@ -167,23 +170,26 @@ def run_episode_tokens(
     renderer: ObservationRenderer | None = None,
     stats: RolloutStats | None = None,
     return_logprobs: bool = True,
+    kv_cache: bool = True,
 ) -> list[EpisodeTokens]:
     """Play one episode per (task, prompt ids), all in lock step; see the module docstring.
 
     `max_new_tokens` caps one assistant turn, `max_completion_tokens` the whole completion
     (assistant + observation tokens); `max_turns` (a number or {domain: turns}) overrides the
     environments' turn limits. With `return_logprobs=False` the episodes' `logprobs` stay empty.
+    `kv_cache=False` re-encodes every turn's whole context (the same ids, for checking the cache).
     """
-    from ..generation import generate_from_ids
+    from ..generation import PrefixCache, generate_from_ids
 
     renderer = renderer or ObservationRenderer(tokenizer)
     stats = stats if stats is not None else RolloutStats()
     t0 = time.perf_counter()
-    envs = [make_env(t.domain, **turn_limit(max_turns, t.domain)) for t in tasks]
+    envs = [make_env(t.domain, max_turns=max_turns) for t in tasks]
     for env, task in zip(envs, tasks):
         env.reset(task)
     eps = [EpisodeTokens(task=t, prompt_ids=list(p)) for t, p in zip(tasks, prompts)]
     active = list(range(len(eps)))
+    cache = PrefixCache() if kv_cache else None  # this call's weights only: never kept across calls
     while active:
         limits = [min(max_new_tokens, max_completion_tokens - len(eps[i].completion_ids)) for i in active]
         gen = generate_from_ids(
@@ -195,6 +201,7 @@ def run_episode_tokens(
             top_p=top_p,
             batch_size=batch_size,
             return_logprobs=return_logprobs,
+            kv_cache=cache,
         )
         stats.generate_calls += 1
         still = []
@@ -229,6 +236,9 @@ def run_episode_tokens(
             ep.messages.append({"role": "user", "content": step.observation})
             still.append(i)
         active = still
+    if cache is not None:
+        stats.reused_tokens += cache.reused_tokens
+        cache.clear()
     stats.episodes += len(eps)
     stats.seconds += time.perf_counter() - t0
     return eps
@@ -259,7 +269,7 @@ class EnvRolloutFunc:
         self.tasks: dict[str, Task] = {}
         self.duplicates = 0
         for task in tasks:
-            env = make_env(task.domain, **turn_limit(max_turns, task.domain))
+            env = make_env(task.domain, max_turns=max_turns)
             key = prompt_key(task_prompt(env, task, system_prompt))
             if key in self.tasks:
                 self.duplicates += 1  # same visible prompt: the first task stands for both
@@ -271,7 +281,7 @@ class EnvRolloutFunc:
         self._renderer: ObservationRenderer | None = None
 
     def prompt_for(self, task: Task) -> list[dict[str, str]]:
-        env = make_env(task.domain, **turn_limit(self.max_turns, task.domain))
+        env = make_env(task.domain, max_turns=self.max_turns)
         return task_prompt(env, task, self.system_prompt)
 
     def _task(self, prompt: Any) -> Task:
@@ -314,7 +324,7 @@ class EnvRolloutFunc:
         if mode_train and not trainer.model.training:  # inference_mode restores it; make sure
             trainer.model.train()
         self.last_episodes, self.last_stats = eps, stats
-        for name in ("episodes", "seconds", "generated_tokens", "generate_calls"):
+        for name in ("episodes", "seconds", "generated_tokens", "generate_calls", "reused_tokens"):
             setattr(self.total_stats, name, getattr(self.total_stats, name) + getattr(stats, name))
         log_metric = getattr(trainer, "_log_metric", None)
         if callable(log_metric):

@@ -35,7 +35,6 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..schema import Task
 from .grpo_data import (  # noqa: F401  (re-exported: the kit's GRPO API in one place)
     SYSTEM_PROMPT,
     build_env_dataset,
@@ -562,39 +561,4 @@ def single_turn_accuracy(
         per.setdefault(r.get("domain", "?"), []).append(a)
     out["per_domain"] = {d: sum(v) / len(v) for d, v in per.items()}
     out["samples"] = gen.texts[:3]
-    return out
-
-
-def env_success(
-    model: Any,
-    tokenizer: Any,
-    tasks: Sequence[Task],
-    *,
-    max_turns: int | dict[str, int] | None = None,
-    max_new_tokens: int = 96,
-    batch_size: int = 32,
-    progress: bool = False,
-) -> dict[str, dict[str, float]]:
-    """Greedy episodes on `tasks`: per domain (and "all") n, success rate, successes, mean score,
-    valid-action rate and the ids of the solved tasks (for paired before/after comparisons)."""
-    from ..policies import ModelPolicy
-    from ..rollout import run_episodes
-
-    policy = ModelPolicy(model, tokenizer, name="grpo-eval", max_new_tokens=max_new_tokens, batch_size=batch_size)
-    trajs = run_episodes(policy, list(tasks), max_turns=max_turns, batch_size=batch_size, progress=progress)
-    groups: dict[str, list] = {}
-    for t in trajs:
-        groups.setdefault(t.domain, []).append(t)
-        groups.setdefault("all", []).append(t)
-    out = {}
-    for d, ts in groups.items():
-        turns = sum(t.meta["turns"] for t in ts)
-        out[d] = {
-            "n": len(ts),
-            "success": sum(t.meta["success"] for t in ts) / len(ts),
-            "successes": sum(t.meta["success"] for t in ts),
-            "score": sum(t.meta["score"] for t in ts) / len(ts),
-            "valid_rate": 1.0 - (sum(t.meta["invalid_actions"] for t in ts) / turns if turns else 0.0),
-            "solved_ids": sorted(t.meta["task_id"] for t in ts if t.meta["success"]),
-        }
     return out

@@ -1,7 +1,7 @@
-"""Measuring what training taught: expert and recovery data, per-domain success and valid-action rate.
+"""SFT data from the expert (plain and recovering from a mistake), and the per-domain view of results.
 
 Used by notebook 04 and benchmarks/sft_learning.py. Which tasks train and which are held out
-is `openmanus_lite.splits`' job.
+is `openmanus_lite.splits`' job; playing and scoring held-out tasks is `eval.run_benchmark`'s.
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ def expert_trajectories(tasks: list[Task], max_turns: int | dict[str, int] | Non
 
     out = []
     for task in tasks:
-        limit = max_turns.get(task.domain) if isinstance(max_turns, dict) else max_turns
-        env = make_env(task.domain, **({"max_turns": limit} if limit else {}))
-        messages, last = run_expert(env, task)
+        messages, last = run_expert(make_env(task.domain, max_turns=max_turns), task)
         if not last.info.get("success"):
             continue
         turns = [Turn(m["role"], m["content"], m["role"] == "assistant") for m in messages]
@@ -80,8 +78,10 @@ def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int |
     rng = random.Random(seed)
     out: list[Trajectory] = []
     counts = {"kept": 0, "unsolved": 0, "nothing_to_recover": 0, "expert_broke": 0, "no_mistake": 0}
+    from ..envs import turn_limit
+
     for k, task in enumerate(tasks):
-        limit = max_turns.get(task.domain) if isinstance(max_turns, dict) else max_turns
+        limit = turn_limit(max_turns, task.domain)
         turn = k % len(kinds)
         for ep in mistake_episodes(task, per_task, rng, kinds[turn:] + kinds[:turn], max_turns=limit,
                                    repeats=repeats[k % len(repeats)]):
@@ -107,38 +107,26 @@ def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int |
     return out, counts
 
 
-def summarize_episodes(trajs: list[Trajectory]) -> dict[str, dict[str, float]]:
-    """Per domain (and 'all'): n, success rate with its 95% Wilson interval, valid-action rate, mean turns."""
-    from ..eval.metrics import wilson_interval
+def domain_summary(result: Any) -> dict[str, dict[str, float]]:
+    """A `BenchmarkResult`'s pooled rows per domain (and 'all') as plain numbers, the form
+    `summary_table` prints and benchmarks/sft_learning.py keeps in its curve.json: n, success rate
+    with its 95% Wilson interval, valid-action rate, mean turns."""
+    from ..eval.metrics import ALL, summarize_group
 
-    groups: dict[str, list[Trajectory]] = {}
-    for t in trajs:
-        groups.setdefault(t.domain, []).append(t)
-    groups["all"] = list(trajs)
+    records = result.records
+    groups = {d: [r for r in records if r.domain == d] for d in dict.fromkeys(r.domain for r in records)}
+    groups[ALL] = list(records)
     out = {}
-    for d, ts in groups.items():
-        n = len(ts)
-        wins = sum(bool(t.meta.get("success")) for t in ts)
-        turns = sum(int(t.meta.get("turns", 0)) for t in ts)
-        invalid = sum(int(t.meta.get("invalid_actions", 0)) for t in ts)
-        lo, hi = wilson_interval(wins, n)
-        out[d] = {"n": n, "success": wins / n if n else 0.0, "success_lo": lo, "success_hi": hi,
-                  "valid_rate": 1 - invalid / turns if turns else 0.0, "mean_turns": turns / n if n else 0.0}
+    for domain, recs in groups.items():
+        row = summarize_group(recs, domain, ALL)
+        out[domain] = {"n": row.n, "success": row.success_rate, "success_lo": row.ci_low, "success_hi": row.ci_high,
+                       "valid_rate": 1.0 - row.invalid_action_rate, "mean_turns": row.mean_turns}
     return out
 
 
-def evaluate(policy: Any, tasks: list[Task], *, max_turns: int | dict[str, int] | None = None, batch_size: int = 32,
-             progress: bool = True) -> tuple[dict[str, dict[str, float]], list[Trajectory]]:
-    """Play every task once with `policy`; (per-domain summary, trajectories). `max_turns`: one limit
-    or one per domain."""
-    from ..rollout import run_episodes
-
-    trajs = run_episodes(policy, tasks, max_turns=max_turns, batch_size=batch_size, progress=progress)
-    return summarize_episodes(trajs), trajs
-
-
 def summary_table(results: dict[str, dict[str, dict[str, float]]]) -> str:
-    """A text table: one row per run label, success% (valid-action%) per domain."""
+    """A text table: one row per run label, success% (valid-action%) per domain; `results` maps
+    labels to `domain_summary` dicts."""
     labels = list(results)
     domains = sorted({d for r in results.values() for d in r if d != "all"}) + ["all"]
     head = f"{'':<14}" + "".join(f"{d:>18}" for d in domains)

@@ -289,10 +289,13 @@ def _step_value(traj: Trajectory, turn: int) -> tuple[float, int]:
 
 
 # --------------------------------------------------------------------------- episodes
+# Policy rollouts go through `rollout.run_episodes`; the helpers below step environments
+# themselves because they intervene inside an episode (inject a mistake at a chosen turn, let the
+# expert take over, replay a trajectory to label each step), which a policy loop does not allow.
 
 
 def _new_env(task: Task, max_turns: int | None) -> tuple[Env, str]:
-    env = make_env(task.domain, **({"max_turns": max_turns} if max_turns else {}))
+    env = make_env(task.domain, max_turns=max_turns)
     return env, env.reset(task)
 
 

@@ -21,10 +21,9 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from ..envs import make_env
+from ..envs import make_env, turn_limit
 from ..react import format_turn
 from ..schema import Task
-from .env_rollout import turn_limit
 
 TOOL_INSTRUCTIONS = (
     "Act only by calling the tools you are given, one call at a time; each call returns what happened. "
@@ -54,7 +53,7 @@ class ToolEnv:
         if self.domain_name and task.domain != self.domain_name:
             raise ValueError(f"{type(self).__name__} plays {self.domain_name!r} tasks, got a {task.domain!r} task")
         self._task = task
-        self._env = make_env(task.domain, **turn_limit(self.max_turns, task.domain))
+        self._env = make_env(task.domain, max_turns=self.max_turns)
         self._env.reset(task)
         self._last_info = {}
         return None
@@ -335,7 +334,7 @@ def tool_env_class(domain: str, max_turns: int | dict[str, int] | None = None) -
     if domain not in TOOL_ENVS:
         raise KeyError(f"no tool adapter for domain {domain!r}; available: {sorted(TOOL_ENVS)}")
     cls = TOOL_ENVS[domain]
-    limit = turn_limit(max_turns, domain).get("max_turns")
+    limit = turn_limit(max_turns, domain)
     if limit is None:
         return cls
     return type(cls.__name__, (cls,), {"max_turns": limit, "__doc__": cls.__doc__})
@@ -352,7 +351,7 @@ def tool_env_factory(domains: Sequence[str], max_turns: int | dict[str, int] | N
 
 def tool_prompt(task: Task, max_turns: int | dict[str, int] | None = None) -> list[dict[str, str]]:
     """The user message of a task in tool mode: the domain's intro, how to act, the task."""
-    env = make_env(task.domain, **turn_limit(max_turns, task.domain))
+    env = make_env(task.domain, max_turns=max_turns)
     env.reset(task)
     text = f"{env.intro.strip()}\n\n{TOOL_INSTRUCTIONS}\n\nTask: {task.instruction}{env._initial_observation()}"
     return [{"role": "user", "content": text}]
