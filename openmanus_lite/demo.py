@@ -583,6 +583,10 @@ def _fmt(value: Any) -> str:
 
 
 def _check_config(cfg: DemoConfig, run_dir: Path, state: RunState) -> None:
+    old = sorted(set(state.done) - set(STAGES))
+    if old:
+        raise ConfigMismatch(f"{run_dir} was made by an older version of the demo (stages {old}); start a new run "
+                             "in another --output_dir.")
     path = run_dir / "config.json"
     if state.done and path.is_file():
         before = json.loads(path.read_text())
@@ -683,19 +687,24 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             p.error(f"--domains: unknown {unknown}; choose from {list(DOMAINS)}")
         cfg.domains = wanted
-    from .recipes import list_recipes
-    from .train.presets import PRESETS
-
-    if cfg.preset not in PRESETS:
-        p.error(f"--preset {cfg.preset!r}: choose one of {sorted(PRESETS)}")
-    if cfg.recipe not in list_recipes():
-        p.error(f"--recipe {cfg.recipe!r}: choose one of {list_recipes()}")
     run_dir = Path(args.output_dir) if args.output_dir else (_latest_run() if args.resume else None)
     run_dir = run_dir or RUNS_DIR / time.strftime("demo-%Y%m%d-%H%M%S")
     given = args.quick or args.domains or any(getattr(args, n) is not None for n in SETTINGS)
     if not given and (run_dir / "config.json").is_file() and (run_dir / "state.json").is_file():
-        cfg = DemoConfig.from_json(json.loads((run_dir / "config.json").read_text()))  # a resume: the run's settings
+        try:  # a resume: the run's own settings
+            cfg = DemoConfig.from_json(json.loads((run_dir / "config.json").read_text()))
+        except (ValueError, TypeError) as e:
+            print(f"error: {run_dir}/config.json: {e}; start a new run in another --output_dir.", file=sys.stderr)
+            return 2
         print(f"[demo] continuing {run_dir} with its own settings (config.json)")
+    from .recipes import list_recipes
+    from .train.presets import PRESETS
+
+    where = f" (the settings of {run_dir})" if not given and (run_dir / "config.json").is_file() else ""
+    if cfg.preset not in PRESETS:
+        p.error(f"--preset {cfg.preset!r}{where}: choose one of {sorted(PRESETS)}")
+    if cfg.recipe not in list_recipes():
+        p.error(f"--recipe {cfg.recipe!r}{where}: choose one of {list_recipes()}")
     free_gb = shutil.disk_usage(run_dir.parent if run_dir.parent.exists() else Path.cwd()).free / 1e9
     if free_gb < 2:
         print(f"error: only {free_gb:.1f} GB free on the disk of {run_dir}; the demo needs about 2 GB.",

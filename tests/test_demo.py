@@ -129,6 +129,9 @@ def test_success_table_intervals_are_wilson_intervals_computed_by_hand():
     assert lines[:2] == ["| domain | untrained | SFT |", "|---|---|---|"]
     assert lines[2] == "| os | 0/10: 0.0% [0.0, 27.8] | 4/10: 40.0% [16.8, 68.7] |"
     assert lines[4] == "| **all domains (mean)** | **0/20: 0.0% [0.0, 16.1]** | **4/20: 20.0% [8.1, 41.6]** |"
+    from openmanus_lite.eval import markdown_table
+
+    assert markdown_table(["a", "b"], [["x|y", 1]]) == "| a | b |\n|---|---|\n| x\\|y | 1 |"
     verdict = demo.verdict_lines({"untrained": a, "SFT": b})
     assert verdict == ["- SFT vs untrained: +20.0 points (20.0% vs 0.0%); 4 tasks gained, 0 lost of 20 (paired sign "
                        "test p = 0.125, within noise); the intervals overlap."]
@@ -142,6 +145,17 @@ def test_a_run_folder_refuses_other_settings(tmp_path, capsys):
     assert main(["--quick", "--eval_per_domain", "4", "--output_dir", str(out)]) == 2
     err = capsys.readouterr().err
     assert "eval_per_domain: 3 -> 4" in err and "another --output_dir" in err
+
+    # the folder alone (or --resume) continues with the run's own settings: here an old run's recipe
+    (out / "config.json").write_text(json.dumps({**demo.DemoConfig.quick().to_json(), "recipe": "demo"}))
+    with pytest.raises(SystemExit):
+        main(["--output_dir", str(out)])
+    assert f"--recipe 'demo' (the settings of {out}): choose one of" in capsys.readouterr().err
+    # a folder of the older demo (a `data` stage) is refused, not mixed with new stages
+    (out / "config.json").write_text(json.dumps(demo.DemoConfig.quick().to_json()))
+    (out / "state.json").write_text(json.dumps({"done": {"data": {"result": {}, "seconds": 1.0}}}))
+    assert main(["--output_dir", str(out)]) == 2
+    assert "older version of the demo (stages ['data'])" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [
