@@ -389,6 +389,9 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
                       callbacks=[make_time_limit(cfg.grpo_minutes)])
     fig = plot_reward_curves(result.log_history, title="GRPO rewards (multi-turn)")
     fig.savefig(run_dir / "grpo_rewards.png", dpi=120, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
     merged_dir = save_merged(result.trainer.model, tok, run_dir / "grpo_model")
     rewards = [h.get("reward") for h in result.log_history if "reward" in h]
     return {"model": str(merged_dir), "domains": domains, "left_out": reasons, "rewards": cfg.grpo_rewards,
@@ -630,8 +633,10 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None) -> P
 
 
 def _latest_run() -> Path | None:
+    """The newest run folder in runs/ without a report (unfinished), else None."""
     runs = sorted(p for p in RUNS_DIR.glob("demo-*") if (p / "state.json").is_file()) if RUNS_DIR.is_dir() else []
-    return runs[-1] if runs else None
+    unfinished = [p for p in runs if not (p / REPORT).is_file()]
+    return unfinished[-1] if unfinished else None
 
 
 SETTINGS = ("model", "preset", "recipe", "sft_minutes", "grpo_minutes", "eval_minutes", "eval_per_domain",
@@ -688,6 +693,8 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--domains: unknown {unknown}; choose from {list(DOMAINS)}")
         cfg.domains = wanted
     run_dir = Path(args.output_dir) if args.output_dir else (_latest_run() if args.resume else None)
+    if args.resume and run_dir is None:
+        print(f"[demo] --resume: no unfinished run in {RUNS_DIR}; starting a new one")
     run_dir = run_dir or RUNS_DIR / time.strftime("demo-%Y%m%d-%H%M%S")
     given = args.quick or args.domains or any(getattr(args, n) is not None for n in SETTINGS)
     if not given and (run_dir / "config.json").is_file() and (run_dir / "state.json").is_file():

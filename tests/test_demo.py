@@ -158,6 +158,18 @@ def test_a_run_folder_refuses_other_settings(tmp_path, capsys):
     assert "older version of the demo (stages ['data'])" in capsys.readouterr().err
 
 
+def test_resume_picks_the_newest_unfinished_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(demo, "RUNS_DIR", tmp_path)
+    assert demo._latest_run() is None
+    for name, finished in (("demo-20260101-000000", True), ("demo-20260102-000000", False),
+                           ("demo-20260103-000000", True)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "state.json").write_text("{}")
+        if finished:
+            (tmp_path / name / demo.REPORT).write_text("# done")
+    assert demo._latest_run() == tmp_path / "demo-20260102-000000"
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--domains", "mars"], "unknown ['mars']"),
     (["--preset", "h100"], "choose one of"),
