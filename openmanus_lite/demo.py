@@ -89,8 +89,10 @@ class DemoConfig:
     """The reward spec (rewards.py): the environment's outcome alone (shaped terms were reward-hacked; grpo.py)."""
     grpo_tasks_per_domain: int = 24
     grpo_num_generations: int = 4
-    grpo_max_turns: int | None = None
-    """Turn limit of GRPO episodes; None: the evaluation's per-domain limits (the prompts state what SFT saw)."""
+    grpo_max_turns: int | None = 7
+    """The most turns of a GRPO episode: each domain gets the smaller of its evaluation limit and this (os and db
+    keep their 5, web's 9 and household's 16 become 7, so one step's 8 episodes stay short on a CPU); None: the
+    evaluation's limits as they are."""
     seed: int = 0
 
     def sft_recipe(self):
@@ -351,6 +353,16 @@ def select_grpo_domains(result, domains, rule: str = "mixed") -> tuple[list[str]
     return chosen, reasons
 
 
+def grpo_turn_limits(cfg: DemoConfig, domains) -> int | dict[str, int] | None:
+    """GRPO's turn limit per domain: the evaluation's (what the SFT prompts stated), capped at grpo_max_turns."""
+    limits, cap = _turn_limits(cfg), cfg.grpo_max_turns
+    if isinstance(limits, dict):
+        return {d: min(limits[d], cap) if cap else limits[d] for d in domains if d in limits} or cap
+    if limits is None:
+        return cap
+    return min(limits, cap) if cap else limits
+
+
 def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval: dict) -> dict[str, Any]:
     """Multi-turn GRPO with the outcome reward, on the domains `select_grpo_domains` picks from the SFT
     evaluation (GRPO learns only from groups with mixed outcomes); skipped when it picks none."""
@@ -372,11 +384,7 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     model, tok = preset.load(sft_model, for_training=True)
     tasks, _ = training_tasks("demo_grpo_train", domains, cfg.grpo_tasks_per_domain, seed=DEMO_GRPO_SEED + cfg.seed)
     check_disjoint({"demo_grpo_train": tasks}, {DEMO_EVAL_SUITE: _eval_suite(cfg).tasks})
-    limits = _turn_limits(cfg)
-    if cfg.grpo_max_turns is not None:
-        limits = cfg.grpo_max_turns
-    elif isinstance(limits, dict):
-        limits = {d: limits[d] for d in domains if d in limits} or None
+    limits = grpo_turn_limits(cfg, domains)
     longest = max(limits.values()) if isinstance(limits, dict) else (limits or 5)
     dataset, rollout = build_env_dataset(tasks, max_turns=limits, max_new_tokens=preset.max_new_tokens)
     gcfg = GRPORunConfig(

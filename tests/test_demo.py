@@ -3,6 +3,7 @@ domain choice, the intervals, bad arguments."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -106,6 +107,12 @@ def test_grpo_trains_where_sft_has_mixed_outcomes_and_says_why_not_elsewhere(tmp
     assert demo.select_grpo_domains(sft, ["os", "db", "kg"], "all") == (["os", "db", "kg"], {})
     with pytest.raises(ValueError, match="grpo_domains must be one of"):
         demo.select_grpo_domains(sft, ["os"], "some")
+
+    # episodes as long as the evaluation's, capped at grpo_max_turns
+    full = demo.DemoConfig()
+    assert demo.grpo_turn_limits(full, ["db", "web", "household"]) == {"db": 5, "web": 7, "household": 7}
+    assert demo.grpo_turn_limits(dataclasses.replace(full, grpo_max_turns=None), ["household"]) == {"household": 16}
+    assert demo.grpo_turn_limits(demo.DemoConfig.quick(), ["os"]) == 2  # quick: eval limit 3, cap 2
 
     # no domain qualifies: GRPO is skipped (no model is loaded), with the reasons logged and recorded
     path = _result("sft", {"os": [False] * 3, "db": [False] * 3}).save(tmp_path / "eval_sft.json")
