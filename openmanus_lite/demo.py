@@ -1,13 +1,16 @@
-"""`python -m openmanus_lite demo`: the whole recipe, start to finish, on the embedded default.
+"""`python -m openmanus_lite demo`: the kit's result, start to finish, on the embedded default model.
 
-    merge sample data + synthesize expert trajectories in the six environments
-      -> evaluate the untrained model -> LoRA SFT -> evaluate -> multi-turn GRPO -> evaluate
-      -> run folder with the data report, loss and reward curves, comparison table and chart,
-         and a Markdown report
+    prepare the model (convert the embedded checkpoint once) and the data (merge the sample data,
+    synthesize the SFT recipe's expert and recovery episodes in the six environments)
+      -> evaluate the untrained model -> LoRA SFT (`cpu_30min`: 30 minutes) -> evaluate
+      -> multi-turn GRPO (outcome reward) where SFT has mixed outcomes -> evaluate
+      -> run folder with report.md (tables, 95% intervals, plots, time per stage, the command)
 
-Each stage writes its result into the run folder and records itself in `state.json`, so an
-interrupted demo re-run with the same `--out` (or `--resume`) continues where it stopped.
-`--quick` runs the same pipeline on the tiny test model in a few minutes.
+Planned at 44 minutes on a 2-core CPU: prepare 1, three evaluations of 60 episodes at 2 each, SFT 30,
+GRPO 7 (DemoConfig; SFT and GRPO stop at their limits, the others are plans). Each stage writes its
+result into the run folder and records itself and its time in `state.json`, so an interrupted demo
+re-run with the same `--output_dir` (or `--resume`) continues where it stopped and the report's total
+counts every attempt. `--quick` runs the same pipeline on the tiny test model in a minute or so.
 """
 
 from __future__ import annotations
@@ -15,44 +18,81 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import os
+import shlex
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .paths import REAL_SAMPLES_DIR, RUNS_DIR, SAMPLES_DIR
 from .splits import DEMO_EVAL_SUITE, DEMO_GRPO_SEED
 
+STAGES = ("prepare", "eval_untrained", "sft", "eval_sft", "grpo", "eval_grpo")
+"""The demo's stages in order; each is recorded in state.json when it finishes."""
+
+CHECKPOINTS = {"untrained": "untrained", "sft": "SFT", "grpo": "GRPO"}
+"""Evaluated checkpoints (eval_<key> stages) and their column names in the report."""
+
+GRPO_DOMAIN_RULES = {
+    "mixed": "domains where the SFT evaluation had at least one success and at least one failure",
+    "success": "domains where the SFT evaluation had at least one success",
+    "all": "every domain of the demo",
+}
+"""Which domains GRPO trains on (DemoConfig.grpo_domains). With the outcome reward alone a group of
+samples that all fail (or all succeed) has no advantage to learn from, and the SFT evaluation is the
+best guess of where groups will mix: a domain at 0/n would spend rollouts on all-zero groups, one at
+n/n mostly on all-one groups. `all` is for --quick, whose tiny model never succeeds."""
+
+REPORT = "report.md"
+
 
 @dataclass
 class DemoConfig:
-    """What the demo does; the defaults fit about an hour on a 2-core CPU (measured 54 minutes: an evaluation
-    of 30 episodes takes 6-13 minutes there, SFT 20, GRPO 6; see the README's results)."""
+    """What the demo does. The defaults are planned at 44 minutes on a 2-core CPU (`planned_minutes`): SFT is the
+    `cpu_30min` recipe (30 minutes), GRPO has 7, each evaluation of 60 episodes is planned at 2 (with the faster
+    generation engine; the evaluation is never cut short) and the model and data at 1."""
 
     preset: str = "cpu"
     model: str | None = None
     """None: the preset's model (the embedded SmolLM2-135M-Instruct for `cpu`)."""
     domains: tuple[str, ...] = ("os", "db", "web", "kg", "household", "ecommerce")
-    recipe: str = "demo"
-    """The SFT data and settings (openmanus_lite/recipes/demo.py); the fields below left at None are its."""
+    recipe: str = "cpu_30min"
+    """The SFT data and settings (openmanus_lite/recipes/cpu_30min.py: the sft_train split, which leaves out every
+    held-out task of the kit, the dev suite included); the fields below left at None are its."""
     train_per_domain: int | None = None
-    """Expert trajectories synthesized per domain for SFT (the recipe's 120, splits.DEMO_SFT_SEED; no held-out
-    task of the kit)."""
-    eval_per_domain: int = 5
-    """Tasks per domain from the frozen dev suite (easy, splits.DEMO_EVAL_SUITE) for each evaluated checkpoint."""
+    """Training tasks per domain for SFT (None: the recipe's 250, household x3 and web x2, plus recovery episodes)."""
+    eval_per_domain: int = 10
+    """Tasks per domain from the frozen dev suite (easy, splits.DEMO_EVAL_SUITE) for each evaluated checkpoint:
+    60 episodes per checkpoint on the six domains, the same tasks for every checkpoint."""
     eval_max_turns: int | None = None
-    """Turn limit of training prompts and evaluation; None: per domain (train.measure.EASY_TURN_LIMITS)."""
+    """Turn limit of training prompts and evaluation; None: the recipe's, per domain (train.measure.EASY_TURN_LIMITS)."""
     sft_minutes: float | None = None
-    """None: the recipe's (20)."""
+    """SFT's time limit (training time); None: the recipe's (30)."""
     sft_max_length: int | None = None
-    """None: the recipe's (768)."""
-    grpo_minutes: float = 6.0
-    grpo_steps: int = 12
+    """None: the recipe's (1024)."""
+    prepare_minutes: float = 1.0
+    """Planned minutes of the prepare stage (converting the model once, merging and synthesizing the data);
+    a plan for the report, not a limit."""
+    eval_minutes: float = 2.0
+    """Planned minutes of each evaluation (loading the checkpoint and playing its episodes); a plan, not a limit:
+    an evaluation always plays every task, so the checkpoints compare on the same tasks."""
+    grpo_minutes: float = 7.0
+    """GRPO's time limit (training time; the trainer stops after the step that passes it)."""
+    grpo_steps: int = 60
+    """Step cap of GRPO; the minutes are the limit unless the steps are very fast."""
+    grpo_domains: str = "mixed"
+    """Which domains GRPO trains on: a key of GRPO_DOMAIN_RULES. With `mixed` and no such domain GRPO is skipped."""
+    grpo_rewards: str = "env_outcome"
+    """The reward spec (rewards.py): the environment's outcome alone (shaped terms were reward-hacked; grpo.py)."""
     grpo_tasks_per_domain: int = 24
     grpo_num_generations: int = 4
-    grpo_max_turns: int = 4
+    grpo_max_turns: int | None = 7
+    """The most turns of a GRPO episode: each domain gets the smaller of its evaluation limit and this (os and db
+    keep their 5, web's 9 and household's 16 become 7, so one step's 8 episodes stay short on a CPU); None: the
+    evaluation's limits as they are."""
     seed: int = 0
 
     def sft_recipe(self):
@@ -65,32 +105,74 @@ class DemoConfig:
         return get_recipe(self.recipe).on_preset(self.preset).replace(domains=tuple(self.domains), seed=self.seed,
                                                                       **changes)
 
+    def planned_minutes(self) -> dict[str, float]:
+        """Minutes per stage: the limits of SFT and GRPO, the plans of the others."""
+        sft = self.sft_minutes if self.sft_minutes is not None else self.sft_recipe().max_minutes
+        return {"prepare": self.prepare_minutes, "eval_untrained": self.eval_minutes, "sft": float(sft or 0.0),
+                "eval_sft": self.eval_minutes, "grpo": self.grpo_minutes, "eval_grpo": self.eval_minutes}
+
+    def to_json(self) -> dict[str, Any]:
+        return json.loads(json.dumps(asdict(self)))
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "DemoConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"config.json has settings this version does not know: {unknown}")
+        kw = dict(d)
+        if "domains" in kw:
+            kw["domains"] = tuple(kw["domains"])
+        return cls(**kw)
+
     @classmethod
     def quick(cls) -> "DemoConfig":
+        """The same pipeline on the tiny test model with small settings (seconds per stage)."""
         return cls(
             preset="cpu_debug", train_per_domain=12, eval_per_domain=3, eval_max_turns=3, sft_minutes=0.6,
-            sft_max_length=512, grpo_minutes=0.5, grpo_steps=2, grpo_tasks_per_domain=2, grpo_num_generations=2,
-            grpo_max_turns=2,
+            sft_max_length=512, prepare_minutes=0.2, eval_minutes=0.2, grpo_minutes=0.5, grpo_steps=2,
+            grpo_domains="all", grpo_tasks_per_domain=2, grpo_num_generations=2, grpo_max_turns=2,
         )
+
+
+class ConfigMismatch(ValueError):
+    """A run folder holds finished stages made with other settings than the ones asked for."""
 
 
 @dataclass
 class RunState:
-    """Which stages are done, and their results (persisted after every stage)."""
+    """Which stages are done, their results and times, and every invocation (persisted after each stage).
+
+    `done[stage]`: {"result", "seconds"} of the attempt that finished plus "interrupted_s", the time of earlier
+    attempts that did not (an exception or Ctrl-C); `interrupted[stage]`: that time while the stage is unfinished.
+    `runs`: one entry per invocation (argv, machine, start time)."""
 
     path: Path
     done: dict[str, Any] = field(default_factory=dict)
+    interrupted: dict[str, float] = field(default_factory=dict)
+    runs: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def load(cls, run_dir: Path) -> "RunState":
         path = run_dir / "state.json"
-        done = json.loads(path.read_text())["done"] if path.is_file() else {}
-        return cls(path, done)
+        d = json.loads(path.read_text()) if path.is_file() else {}
+        return cls(path, d.get("done", {}), d.get("interrupted", {}), d.get("runs", []))
 
     def save(self) -> None:
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"done": self.done}, indent=1, default=str))
+        tmp.write_text(json.dumps({"done": self.done, "interrupted": self.interrupted, "runs": self.runs},
+                                  indent=1, default=str))
         tmp.replace(self.path)
+
+    def stage_seconds(self, name: str) -> float:
+        """Every recorded second of a stage: the attempt that finished and the interrupted ones."""
+        d = self.done.get(name)
+        return (float(d["seconds"]) + float(d.get("interrupted_s", 0.0)) if d else 0.0) + self.interrupted.get(name, 0.0)
+
+    def total_seconds(self) -> float:
+        """The demo's time across every invocation: the sum of the stages' recorded times (not any one
+        process's clock, which after a resume misses the earlier runs)."""
+        return sum(self.stage_seconds(s) for s in set(self.done) | set(self.interrupted))
 
 
 def _stage(state: RunState, name: str, fn: Callable[[], Any]) -> Any:
@@ -99,21 +181,81 @@ def _stage(state: RunState, name: str, fn: Callable[[], Any]) -> Any:
         return state.done[name]
     print(f"\n[demo] ===== {name} =====", flush=True)
     t0 = time.perf_counter()
-    result = fn()
-    state.done[name] = {"result": result, "seconds": round(time.perf_counter() - t0, 1)}
+    try:
+        result = fn()
+    except BaseException:  # Ctrl-C or an error: its time still counts in the total of a resumed run
+        state.interrupted[name] = round(state.interrupted.get(name, 0.0) + time.perf_counter() - t0, 1)
+        state.save()
+        raise
+    state.done[name] = {"result": result, "seconds": round(time.perf_counter() - t0, 1),
+                        "interrupted_s": state.interrupted.pop(name, 0.0)}
     state.save()
     return state.done[name]
+
+
+# --------------------------------------------------------------------------- the machine
+
+
+def machine_info() -> dict[str, Any]:
+    """CPU model, cores this process may use, torch threads, native bf16 (CPU, and GPU when there is one)."""
+    import platform
+
+    cpu = None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+    except OSError:
+        pass
+    info: dict[str, Any] = {
+        "cpu": cpu or platform.processor() or platform.machine() or "unknown CPU",
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+        "logical_cpus": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    try:
+        import torch
+
+        from .models import cpu_has_native_bf16
+        from .precision import gpu_has_native_bf16
+    except ImportError:
+        return info
+    info.update(torch=torch.__version__, torch_threads=torch.get_num_threads(), native_bf16=cpu_has_native_bf16())
+    if torch.cuda.is_available():
+        info.update(gpu=torch.cuda.get_device_name(0), gpu_native_bf16=gpu_has_native_bf16())
+    return info
+
+
+def machine_line(info: Mapping[str, Any]) -> str:
+    """One line for the report: 'CPU model, N cores (T torch threads), native bf16: yes/no[; GPU ...]'."""
+    line = f"{info['cpu']}, {info['cores']} cores"
+    if info.get("torch_threads"):
+        line += f" ({info['torch_threads']} torch threads)"
+    if "native_bf16" in info:
+        line += f", native bf16 on the CPU: {'yes' if info['native_bf16'] else 'no'}"
+    if info.get("gpu"):
+        line += f"; GPU {info['gpu']} (native bf16: {'yes' if info.get('gpu_native_bf16') else 'no'})"
+    return line
+
+
+def command_line(argv: list[str]) -> str:
+    """The command as a user types it."""
+    return shlex.join(["python", "-m", "openmanus_lite", "demo", *argv])
 
 
 # --------------------------------------------------------------------------- stages
 
 
-def stage_data(cfg: DemoConfig, run_dir: Path) -> dict[str, Any]:
-    """Merge the shipped samples (and the real samples when present) and synthesize expert data."""
+def stage_prepare(cfg: DemoConfig, preset, run_dir: Path) -> dict[str, Any]:
+    """The model checkpoint (the embedded default is converted once, the tiny one built once) and the SFT data:
+    the shipped samples (and the real samples when present) merged, plus the recipe's expert and recovery
+    episodes on training tasks, none of them a held-out task of the kit (checked against the evaluation's)."""
     from .data import MergeConfig, SourceSpec, merge, write_jsonl
+    from .models import resolve_model_name
     from .recipes import recipe_tasks, recipe_trajectories
     from .splits import check_disjoint
 
+    model = resolve_model_name(preset.resolve_model(cfg.model))
+    print(f"[demo] model: {model}")
     specs = [SourceSpec(p.name, str(p)) for p in sorted(SAMPLES_DIR.iterdir()) if p.is_dir()]
     if REAL_SAMPLES_DIR.is_dir():
         real = {"agentinstruct": "agentinstruct", "agenttraj_l": "agenttraj_l", "openmanus_rl": "openmanus_rl"}
@@ -122,15 +264,16 @@ def stage_data(cfg: DemoConfig, run_dir: Path) -> dict[str, Any]:
     merged = merge(specs, MergeConfig(seed=cfg.seed, strict=False, rejected_path=run_dir / "rejected.jsonl"))
     (run_dir / "merge_report.txt").write_text(merged.report.summary())
     six = [t for t in merged.splits.get("train", []) if t.domain in cfg.domains]
-    # expert episodes on generated easy tasks, minus any equal to a held-out task of the kit
     recipe = cfg.sft_recipe()
     tasks, removed = recipe_tasks(recipe)
     check_disjoint({recipe.split: tasks}, {DEMO_EVAL_SUITE: _eval_suite(cfg).tasks})
-    synth, _ = recipe_trajectories(recipe, tasks)
+    synth, info = recipe_trajectories(recipe, tasks)
     write_jsonl(six + synth, run_dir / "train.jsonl")
     print(merged.report.summary())
-    return {"merged_rows": sum(merged.report.input_rows.values()), "merged_train_six_domains": len(six),
-            "synthesized": len(synth), "removed_held_out": removed, "train_file": str(run_dir / "train.jsonl")}
+    return {"model": model, "merged_rows": sum(merged.report.input_rows.values()),
+            "merged_train_six_domains": len(six), "training_tasks": len(tasks), "synthesized": len(synth),
+            "expert": info["expert"], "recovery": info["recovery"], "removed_held_out": removed,
+            "train_file": str(run_dir / "train.jsonl")}
 
 
 def _eval_suite(cfg: DemoConfig):
@@ -139,23 +282,17 @@ def _eval_suite(cfg: DemoConfig):
     return load_suite(DEMO_EVAL_SUITE, domains=cfg.domains, difficulties=["easy"], limit=cfg.eval_per_domain)
 
 
-def _turn_limits(cfg: DemoConfig) -> int | dict[str, int]:
+def _turn_limits(cfg: DemoConfig) -> int | dict[str, int] | None:
     """The limits the training prompts state, so that evaluation states the same."""
     return cfg.sft_recipe().max_turns()
 
 
-def _load(preset, model_path: str | None, for_training: bool):
-    return preset.load(model_path, for_training=for_training)
-
-
-def stage_eval(cfg: DemoConfig, preset, run_dir: Path, label: str, model=None, tokenizer=None,
-               model_path: str | None = None) -> dict[str, Any]:
+def stage_eval(cfg: DemoConfig, preset, run_dir: Path, label: str, model_path: str | None = None) -> dict[str, Any]:
     """Greedy episodes on the frozen dev suite; the result is saved as JSON for the comparison."""
     from .eval import run_benchmark
     from .policies import ModelPolicy
 
-    if model is None:
-        model, tokenizer = _load(preset, model_path, for_training=False)
+    model, tokenizer = preset.load(model_path, for_training=False)
     suite = _eval_suite(cfg)
     policy = ModelPolicy(model, tokenizer, name=label, max_new_tokens=preset.max_new_tokens,
                          batch_size=preset.eval_batch_size)
@@ -166,60 +303,108 @@ def stage_eval(cfg: DemoConfig, preset, run_dir: Path, label: str, model=None, t
     row = result.row()
     print(f"[demo] {label}: success {row.success_rate:.1%} (95% CI {row.ci_low:.1%}-{row.ci_high:.1%}) "
           f"over {row.n} episodes, invalid actions {row.invalid_action_rate:.1%}")
-    return {"path": str(path), "success": row.success_rate, "n": row.n,
-            "per_domain": {d: result.success_rate(d) for d in cfg.domains}}
+    return {"path": str(path), "success": row.success_rate, "ci": [row.ci_low, row.ci_high], "n": row.n,
+            "per_domain": {d: [result.row(d).successes, result.row(d).n] for d in cfg.domains}}
 
 
 def stage_sft(cfg: DemoConfig, preset, run_dir: Path, train_file: str) -> dict[str, Any]:
-    from .recipes import recipe_dataset, sft_config
+    """LoRA SFT with the recipe's settings: its dtype ('auto': bf16 on a CPU with native bf16), LoRA and time
+    limit. Another preset than the recipe's (--quick: cpu_debug) keeps that preset's step budget."""
+    from .recipes import get_recipe, recipe_dataset, recipe_preset, sft_config
     from .train.data import load_trajectories
     from .train.sft import run_sft, save_merged
 
-    model, tok = _load(preset, cfg.model, for_training=True)
-    trajs = load_trajectories(train_file)
     recipe = cfg.sft_recipe()
-    dataset, report = recipe_dataset(recipe, tok, trajs)
+    train_preset = recipe_preset(recipe)
+    model, tok = train_preset.load(cfg.model, for_training=True)
+    dataset, report = recipe_dataset(recipe, tok, load_trajectories(train_file))
     print(report.summary())
-    # on another preset than the recipe's (--quick: cpu_debug) that preset's step budget and warmup stay
-    from .recipes import get_recipe
-
     own = {} if preset.name == get_recipe(cfg.recipe).preset else {"max_steps": preset.sft.max_steps,
-                                                   "warmup_steps": preset.sft.warmup_steps}
+                                                                    "warmup_steps": preset.sft.warmup_steps}
     sft_cfg = sft_config(recipe, output_dir=str(run_dir / "sft"), save_steps=20, **own)
     result = run_sft(model, tok, dataset, sft_cfg)
     merged_dir = save_merged(result.model, tok, run_dir / "sft_model")
     _plot_losses(result.loss_history, run_dir / "sft_loss.png")
-    return {"model": str(merged_dir), "steps": result.global_step, "train_s": round(result.train_seconds, 1),
+    return {"model": str(merged_dir), "recipe": recipe.name, "dtype": train_preset.dtype or "the device's",
+            "steps": result.global_step, "train_s": round(result.train_seconds, 1),
             "tokens_per_s": round(result.tokens_per_second, 1), "final_loss": (result.losses() or [None])[-1],
             "data": report.summary()}
 
 
+def select_grpo_domains(result, domains, rule: str = "mixed") -> tuple[list[str], dict[str, str]]:
+    """(domains GRPO trains on, the reason each other domain is left out) from the SFT evaluation `result`
+    (a BenchmarkResult) under `rule` (GRPO_DOMAIN_RULES)."""
+    if rule not in GRPO_DOMAIN_RULES:
+        raise ValueError(f"grpo_domains must be one of {sorted(GRPO_DOMAIN_RULES)}, got {rule!r}")
+    chosen, reasons = [], {}
+    for d in domains:
+        try:
+            row = result.row(d)
+        except KeyError:
+            reasons[d] = "not in the SFT evaluation"
+            continue
+        k, n = row.successes, row.n
+        if rule == "all" or (k > 0 and (rule == "success" or k < n)):
+            chosen.append(d)
+        elif k == 0:
+            reasons[d] = f"SFT solved 0/{n}: every group would likely fail alike, no advantage to learn from"
+        else:
+            reasons[d] = f"SFT solved {n}/{n}: every group would likely succeed alike, no advantage to learn from"
+    return chosen, reasons
+
+
+def grpo_turn_limits(cfg: DemoConfig, domains) -> int | dict[str, int] | None:
+    """GRPO's turn limit per domain: the evaluation's (what the SFT prompts stated), capped at grpo_max_turns."""
+    limits, cap = _turn_limits(cfg), cfg.grpo_max_turns
+    if isinstance(limits, dict):
+        return {d: min(limits[d], cap) if cap else limits[d] for d in domains if d in limits} or cap
+    if limits is None:
+        return cap
+    return min(limits, cap) if cap else limits
+
+
 def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval: dict) -> dict[str, Any]:
-    """Multi-turn GRPO where the SFT model sometimes succeeds (GRPO learns only from mixed groups)."""
+    """Multi-turn GRPO with the outcome reward, on the domains `select_grpo_domains` picks from the SFT
+    evaluation (GRPO learns only from groups with mixed outcomes); skipped when it picks none."""
+    from .eval import BenchmarkResult
     from .splits import check_disjoint, training_tasks
+
+    domains, reasons = select_grpo_domains(BenchmarkResult.load(sft_eval["path"]), cfg.domains, cfg.grpo_domains)
+    for d, why in reasons.items():
+        print(f"[demo] GRPO leaves out {d}: {why}")
+    if not domains:
+        why = f"no domain qualifies ({GRPO_DOMAIN_RULES[cfg.grpo_domains]})"
+        print(f"[demo] GRPO skipped: {why}; the SFT model is the final one")
+        return {"skipped": why, "domains": [], "left_out": reasons}
+    print(f"[demo] GRPO on {domains} ({GRPO_DOMAIN_RULES[cfg.grpo_domains]}), rewards {cfg.grpo_rewards!r}, "
+          f"{cfg.grpo_minutes} min")
     from .train.grpo import GRPORunConfig, build_env_dataset, make_time_limit, plot_reward_curves, run_grpo
     from .train.sft import save_merged
 
-    domains = [d for d in cfg.domains if sft_eval["per_domain"].get(d, 0) > 0] or list(cfg.domains)
-    print(f"[demo] GRPO on {domains} (SFT success above zero there)")
-    model, tok = _load(preset, sft_model, for_training=True)
+    model, tok = preset.load(sft_model, for_training=True)
     tasks, _ = training_tasks("demo_grpo_train", domains, cfg.grpo_tasks_per_domain, seed=DEMO_GRPO_SEED + cfg.seed)
     check_disjoint({"demo_grpo_train": tasks}, {DEMO_EVAL_SUITE: _eval_suite(cfg).tasks})
-    dataset, rollout = build_env_dataset(tasks, max_turns=cfg.grpo_max_turns, max_new_tokens=preset.max_new_tokens)
+    limits = grpo_turn_limits(cfg, domains)
+    longest = max(limits.values()) if isinstance(limits, dict) else (limits or 5)
+    dataset, rollout = build_env_dataset(tasks, max_turns=limits, max_new_tokens=preset.max_new_tokens)
     gcfg = GRPORunConfig(
-        mode="multi", output_dir=str(run_dir / "grpo"), max_steps=cfg.grpo_steps,
+        mode="multi", rewards=cfg.grpo_rewards, output_dir=str(run_dir / "grpo"), max_steps=cfg.grpo_steps,
         num_generations=cfg.grpo_num_generations, per_device_train_batch_size=cfg.grpo_num_generations * 2,
-        max_turns=cfg.grpo_max_turns, max_new_tokens=preset.max_new_tokens, learning_rate=preset.grpo.learning_rate,
-        max_episode_tokens=cfg.grpo_max_turns * (preset.max_new_tokens + 160), save_steps=4,
+        max_turns=limits, max_new_tokens=preset.max_new_tokens, learning_rate=preset.grpo.learning_rate,
+        max_episode_tokens=longest * (preset.max_new_tokens + 160), save_steps=4, seed=cfg.seed,
     )
     result = run_grpo(model, tok, dataset, gcfg, rollout_func=rollout, resume=True,
                       callbacks=[make_time_limit(cfg.grpo_minutes)])
     fig = plot_reward_curves(result.log_history, title="GRPO rewards (multi-turn)")
     fig.savefig(run_dir / "grpo_rewards.png", dpi=120, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
     merged_dir = save_merged(result.trainer.model, tok, run_dir / "grpo_model")
     rewards = [h.get("reward") for h in result.log_history if "reward" in h]
-    return {"model": str(merged_dir), "domains": domains, "steps": len(rewards),
-            "reward_first": rewards[0] if rewards else None, "reward_last": rewards[-1] if rewards else None}
+    return {"model": str(merged_dir), "domains": domains, "left_out": reasons, "rewards": cfg.grpo_rewards,
+            "steps": len(rewards), "reward_first": rewards[0] if rewards else None,
+            "reward_last": rewards[-1] if rewards else None}
 
 
 def _plot_losses(history: list[dict], path: Path) -> None:
@@ -239,42 +424,166 @@ def _plot_losses(history: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def stage_report(cfg: DemoConfig, run_dir: Path, state: RunState, total_s: float) -> str:
-    from .eval import BenchmarkResult, comparison_table, plot_comparison
+# --------------------------------------------------------------------------- report
 
-    labels = [lab for lab in ("untrained", "sft", "grpo") if f"eval_{lab}" in state.done]
-    results = [BenchmarkResult.load(state.done[f"eval_{lab}"]["result"]["path"]) for lab in labels]
-    table = comparison_table(results, level="domain")
-    plot_comparison(results, level="domain", path=run_dir / "comparison.png", title="success on the dev suite")
+
+STAGE_TITLES = {"prepare": "prepare: model and data", "eval_untrained": "evaluate the untrained model",
+                "sft": "SFT", "eval_sft": "evaluate SFT", "grpo": "GRPO", "eval_grpo": "evaluate GRPO"}
+
+
+def load_results(state: RunState) -> dict[str, Any]:
+    """{column name: BenchmarkResult} of every evaluated checkpoint, in pipeline order."""
+    from dataclasses import replace
+
+    from .eval import BenchmarkResult
+
+    return {title: replace(BenchmarkResult.load(state.done[f"eval_{key}"]["result"]["path"]), label=title)
+            for key, title in CHECKPOINTS.items() if f"eval_{key}" in state.done}
+
+
+def success_table(cfg: DemoConfig, results: Mapping[str, Any]) -> str:
+    """Markdown: success per domain and over all domains with 95% Wilson intervals, one column per checkpoint."""
+    from .eval import comparison_markdown
+
+    return comparison_markdown(dict(results), cfg.domains, pooled_label="all domains (mean)")
+
+
+def time_table(cfg: DemoConfig, state: RunState) -> str:
+    """Markdown: each stage's limit or plan and its recorded minutes (interrupted attempts included), and the total."""
+    from .eval import markdown_table
+
+    plan = cfg.planned_minutes()
+    rows = []
+    for s in STAGES:
+        budget = f"{plan[s]:g} ({'limit' if s in ('sft', 'grpo') else 'plan'})"
+        d = state.done.get(s)
+        if d and d["result"].get("skipped"):
+            took = "skipped"
+        elif d or s in state.interrupted:
+            took = f"{state.stage_seconds(s) / 60:.1f}"
+            lost = state.stage_seconds(s) - (float(d["seconds"]) if d else 0.0)
+            if lost > 0:
+                took += f" (of which {lost / 60:.1f} interrupted)"
+            if not d:
+                took += ", unfinished"
+        elif s == "eval_grpo" and state.done.get("grpo", {}).get("result", {}).get("skipped"):
+            took = "skipped"
+        else:
+            took = "not run"
+        rows.append([STAGE_TITLES[s], budget, took])
+    rows.append(["**total**", f"**{sum(plan.values()):g}**", f"**{state.total_seconds() / 60:.1f}**"])
+    return markdown_table(["stage", "minutes: limit or plan", "minutes taken"], rows)
+
+
+def verdict_lines(results: Mapping[str, Any]) -> list[str]:
+    """What the comparison says, pairwise along the pipeline: the change in mean success, the tasks gained and
+    lost (paired exact sign test) and whether the 95% intervals overlap."""
+    from .eval import sign_tests
+
+    lines = []
+    items = list(results.items())
+    for (la, a), (lb, b) in zip(items, items[1:]):
+        ra, rb = a.row(), b.row()
+        test = sign_tests(a, b).iloc[-1]
+        diff = 100 * (rb.success_rate - ra.success_rate)
+        if rb.ci_low > ra.ci_high:
+            intervals = f"{lb}'s interval is clear of {la}'s (above)"
+        elif rb.ci_high < ra.ci_low:
+            intervals = f"{lb}'s interval is clear of {la}'s (below)"
+        else:
+            intervals = "the intervals overlap"
+        noise = "beyond noise" if test["p_value"] < 0.05 else "within noise"
+        lines.append(f"- {lb} vs {la}: {diff:+.1f} points ({rb.success_rate:.1%} vs {ra.success_rate:.1%}); "
+                     f"{int(test['gained'])} tasks gained, {int(test['lost'])} lost of {int(test['common'])} "
+                     f"(paired sign test p = {test['p_value']:.3g}, {noise}); {intervals}.")
+    return lines
+
+
+def _image(run_dir: Path, name: str, alt: str) -> list[str]:
+    return [f"![{alt}]({name})", ""] if (run_dir / name).is_file() else []
+
+
+def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, str]:
+    """Write report.md (and comparison.png); returns (the time table, the success table) for the terminal."""
+    from .eval import plot_comparison
+
+    results = load_results(state)
+    if results:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        plot_comparison(list(results.values()), level="domain", path=run_dir / "comparison.png",
+                        title="success on held-out dev tasks (95% Wilson intervals)")
+        plt.close("all")
+    success = success_table(cfg, results) if results else "(no checkpoint evaluated yet)"
+    times = time_table(cfg, state)
     d = {k: v["result"] for k, v in state.done.items()}
+    machines = list(dict.fromkeys(machine_line(r["machine"]) for r in state.runs if r.get("machine")))
+    commands = [command_line(r["argv"]) for r in state.runs]
+    n_eval = len(_eval_suite(cfg).tasks)
     lines = [
-        "# openmanus_lite demo",
+        "# openmanus_lite demo: untrained -> SFT -> GRPO",
         "",
-        f"Model preset `{cfg.preset}`, {len(cfg.domains)} domains, {cfg.eval_per_domain} dev tasks per domain "
-        f"per checkpoint, total {total_s / 60:.1f} min.",
+        f"- **Machine**: {'; '.join(machines) or 'not recorded'}",
+        f"- **Model**: preset `{cfg.preset}` ({d.get('prepare', {}).get('model', cfg.model or 'the preset model')})",
+        f"- **Evaluation**: {cfg.eval_per_domain} held-out easy tasks per domain from the frozen `{DEMO_EVAL_SUITE}` "
+        f"suite ({n_eval} episodes per checkpoint, the same tasks for each), greedy",
+        f"- **Total time**: {state.total_seconds() / 60:.1f} minutes (the sum of the stages' recorded times"
+        + (f", across {len(state.runs)} runs of the command" if len(state.runs) > 1 else "") + ")",
+        f"- **Command**: `{commands[0] if commands else command_line([])}`",
         "",
-        "## Data",
-        f"Merged sample rows: {d['data']['merged_rows']} (report: `merge_report.txt`); six-domain rows used: "
-        f"{d['data']['merged_train_six_domains']}; expert trajectories synthesized: {d['data']['synthesized']}.",
+        "## Success on held-out tasks (95% Wilson intervals)",
         "",
-        "## Training",
-        f"SFT: {d['sft']['steps']} steps in {d['sft']['train_s'] / 60:.1f} min ({d['sft']['tokens_per_s']} tokens/s), "
-        f"final loss {_fmt(d['sft']['final_loss'])}. Curve: `sft_loss.png`.",
+        success,
+        "",
+        *verdict_lines(results),
+        "",
+        *_image(run_dir, "comparison.png", "success per domain and checkpoint"),
+        "## Time per stage",
+        "",
+        times,
+        "",
+        "SFT and GRPO stop at their limits (training time; loading, data preparation and saving come on top); "
+        "the other stages' minutes are plans.",
+        "",
     ]
+    if "prepare" in d:
+        p = d["prepare"]
+        lines += ["## Data", "",
+                  f"Merged sample rows: {p['merged_rows']} (report: [merge_report.txt](merge_report.txt)); "
+                  f"six-domain rows used: {p['merged_train_six_domains']}. Recipe `{cfg.recipe}`: "
+                  f"{p['training_tasks']} training tasks ({p['removed_held_out']} generated tasks equal to held-out "
+                  f"ones left out), {p.get('expert', p['synthesized'])} expert and {p.get('recovery', 0)} recovery "
+                  "episodes.", ""]
+    if "sft" in d:
+        s = d["sft"]
+        lines += ["## SFT", "",
+                  f"Recipe `{s.get('recipe', cfg.recipe)}` ({s.get('dtype', '')}): {s['steps']} steps in "
+                  f"{s['train_s'] / 60:.1f} min of training ({s['tokens_per_s']} tokens/s), final loss "
+                  f"{_fmt(s['final_loss'])}.", "", *_image(run_dir, "sft_loss.png", "SFT training loss")]
     if "grpo" in d:
-        lines.append(f"GRPO (multi-turn, domains {', '.join(d['grpo']['domains'])}): {d['grpo']['steps']} steps, "
-                     f"mean reward first {_fmt(d['grpo']['reward_first'])} -> last {_fmt(d['grpo']['reward_last'])}. "
-                     "Curves: `grpo_rewards.png`.")
-    lines += ["", "## Success on the dev suite (95% Wilson intervals)", "",
-              "| checkpoint | success, all domains | invalid actions | evaluation time |", "|---|---|---|---|"]
-    for lab, res in zip(labels, results):
-        row = res.row()
-        lines.append(f"| {lab} | {row.success_rate:.1%} [{row.ci_low:.1%}, {row.ci_high:.1%}] n={row.n} | "
-                     f"{row.invalid_action_rate:.1%} | {state.done[f'eval_{lab}']['seconds'] / 60:.1f} min |")
-    lines += ["", "```", str(table), "```", "", "Chart: `comparison.png`."]
-    text = "\n".join(lines) + "\n"
-    (run_dir / "report.md").write_text(text)
-    return str(table)
+        g = d["grpo"]
+        left = "; ".join(f"{dom}: {why}" for dom, why in g.get("left_out", {}).items())
+        lines += ["## GRPO", ""]
+        if g.get("skipped"):
+            lines += [f"Skipped: {g['skipped']}." + (f" {left}." if left else ""), ""]
+        else:
+            lines += [f"Multi-turn, reward `{g.get('rewards', cfg.grpo_rewards)}`, on {', '.join(g['domains'])} "
+                      f"({GRPO_DOMAIN_RULES[cfg.grpo_domains]}): {g['steps']} steps, mean group reward "
+                      f"{_fmt(g['reward_first'])} at the first step, {_fmt(g['reward_last'])} at the last."
+                      + (f" Left out: {left}." if left else ""), "",
+                      *_image(run_dir, "grpo_rewards.png", "GRPO rewards per step")]
+    lines += ["## Reproduce", "", "```bash", commands[0] if commands else command_line([]), "```", ""]
+    if len(commands) > 1:
+        lines += ["This run was resumed with:", "", "```bash", *commands[1:], "```", ""]
+    lines += ["In another `--output_dir` (or none): the same folder resumes this run. Settings: "
+              "[config.json](config.json); per-task results with every episode: "
+              + ", ".join(f"[eval_{k}.json](eval_{k}.json)" for k in CHECKPOINTS if f"eval_{k}" in state.done) + ".",
+              ""]
+    (run_dir / REPORT).write_text("\n".join(lines))
+    return times, success
 
 
 def _fmt(value: Any) -> str:
@@ -284,46 +593,90 @@ def _fmt(value: Any) -> str:
 # --------------------------------------------------------------------------- driver
 
 
-def run_demo(cfg: DemoConfig, run_dir: Path) -> Path:
+def _check_config(cfg: DemoConfig, run_dir: Path, state: RunState) -> None:
+    old = sorted(set(state.done) - set(STAGES))
+    if old:
+        raise ConfigMismatch(f"{run_dir} was made by an older version of the demo (stages {old}); start a new run "
+                             "in another --output_dir.")
+    path = run_dir / "config.json"
+    if state.done and path.is_file():
+        before = json.loads(path.read_text())
+        now = cfg.to_json()
+        diff = {k: (before.get(k), now.get(k)) for k in sorted(set(before) | set(now)) if before.get(k) != now.get(k)}
+        if diff:
+            shown = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in diff.items())
+            raise ConfigMismatch(f"{run_dir} holds stages made with other settings ({shown}). Re-run with the "
+                                 "options that started it (or only --resume / --output_dir), or use another "
+                                 "--output_dir.")
+
+
+def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None) -> Path:
+    """Run (or continue) the demo in `run_dir`; `argv`: the command-line options, recorded for the report."""
     from .train.presets import get_preset
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
     state = RunState.load(run_dir)
+    _check_config(cfg, run_dir, state)
+    (run_dir / "config.json").write_text(json.dumps(cfg.to_json(), indent=1))
+    state.runs.append({"argv": list(argv or []), "machine": machine_info(),
+                       "started": time.strftime("%Y-%m-%d %H:%M:%S %Z")})
+    state.save()
     preset = get_preset(cfg.preset)
-    t0 = time.perf_counter()
-    data = _stage(state, "data", lambda: stage_data(cfg, run_dir))["result"]
-    _stage(state, "eval_untrained", lambda: stage_eval(cfg, preset, run_dir, "untrained", model_path=cfg.model))
+    plan = cfg.planned_minutes()
+    print(f"[demo] {run_dir}: planned {sum(plan.values()):g} min ("
+          + ", ".join(f"{s} {m:g}" for s, m in plan.items()) + f"); {machine_line(state.runs[-1]['machine'])}")
+    data = _stage(state, "prepare", lambda: stage_prepare(cfg, preset, run_dir))["result"]
+    _stage(state, "eval_untrained", lambda: stage_eval(cfg, preset, run_dir, "untrained", model_path=data["model"]))
     sft = _stage(state, "sft", lambda: stage_sft(cfg, preset, run_dir, data["train_file"]))["result"]
     sft_eval = _stage(state, "eval_sft", lambda: stage_eval(cfg, preset, run_dir, "sft", model_path=sft["model"]))
     grpo = _stage(state, "grpo", lambda: stage_grpo(cfg, preset, run_dir, sft["model"], sft_eval["result"]))["result"]
-    _stage(state, "eval_grpo", lambda: stage_eval(cfg, preset, run_dir, "grpo", model_path=grpo["model"]))
-    table = stage_report(cfg, run_dir, state, time.perf_counter() - t0)
-    print("\n" + table)
-    print(f"\n[demo] report: {run_dir / 'report.md'}")
+    if not grpo.get("skipped"):
+        _stage(state, "eval_grpo", lambda: stage_eval(cfg, preset, run_dir, "grpo", model_path=grpo["model"]))
+    for s in STAGES:
+        if s in state.done and 60 * plan[s] > 0 and state.stage_seconds(s) > 1.5 * 60 * plan[s]:
+            print(f"[demo] note: {s} took {state.stage_seconds(s) / 60:.1f} min against {plan[s]:g} planned")
+    times, success = write_report(cfg, run_dir, state)
+    print(f"\n[demo] report: {run_dir / REPORT}\n\n{times}\n\n{success}")
     return run_dir
 
 
 def _latest_run() -> Path | None:
+    """The newest run folder in runs/ without a report (unfinished), else None."""
     runs = sorted(p for p in RUNS_DIR.glob("demo-*") if (p / "state.json").is_file()) if RUNS_DIR.is_dir() else []
-    return runs[-1] if runs else None
+    unfinished = [p for p in runs if not (p / REPORT).is_file()]
+    return unfinished[-1] if unfinished else None
+
+
+SETTINGS = ("model", "preset", "recipe", "sft_minutes", "grpo_minutes", "eval_minutes", "eval_per_domain",
+            "grpo_domains")
+"""Options that change DemoConfig (with --quick and --domains)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     from .cliargs import make_parser
 
+    d = DemoConfig()
     p = make_parser("openmanus_lite demo", __doc__.split("\n\n")[0] + " Options take --x_y or --x-y.", (
+        "python -m openmanus_lite demo                  # the 44-minute plan on the embedded default (make demo)",
         "python -m openmanus_lite demo --quick --domains os,db --output_dir runs/demo-quick",
-        "python -m openmanus_lite demo --resume",
+        "python -m openmanus_lite demo --resume          # continue the latest unfinished run in runs/",
     ))
-    p.add_argument("--quick", action="store_true", help="the tiny test model and small settings (a few minutes)")
+    p.add_argument("--quick", action="store_true", help="the tiny test model and small settings (a minute or so)")
     p.add_argument("--model", default=None, help="a hub name or local checkpoint instead of the preset's model")
-    p.add_argument("--preset", default=None, help="t4, gpu8, cpu or cpu_debug (default: cpu; cpu_debug with --quick)")
+    p.add_argument("--preset", default=None, help=f"t4, gpu8, cpu or cpu_debug (default: {d.preset}; cpu_debug with "
+                                                  "--quick)")
+    p.add_argument("--recipe", default=None, help=f"the SFT recipe (openmanus_lite/recipes; default: {d.recipe})")
     p.add_argument("--output_dir", default=None, help="run folder (default: runs/demo-<timestamp>)")
-    p.add_argument("--resume", action="store_true", help="continue the latest unfinished run in runs/")
-    p.add_argument("--sft_minutes", type=float, default=None)
-    p.add_argument("--grpo_minutes", type=float, default=None)
-    p.add_argument("--eval_per_domain", type=int, default=None)
+    p.add_argument("--resume", action="store_true", help="continue the latest unfinished run in runs/, with its "
+                                                         "settings")
+    p.add_argument("--sft_minutes", type=float, default=None, help="SFT time limit (default: the recipe's, 30)")
+    p.add_argument("--grpo_minutes", type=float, default=None, help=f"GRPO time limit (default: {d.grpo_minutes:g})")
+    p.add_argument("--eval_minutes", type=float, default=None,
+                   help=f"planned minutes per evaluation, for the report (default: {d.eval_minutes:g}; not a limit)")
+    p.add_argument("--eval_per_domain", type=int, default=None,
+                   help=f"held-out dev tasks per domain per checkpoint (default: {d.eval_per_domain})")
+    p.add_argument("--grpo_domains", default=None, choices=sorted(GRPO_DOMAIN_RULES),
+                   help=f"where GRPO trains (default: {d.grpo_domains}: " + GRPO_DOMAIN_RULES[d.grpo_domains] + ")")
     p.add_argument("--domains", default=None, help="comma-separated subset of the six domains")
     return p
 
@@ -331,14 +684,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from .cliargs import parse
 
+    argv = list(sys.argv[1:] if argv is None else argv)
     p = build_parser()
     args, _ = parse(p, argv)
 
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
-    for name, value in (("model", args.model), ("preset", args.preset), ("sft_minutes", args.sft_minutes),
-                        ("grpo_minutes", args.grpo_minutes), ("eval_per_domain", args.eval_per_domain)):
-        if value is not None:
-            setattr(cfg, name, value)
+    for name in SETTINGS:
+        if getattr(args, name) is not None:
+            setattr(cfg, name, getattr(args, name))
     if args.domains:
         from .schema import DOMAINS
 
@@ -347,19 +700,36 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             p.error(f"--domains: unknown {unknown}; choose from {list(DOMAINS)}")
         cfg.domains = wanted
+    run_dir = Path(args.output_dir) if args.output_dir else (_latest_run() if args.resume else None)
+    if args.resume and run_dir is None:
+        print(f"[demo] --resume: no unfinished run in {RUNS_DIR}; starting a new one")
+    run_dir = run_dir or RUNS_DIR / time.strftime("demo-%Y%m%d-%H%M%S")
+    given = args.quick or args.domains or any(getattr(args, n) is not None for n in SETTINGS)
+    if not given and (run_dir / "config.json").is_file() and (run_dir / "state.json").is_file():
+        try:  # a resume: the run's own settings
+            cfg = DemoConfig.from_json(json.loads((run_dir / "config.json").read_text()))
+        except (ValueError, TypeError) as e:
+            print(f"error: {run_dir}/config.json: {e}; start a new run in another --output_dir.", file=sys.stderr)
+            return 2
+        print(f"[demo] continuing {run_dir} with its own settings (config.json)")
+    from .recipes import list_recipes
     from .train.presets import PRESETS
 
+    where = f" (the settings of {run_dir})" if not given and (run_dir / "config.json").is_file() else ""
     if cfg.preset not in PRESETS:
-        p.error(f"--preset {cfg.preset!r}: choose one of {sorted(PRESETS)}")
-    run_dir = Path(args.output_dir) if args.output_dir else (_latest_run() if args.resume else None)
-    run_dir = run_dir or RUNS_DIR / time.strftime("demo-%Y%m%d-%H%M%S")
+        p.error(f"--preset {cfg.preset!r}{where}: choose one of {sorted(PRESETS)}")
+    if cfg.recipe not in list_recipes():
+        p.error(f"--recipe {cfg.recipe!r}{where}: choose one of {list_recipes()}")
     free_gb = shutil.disk_usage(run_dir.parent if run_dir.parent.exists() else Path.cwd()).free / 1e9
     if free_gb < 2:
         print(f"error: only {free_gb:.1f} GB free on the disk of {run_dir}; the demo needs about 2 GB.",
               file=sys.stderr)
         return 1
     try:
-        run_demo(cfg, run_dir)
+        run_demo(cfg, run_dir, argv)
+    except ConfigMismatch as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     except ModuleNotFoundError as e:
         print(f"error: missing dependency {e.name!r}. Run `make demo` (it installs requirements.txt into .venv).",
               file=sys.stderr)

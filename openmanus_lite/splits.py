@@ -36,9 +36,6 @@ benchmarks/sft_learning.py): what a later stage checks its held-out tasks agains
 SFT_CORRECTION_SEED = 2000
 """Tasks the model plays mid-training for `--corrections-at` (their corrections are trained on)."""
 
-DEMO_SFT_SEED = 5000
-"""The demo's SFT synthesis tasks (plus `DemoConfig.seed`)."""
-
 DEMO_GRPO_SEED = 7000
 """The demo's multi-turn GRPO tasks (plus `DemoConfig.seed`)."""
 
@@ -93,7 +90,6 @@ class Split:
 SPLITS: dict[str, Split] = {s.name: s for s in (  # each seed's docstring above says who uses it
     Split("sft_train", "train", SFT_TRAIN_SEED),
     Split("sft_corrections", "train", SFT_CORRECTION_SEED),
-    Split("demo_sft_train", "train", DEMO_SFT_SEED),
     Split("demo_grpo_train", "train", DEMO_GRPO_SEED),
     Split("grpo_train", "train", GRPO_TRAIN_SEED),
     Split("preference_train", "train", PREFERENCE_TRAIN_SEED),

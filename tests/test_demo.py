@@ -1,46 +1,195 @@
-"""The demo driver end to end on the tiny model: every stage, the report, resume, bad arguments."""
+"""The demo driver on the tiny model: every stage, the Markdown report, the time across a resume, the GRPO
+domain choice, the intervals, bad arguments."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 
 import pytest
 
 pytest.importorskip("torch")
 
+import openmanus_lite.demo as demo  # noqa: E402
 from openmanus_lite.demo import main  # noqa: E402
+from openmanus_lite.eval import BenchmarkResult, TaskRecord  # noqa: E402
 
-STAGES = {"data", "eval_untrained", "sft", "eval_sft", "grpo", "eval_grpo"}
+STAGES = set(demo.STAGES)
+ARGV = ["--quick", "--domains", "os,db"]
 
 
-def test_quick_demo_runs_every_stage_and_resumes(tmp_path, capsys):
+def _result(label: str, outcomes: dict[str, list[bool]]) -> BenchmarkResult:
+    records = [TaskRecord(task_id=f"{d}_{i}", domain=d, difficulty="easy", success=ok, score=float(ok), turns=2,
+                          invalid_actions=0) for d, oks in outcomes.items() for i, ok in enumerate(oks)]
+    return BenchmarkResult(policy=label, suite="dev", records=records, label=label)
+
+
+def _minutes(text: str, pattern: str) -> float:
+    m = re.search(pattern, text)
+    assert m, pattern
+    return float(m.group(1))
+
+
+def test_quick_demo_report_and_total_time_across_an_interrupted_run(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
-    assert main(["--quick", "--domains", "os,db", "--out", str(out)]) == 0
-    done = json.loads((out / "state.json").read_text())["done"]
-    assert set(done) == STAGES
-    assert done["data"]["result"]["synthesized"] > 0 and done["sft"]["result"]["steps"] > 0
-    for name in ("merge_report.txt", "train.jsonl", "sft_loss.png", "grpo_rewards.png", "comparison.png",
-                 "eval_untrained.json", "eval_sft.json", "eval_grpo.json", "report.md"):
-        assert (out / name).is_file(), name
-    report = (out / "report.md").read_text()
-    assert "## Success on the dev suite" in report and "grpo" in report and "os" in report
+    argv = [*ARGV, "--output_dir", str(out)]
+    real_sft = demo.stage_sft
 
-    # an interrupted run: the last evaluation never finished; the same command redoes only that
-    del done["eval_grpo"]
-    (out / "state.json").write_text(json.dumps({"done": done}))
+    def interrupted_sft(*args, **kwargs):
+        import time
+
+        time.sleep(0.3)
+        raise KeyboardInterrupt  # Ctrl-C during SFT
+
+    monkeypatch.setattr(demo, "stage_sft", interrupted_sft)
+    with pytest.raises(KeyboardInterrupt):
+        main(argv)
+    state = json.loads((out / "state.json").read_text())
+    assert set(state["done"]) == {"prepare", "eval_untrained"} and state["interrupted"]["sft"] >= 0.3
+
+    monkeypatch.setattr(demo, "stage_sft", real_sft)
     capsys.readouterr()
-    assert main(["--quick", "--domains", "os,db", "--out", str(out)]) == 0
+    assert main(argv) == 0  # the same command resumes
     log = capsys.readouterr().out
-    assert log.count("done in an earlier run, skipped") == len(STAGES) - 1
-    assert "===== eval_grpo =====" in log
-    assert set(json.loads((out / "state.json").read_text())["done"]) == STAGES
+    assert log.count("done in an earlier run, skipped") == 2 and "===== sft =====" in log
+    state = json.loads((out / "state.json").read_text())
+    assert set(state["done"]) == STAGES and state["interrupted"] == {}
+    assert state["done"]["sft"]["interrupted_s"] >= 0.3 and len(state["runs"]) == 2
+    assert state["done"]["prepare"]["result"]["recovery"] > 0  # the cpu_30min recipe's recovery episodes
+    for name in ("merge_report.txt", "train.jsonl", "sft_loss.png", "grpo_rewards.png", "comparison.png",
+                 "eval_untrained.json", "eval_sft.json", "eval_grpo.json", "report.md", "config.json"):
+        assert (out / name).is_file(), name
+    assert len(BenchmarkResult.load(out / "eval_grpo.json").records) == 6  # 3 dev tasks x 2 domains (--quick)
+
+    report = (out / "report.md").read_text()
+    # a real Markdown table: header, separator, a row per domain, the pooled row, invalid actions
+    assert "| domain | untrained | SFT | GRPO |\n|---|---|---|---|\n| os | 0/3: 0.0% [0.0, 56.1] |" in report
+    assert "| **all domains (mean)** | **0/6: 0.0% [0.0, 39.0]** |" in report and "| invalid actions |" in report
+    assert "| stage | minutes: limit or plan | minutes taken |" in report
+    assert "```\n|" not in report and "\n```\n" not in report.split("## Reproduce")[0]  # no preformatted tables
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
+    assert {"sft_loss.png", "grpo_rewards.png", "comparison.png"} <= set(images)
+    assert all((out / name).is_file() for name in images)
+    command = f"python -m openmanus_lite demo --quick --domains os,db --output_dir {out}"
+    assert f"```bash\n{command}\n```" in report and "This run was resumed with" in report
+    assert "**Machine**:" in report and "cores" in report and "native bf16 on the CPU: " in report
+    # the terminal ends with the success table of the report
+    success = report.split("## Success on held-out tasks (95% Wilson intervals)\n\n")[1].split("\n\n")[0]
+    assert log.rstrip().endswith(success) and success.startswith("| domain |")
+    total = sum(d["seconds"] + d["interrupted_s"] for d in state["done"].values())
+    assert _minutes(report, r"\*\*Total time\*\*: ([\d.]+) minutes") == round(total / 60, 1)
+
+    # the total is the sum of the recorded stage times, whatever this process's clock says
+    secs = {"prepare": 30, "eval_untrained": 90, "sft": 1800, "eval_sft": 60, "grpo": 420, "eval_grpo": 66}
+    for name, s in secs.items():
+        state["done"][name].update(seconds=s, interrupted_s=0.0)
+    state["done"]["sft"]["interrupted_s"] = 120.0
+    (out / "state.json").write_text(json.dumps(state))
+    capsys.readouterr()
+    assert main(argv) == 0  # every stage done: only the report again
+    log = capsys.readouterr().out
+    report = (out / "report.md").read_text()
+    assert _minutes(report, r"\*\*Total time\*\*: ([\d.]+) minutes") == 43.1  # (2466 + 120) / 60
+    assert "| **total** | **" in report and "| **43.1** |" in report
+    assert "| SFT | 0.6 (limit) | 32.0 (of which 2.0 interrupted) |" in report
+    assert "across 3 runs of the command" in report
+    assert "| **total** |" in log and log.rstrip().endswith(success)
+
+
+def test_grpo_trains_where_sft_has_mixed_outcomes_and_says_why_not_elsewhere(tmp_path, capsys):
+    sft = _result("sft", {"os": [False] * 3, "db": [True, False, True], "kg": [True] * 3})
+    chosen, reasons = demo.select_grpo_domains(sft, ["os", "db", "kg", "web"], "mixed")
+    assert chosen == ["db"]
+    assert reasons["os"].startswith("SFT solved 0/3") and reasons["kg"].startswith("SFT solved 3/3")
+    assert reasons["web"] == "not in the SFT evaluation"
+    assert demo.select_grpo_domains(sft, ["os", "db", "kg"], "success")[0] == ["db", "kg"]
+    assert demo.select_grpo_domains(sft, ["os", "db", "kg"], "all") == (["os", "db", "kg"], {})
+    with pytest.raises(ValueError, match="grpo_domains must be one of"):
+        demo.select_grpo_domains(sft, ["os"], "some")
+
+    # episodes as long as the evaluation's, capped at grpo_max_turns
+    full = demo.DemoConfig()
+    assert demo.grpo_turn_limits(full, ["db", "web", "household"]) == {"db": 5, "web": 7, "household": 7}
+    assert demo.grpo_turn_limits(dataclasses.replace(full, grpo_max_turns=None), ["household"]) == {"household": 16}
+    assert demo.grpo_turn_limits(demo.DemoConfig.quick(), ["os"]) == 2  # quick: eval limit 3, cap 2
+
+    # no domain qualifies: GRPO is skipped (no model is loaded), with the reasons logged and recorded
+    path = _result("sft", {"os": [False] * 3, "db": [False] * 3}).save(tmp_path / "eval_sft.json")
+    cfg = demo.DemoConfig(domains=("os", "db"))
+    out = demo.stage_grpo(cfg, None, tmp_path, "no-model-needed", {"path": str(path)})
+    log = capsys.readouterr().out
+    assert out["skipped"].startswith("no domain qualifies") and out["domains"] == []
+    assert "GRPO leaves out os: SFT solved 0/3" in log and "GRPO skipped" in log
+    state = demo.RunState(tmp_path / "state.json", done={"grpo": {"result": out, "seconds": 0.1}})
+    table = demo.time_table(cfg, state)
+    assert "| GRPO | 7 (limit) | skipped |" in table and "| evaluate GRPO | 2 (plan) | skipped |" in table
+
+
+def test_success_table_intervals_are_wilson_intervals_computed_by_hand():
+    # Wilson, z = 1.96: 4/10 -> centre (0.4 + z^2/20) / (1 + z^2/10) = 0.4278, half-width 0.2596 -> [16.8, 68.7];
+    # 0/10 -> [0, 27.8]; pooled 4/20 -> [8.1, 41.6]
+    a = _result("untrained", {"os": [False] * 10, "db": [False] * 10})
+    b = _result("SFT", {"os": [True] * 4 + [False] * 6, "db": [False] * 10})
+    table = demo.success_table(demo.DemoConfig(domains=("os", "db")), {"untrained": a, "SFT": b})
+    lines = table.splitlines()
+    assert lines[:2] == ["| domain | untrained | SFT |", "|---|---|---|"]
+    assert lines[2] == "| os | 0/10: 0.0% [0.0, 27.8] | 4/10: 40.0% [16.8, 68.7] |"
+    assert lines[4] == "| **all domains (mean)** | **0/20: 0.0% [0.0, 16.1]** | **4/20: 20.0% [8.1, 41.6]** |"
+    from openmanus_lite.eval import markdown_table
+
+    assert markdown_table(["a", "b"], [["x|y", 1]]) == "| a | b |\n|---|---|\n| x\\|y | 1 |"
+    verdict = demo.verdict_lines({"untrained": a, "SFT": b})
+    assert verdict == ["- SFT vs untrained: +20.0 points (20.0% vs 0.0%); 4 tasks gained, 0 lost of 20 (paired sign "
+                       "test p = 0.125, within noise); the intervals overlap."]
+
+
+def test_a_run_folder_refuses_other_settings(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps(demo.DemoConfig.quick().to_json()))
+    (out / "state.json").write_text(json.dumps({"done": {"prepare": {"result": {}, "seconds": 1.0}}}))
+    assert main(["--quick", "--eval_per_domain", "4", "--output_dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "eval_per_domain: 3 -> 4" in err and "another --output_dir" in err
+
+    # the folder alone (or --resume) continues with the run's own settings: here an old run's recipe
+    (out / "config.json").write_text(json.dumps({**demo.DemoConfig.quick().to_json(), "recipe": "demo"}))
+    with pytest.raises(SystemExit):
+        main(["--output_dir", str(out)])
+    assert f"--recipe 'demo' (the settings of {out}): choose one of" in capsys.readouterr().err
+    # a folder of the older demo (a `data` stage) is refused, not mixed with new stages
+    (out / "config.json").write_text(json.dumps(demo.DemoConfig.quick().to_json()))
+    (out / "state.json").write_text(json.dumps({"done": {"data": {"result": {}, "seconds": 1.0}}}))
+    assert main(["--output_dir", str(out)]) == 2
+    assert "older version of the demo (stages ['data'])" in capsys.readouterr().err
+
+
+def test_resume_picks_the_newest_unfinished_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(demo, "RUNS_DIR", tmp_path)
+    assert demo._latest_run() is None
+    for name, finished in (("demo-20260101-000000", True), ("demo-20260102-000000", False),
+                           ("demo-20260103-000000", True)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "state.json").write_text("{}")
+        if finished:
+            (tmp_path / name / demo.REPORT).write_text("# done")
+    assert demo._latest_run() == tmp_path / "demo-20260102-000000"
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--domains", "mars"], "unknown ['mars']"),
     (["--preset", "h100"], "choose one of"),
+    (["--recipe", "demo"], "--recipe 'demo': choose one of"),
+    (["--grpo_domains", "most"], "invalid choice: 'most'"),
 ])
 def test_bad_arguments_give_one_line_errors(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_help_states_the_defaults():
+    text = " ".join(demo.build_parser().format_help().split())
+    assert "default: cpu_30min" in text and "default: 10)" in text and "default: 7" in text
+    assert "default: mixed" in text

@@ -10,7 +10,7 @@ from openmanus_lite.recipes import Recipe, get_recipe, list_recipes, recipe_task
 
 
 def test_registry_lists_the_recipes_and_names_an_unknown_one():
-    assert {"cpu_60min", "cpu_30min", "t4", "gpu8", "demo"} <= set(list_recipes())
+    assert {"cpu_60min", "cpu_30min", "t4", "gpu8"} <= set(list_recipes())
     assert all(isinstance(get_recipe(n), Recipe) and get_recipe(n).name == n for n in list_recipes())
     with pytest.raises(KeyError, match="unknown recipe 'cpu_5min'"):
         get_recipe("cpu_5min")
@@ -88,15 +88,20 @@ def test_notebook_04_default_recipe_follows_cuda(monkeypatch, cuda, name):
     assert default_recipe_name() == name
 
 
-def test_demo_recipe_holds_the_demos_measured_settings():
-    from openmanus_lite.demo import DemoConfig
-    from openmanus_lite.train.presets import get_preset
+def test_demo_trains_the_30_minute_recipe_on_tasks_apart_from_its_evaluation():
+    from openmanus_lite.demo import DemoConfig, _eval_suite
+    from openmanus_lite.splits import check_disjoint
 
-    r = DemoConfig().sft_recipe()
-    assert (r.name, r.preset, r.split, r.tasks_per_domain, r.recovery) == ("demo", "cpu", "demo_sft_train", 120, 0)
-    # what the demo ran before it had a recipe: the cpu preset's SFT with 20 minutes, 50 epochs, length 768
-    before = get_preset("cpu").sft.replace(output_dir="o", max_minutes=20.0, num_train_epochs=50, max_length=768,
-                                          save_steps=20)
-    assert sft_config(r, output_dir="o", save_steps=20) == before
+    cfg = DemoConfig()
+    r = cfg.sft_recipe()
+    assert r == get_recipe("cpu_30min").replace(domains=cfg.domains)  # the recipe as it is, all six domains
+    assert (r.split, r.max_minutes, r.recovery) == ("sft_train", 30.0, 1)
+    # its training tasks (a few per domain; the split drops every held-out task) miss the demo's dev tasks
+    tasks, _ = recipe_tasks(r.replace(tasks_per_domain=40))
+    check_disjoint({r.split: tasks}, {"dev": _eval_suite(cfg).tasks})
+    assert len(_eval_suite(cfg).tasks) == 60  # 10 easy dev tasks per domain
+    assert cfg.planned_minutes() == {"prepare": 1.0, "eval_untrained": 2.0, "sft": 30.0, "eval_sft": 2.0,
+                                     "grpo": 7.0, "eval_grpo": 2.0}
+    assert sum(cfg.planned_minutes().values()) <= 45
     quick = DemoConfig.quick().sft_recipe()
     assert (quick.preset, quick.tasks_per_domain, quick.max_minutes, quick.max_turns()) == ("cpu_debug", 12, 0.6, 3)

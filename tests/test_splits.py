@@ -58,8 +58,7 @@ def test_new_grpo_learning_defaults_pass_the_check():
 def test_every_training_split_is_disjoint_from_every_held_out_split_in_every_domain():
     train = {s.name: s for s in splits.SPLITS.values() if s.role == "train"}
     held = {s.name: s for s in splits.SPLITS.values() if s.role == "heldout"}
-    assert {"sft_train", "sft_corrections", "grpo_train", "preference_train", "demo_sft_train",
-            "demo_grpo_train"} <= set(train)
+    assert {"sft_train", "sft_corrections", "grpo_train", "preference_train", "demo_grpo_train"} <= set(train)
     assert {"eval", "grpo_probe", "dev", "test"} <= set(held)
     domains = list_domains()
     for difficulty in ("easy", "hard"):

@@ -6,14 +6,24 @@ scripts all score policies with it, on a frozen suite or on generated tasks, gre
 test-time search strategy (`search=`; the strategies live in `openmanus_lite.search`)."""
 
 from .benchmark import BenchmarkResult, TokenMeter, load_result, run_benchmark
-from .compare import comparison_frame, comparison_table, flip_counts, flipped_tasks, sign_test, sign_tests
+from .compare import (
+    comparison_frame,
+    comparison_markdown,
+    comparison_table,
+    flip_counts,
+    flipped_tasks,
+    markdown_table,
+    rate_cell,
+    sign_test,
+    sign_tests,
+)
 from .metrics import ALL, GroupSummary, TaskRecord, summarize, wilson_interval
 from .plots import plot_comparison, plot_scaling
 from .suites import Suite, SuiteError, freeze_suites, list_suites, load_suite, verify_suites
 
 __all__ = [
     "ALL", "BenchmarkResult", "GroupSummary", "Suite", "SuiteError", "TaskRecord", "TokenMeter",
-    "comparison_frame", "comparison_table", "flip_counts", "flipped_tasks", "freeze_suites", "list_suites",
-    "load_result", "load_suite", "plot_comparison", "plot_scaling", "run_benchmark", "sign_test", "sign_tests",
-    "summarize", "verify_suites", "wilson_interval",
+    "comparison_frame", "comparison_markdown", "comparison_table", "flip_counts", "flipped_tasks", "freeze_suites",
+    "list_suites", "load_result", "load_suite", "markdown_table", "plot_comparison", "plot_scaling", "rate_cell",
+    "run_benchmark", "sign_test", "sign_tests", "summarize", "verify_suites", "wilson_interval",
 ]

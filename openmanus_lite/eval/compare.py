@@ -142,3 +142,47 @@ def sign_tests(a: BenchmarkResult, b: BenchmarkResult):
         rows.append({"domain": domain, "common": len(mine), "gained": gained, "lost": lost,
                      "p_value": sign_test(gained, lost)})
     return pd.DataFrame(rows, columns=["domain", "common", "gained", "lost", "p_value"])
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def markdown_table(headers: list[str], rows: Iterable[Iterable]) -> str:
+    """A GitHub-flavoured Markdown pipe table (a `|` inside a cell is escaped)."""
+    def esc(x) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(esc(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def rate_cell(row, digits: int = 1) -> str:
+    """'successes/n: rate% [low, high]' of a summary row (the 95% Wilson interval, in percent)."""
+    f = lambda x: f"{100 * x:.{digits}f}"  # noqa: E731
+    return f"{row.successes}/{row.n}: {f(row.success_rate)}% [{f(row.ci_low)}, {f(row.ci_high)}]"
+
+
+def comparison_markdown(results, domains: Iterable[str] | None = None, *, pooled_label: str = "all domains",
+                        invalid_actions: bool = True, digits: int = 1) -> str:
+    """A Markdown table of success per domain: one row per domain, then the pooled row over every
+    episode (`pooled_label`; with the same number of tasks per domain its rate is the mean of the
+    domains'), then invalid actions per action taken; one column per result, each cell
+    'successes/n: rate% [95% Wilson interval]'. `results`: a list or {label: result}."""
+    results = _as_list(results)
+    if domains is None:
+        domains = list(dict.fromkeys(r.domain for res in results for r in res.records))
+    domains = list(domains)
+
+    def cell(res: BenchmarkResult, domain: str) -> str:
+        try:
+            return rate_cell(res.row(domain), digits)
+        except KeyError:
+            return "-"
+
+    rows = [[d, *[cell(res, d) for res in results]] for d in domains]
+    if len(domains) > 1:
+        rows.append([f"**{pooled_label}**", *[f"**{cell(res, ALL)}**" for res in results]])
+    if invalid_actions:
+        rows.append(["invalid actions", *[f"{100 * res.row().invalid_action_rate:.0f}%" for res in results]])
+    return markdown_table(["domain", *[res.label for res in results]], rows)

@@ -12,7 +12,7 @@ setting commented with its reason and the figure behind it (like nanoGPT's confi
     ds, report = recipe_dataset(r, tok, trajs)      # tokenized SFT data
     cfg = sft_config(r, output_dir="runs/mine")     # the SFTRunConfig
 
-Users: `python -m openmanus_lite sft --recipe cpu_60min`, notebook 04, the demo (`demo` recipe) and
+Users: `python -m openmanus_lite sft --recipe cpu_60min`, notebook 04, the demo (`cpu_30min`) and
 `benchmarks/sft_learning.py` (its defaults are `cpu_60min`).
 """
 
@@ -22,7 +22,7 @@ import importlib
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-RECIPE_MODULES = ("cpu_60min", "cpu_30min", "t4", "gpu8", "demo")
+RECIPE_MODULES = ("cpu_60min", "cpu_30min", "t4", "gpu8")
 """One module per recipe in this package; each defines RECIPE."""
 
 

@@ -1,6 +1,6 @@
 """`python -m openmanus_lite sft --data ... --model ... --preset ...`: build the data, train, save.
 
-`--recipe NAME` (openmanus_lite/recipes: cpu_60min, cpu_30min, t4, gpu8, demo) takes the data and SFT
+`--recipe NAME` (openmanus_lite/recipes: cpu_60min, cpu_30min, t4, gpu8) takes the data and SFT
 settings of a measured run: its preset, its synthesized tasks (weights, recovery episodes, turn limits)
 and its schedule, dtype, batch, length and budget; any flag given still overrides the recipe.
 Data comes from a merged dataset (`--data`, a JSONL/parquet file or a merge output folder)
