@@ -57,3 +57,27 @@ def test_quickstart_runs_on_the_tiny_model(tmp_path, monkeypatch):
     assert scope["sft"].global_step == 2
     assert (tmp_path / "runs").is_dir()
     assert len(scope["result"].records) == 3  # db: one task per difficulty
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation other than - and _ dropped, spaces to -."""
+    out = set()
+    for title in re.findall(r"^#{1,6} (.+)$", markdown, re.MULTILINE):
+        out.add(re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-"))
+    return out
+
+
+def test_links_between_the_readme_and_docs_resolve():
+    root = README.parent
+    pages = [README, *sorted((root / "docs").glob("*.md"))]
+    assert {p.name for p in pages} >= {"README.md", "RESULTS.md", "EXTENDING.md"}
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if target.startswith(("http://", "https://")):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            assert dest.exists(), f"{page.name}: link to {target} has no file"
+            assert dest.is_relative_to(root), f"{page.name}: {target} leaves the repository"
+            if anchor:
+                assert anchor in _anchors(dest.read_text()), f"{page.name}: no heading for #{anchor} in {dest.name}"
