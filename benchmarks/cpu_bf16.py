@@ -1,7 +1,7 @@
 """Is bfloat16 training faster than float32 on this CPU? One LoRA-sized step of the default model's MLP.
 
 bf16 pays only where the CPU multiplies bfloat16 natively (AVX512-BF16 or AMX; on such a CPU a
-training step of the default model was 1.75x faster, README). Elsewhere (AVX2-only CPUs, e.g. many
+training step of the default model was 1.75x faster, docs/RESULTS.md). Elsewhere (AVX2-only CPUs, e.g. many
 AMD EPYC and desktop machines) torch emulates it. This times forward + backward of one
 SmolLM2-135M MLP block (576 -> 1536 -> 576, SiLU gate) on a batch of 2,048 tokens in both dtypes,
 the weights frozen and only the input taking gradients, as with LoRA. Seconds, not minutes.

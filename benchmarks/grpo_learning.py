@@ -71,7 +71,7 @@ def parse_args(argv=None):
     p.add_argument("--multi_minutes", type=float, default=30)
     p.add_argument("--multi_lr", type=float, default=None, help="GRPO learning rate (default: the preset's)")
     p.add_argument("--multi_rewards", default=None,
-                   help="reward spec, e.g. 'env_outcome react_format:0.25 invalid_action:0.25' (the README's "
+                   help="reward spec, e.g. 'env_outcome react_format:0.25 invalid_action:0.25' (docs/RESULTS.md's "
                         "first two rows; default: grpo.DEFAULT_REWARDS['multi'], env_outcome)")
     p.add_argument("--eval_n", type=int, default=50, help="held-out tasks per domain (same seeds before/after)")
     p.add_argument("--max_turns", default=None, help="N or domain=N,... (default: the per-domain limits the SFT benchmark trained with)")

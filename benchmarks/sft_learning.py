@@ -25,20 +25,20 @@ Tasks come from `openmanus_lite.splits`: training tasks from SFT_TRAIN_SEED (+ -
 ones of --corrections-at from SFT_CORRECTION_SEED (+ --seed), both without any held-out task of the kit;
 held-out tasks from EVAL_SEED (at most splits.HELDOUT_POOL per domain). Changed in issue #28: training
 tasks equal to the GRPO probe's or a frozen suite's tasks, or to held-out tasks beyond the first --tasks,
-are left out as well (web and kg repeat tasks across seeds; see the README).
+are left out as well (web and kg repeat tasks across seeds; see docs/RESULTS.md).
 
 Training time excludes evaluation. On a shared machine wall time is inflated by the other
 processes; `--clock cpu` counts this process's CPU time divided by its threads instead (an
 estimate of the time on an idle machine). The load average is reported either way.
 
     python benchmarks/sft_learning.py                              # the cpu_60min recipe: 15/30/60 min marks
-    # as measured for the README (81.1%): the recipe, CPU-time clock on a shared machine, evaluation later
+    # as measured for docs/RESULTS.md (81.1%): the recipe, CPU-time clock on a shared machine, evaluation later
     python benchmarks/sft_learning.py --clock cpu --threads 2 --defer-eval --out runs/sft_repeat
-    # the measured curve (README): batch 4, cosine decay over 500 steps, expert + recovery trajectories,
+    # the measured curve (docs/RESULTS.md): batch 4, cosine decay over 500 steps, expert + recovery trajectories,
     # twice the training tasks for household and web
     python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine --max-steps 500 --clock cpu --threads 2 \
         --recovery 1 --domain-weights household=2,web=2 --dtype float32 --recovery-repeats 1
-    # the best 60-minute run (README): the same data in bf16, the cosine decaying over the training minutes
+    # the best 60-minute run (docs/RESULTS.md): the same data in bf16, the cosine decaying over the training minutes
     # (auto: bfloat16 on a CPU with AVX512-BF16 or AMX, as that run had; float32 elsewhere)
     python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine_by_time --dtype auto --clock cpu \
         --threads 2 --recovery 1 --domain-weights household=2,web=2 --recovery-repeats 1
@@ -51,7 +51,7 @@ Defaults: the `cpu_60min` recipe (openmanus_lite/recipes/cpu_60min.py, the run t
 household tripled, web doubled, one recovery episode per task, every other one playing a rejected mistake twice,
 batch 4, bf16 where native, a cosine over the 60 minutes); each flag changes one of its settings
 (`recipe_from_args`). Until issue #28 the defaults were float32, batch 8, a constant schedule, no recovery
-episodes and no domain weights: commands of earlier measurements (above, README) name every flag that differs.
+episodes and no domain weights: commands of earlier measurements (above, docs/RESULTS.md) name every flag that differs.
 
 Ends with `RESULT {json}`.
 """
@@ -538,7 +538,7 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
     later = tuple(m - offset for m in marks if m > args.corrections_at)
     # a decaying schedule restarts from the learning rate reached, over the steps that fit in the time left at
     # the pace so far: the rollouts took time from training, and a schedule still high at the last mark loses
-    # what the decay gives (the 15- and 30-minute marks of the README)
+    # what the decay gives (the 15- and 30-minute marks in docs/RESULTS.md)
     horizon = (max(1, round(later[-1] * 60 * first.global_step / first.train_seconds)) if cfg.max_steps > 0
                else cfg.max_steps)
     record["horizon_steps"] = horizon

@@ -1189,7 +1189,7 @@ def react_format_reward(prompts=None, completions=None, **kwargs) -> list[float]
     """Mean `react_turn_score` over the completion's assistant turns (partial credit per turn),
     for the row's `domain` (optional column); 0.0 with no assistant turn. Warning: as a GRPO
     term next to `env_outcome` it was reward-hacked (a tidy one-turn answer out-earned failed
-    attempts; held-out db 10/50 -> 0/50, README), so the multi-turn default leaves it out.
+    attempts; held-out db 10/50 -> 0/50, docs/RESULTS.md), so the multi-turn default leaves it out.
 
     Use it for format warm-ups and measurement, or at a weight far below the outcome's."""
     comps = _completions(completions, "react_format")
@@ -1287,7 +1287,7 @@ def env_success_reward(prompts=None, completions=None, **kwargs) -> list[float |
 def invalid_action_reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
     """Minus the fraction of turns whose action was invalid: -invalid_actions / turns, in
     [-1, 0]. Warning: with `react_format` next to `env_outcome` it paid a one-turn answer
-    without querying more than failed attempts earned (held-out db 10/50 -> 0/50, README);
+    without querying more than failed attempts earned (held-out db 10/50 -> 0/50, docs/RESULTS.md);
     the multi-turn default is `env_outcome` alone.
 
     turns = the `num_turns` column when given, else the completion's assistant turns."""

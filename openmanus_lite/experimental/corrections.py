@@ -7,7 +7,7 @@ never opened. Here the model plays; each of its first few wasted or failed turns
 point, and a training trajectory is the model's own turns up to that turn (context, no loss)
 followed by the expert finishing the task from the state the model left (loss).
 
-Experimental: measured no gain (README, "Corrections at the model's own mistakes": two 60-minute
+Experimental: measured no gain (docs/RESULTS.md, "Corrections at the model's own mistakes": two 60-minute
 runs with `benchmarks/sft_learning.py --corrections-at 30` did not raise household's valid
 actions); kept for that benchmark flag.
 """

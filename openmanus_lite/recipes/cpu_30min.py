@@ -1,7 +1,7 @@
 """The 30-minute CPU recipe: the 60-minute recipe's data, the cosine schedule sized to 30 minutes.
 
 Not measured as such: a run whose schedule ended near 30 minutes (300 steps) had 68% at 30 minutes, against
-33.3% at the 30-minute mark of a schedule sized to 60 (README, "The early marks are low").
+33.3% at the 30-minute mark of a schedule sized to 60 (docs/RESULTS.md, "The early marks are low").
 """
 
 from .cpu_60min import RECIPE as CPU_60MIN
@@ -9,6 +9,6 @@ from .cpu_60min import RECIPE as CPU_60MIN
 RECIPE = CPU_60MIN.replace(
     name="cpu_30min",
     about="30 minutes of SFT on a 2-core CPU: the 60-minute data, the cosine decaying to zero at 30 minutes",
-    max_minutes=30.0,  # a decayed schedule at 30 minutes: 68% there against 33.3% with one sized to 60 (README)
+    max_minutes=30.0,  # a decayed schedule at 30 minutes: 68% there against 33.3% with one sized to 60 (RESULTS.md)
     mark_minutes=(15.0, 30.0),
 )

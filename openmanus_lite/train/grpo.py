@@ -56,7 +56,7 @@ DEFAULT_REWARDS = {
     "multi": "env_outcome",
     "tool": "env_outcome invalid_action:0.25",
 }
-"""Reward spec per mode when none is given. Multi-turn rewards the outcome alone (issue #28, README "Multi-turn
+"""Reward spec per mode when none is given. Multi-turn rewards the outcome alone (issue #28, docs/RESULTS.md "Multi-turn
 GRPO in the environments"): with `env_outcome react_format:0.25 invalid_action:0.25` a tidy one-turn answer out-earned
 failed multi-turn attempts and held-out db success fell 10/50 -> 0/50 (the policy stopped querying), while
 `env_outcome` alone took it 10/50 -> 24/50 (benchmarks/grpo_learning.py --part multi)."""

@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="registered rewards or package.module:function, optionally :weight (default per mode: "
                         "single 'answer_match format tag_count', multi 'env_outcome', tool "
                         "'env_outcome invalid_action:0.25'; shaped react_format / invalid_action terms in multi "
-                        "were measured to reward-hack, see the README)")
+                        "were measured to reward-hack, see docs/RESULTS.md)")
     p.add_argument("--output_dir", default=None, help="default runs/grpo_<mode>")
     p.add_argument("--max_steps", type=int, default=None)
     p.add_argument("--num_train_epochs", type=float, default=None, help="instead of --max_steps: passes over the prompts")

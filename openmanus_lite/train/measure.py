@@ -38,7 +38,7 @@ def expert_trajectories(tasks: list[Task], max_turns: int | dict[str, int] | Non
 
 
 RECOVERY_KINDS = ("random",)
-"""The default mistakes of recovery data: the recipe measured most (README, 60 minutes of SFT). All
+"""The default mistakes of recovery data: the recipe measured most (docs/RESULTS.md, 60 minutes of SFT). All
 three kinds of `preferences.MISTAKE_KINDS` gave 78.9% success (household 74% valid, kg 94%), within
 the noise between two runs of this default (81.7% and 80.0%; household 85% and 73%)."""
 

@@ -29,7 +29,7 @@ published vs 4.2 estimated (+20%), 3B LoRA 8.0 vs 8.4 (+5%), 8B QLoRA 6.0 vs 7.9
 18.3 (-17%). The published rows name no batch or length and are "absolute minimum"; the 8B QLoRA row is about
 its weights alone (6.2 GB here with the CUDA context), so the estimate errs high for QLoRA, as a fit check should.
 On a CPU it reads low: the cpu preset's SFT step at batch 4 x 768 tokens is 6.6 GiB here against a measured
-10.5 GiB process peak (README, benchmarks/train_throughput.py; about 1 GiB of it is the imported libraries):
+10.5 GiB process peak (docs/RESULTS.md, benchmarks/train_throughput.py; about 1 GiB of it is the imported libraries):
 eager CPU attention and the allocator keep more than this count, which assumes fused attention as on a GPU.
 """
 
