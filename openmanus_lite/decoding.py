@@ -44,6 +44,11 @@ class BufferLayer(DynamicLayer):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
+        elif key_states.dtype != self._k.dtype:
+            # reused keys/values were seeded in another dtype than the model computes in (a model with
+            # mixed parameter dtypes): the model's own dtype wins
+            self._k, self._v = self._k.to(key_states.dtype), self._v.to(value_states.dtype)
+            self.dtype = key_states.dtype
         end = self.length + key_states.shape[-2]
         if end > self.capacity:
             self._grow(end)

@@ -225,3 +225,14 @@ def test_vllm_engine_requests_and_outputs(untrained, monkeypatch):
     assert (first["temperature"], first["top_p"], first["max_tokens"], first["seed"], first["logprobs"]) == (
         0.7, 0.9, 3, 4, 0)
     assert eos in first["stop_token_ids"] and calls["params"][1].kwargs["max_tokens"] == 2
+
+
+def test_buffer_layer_takes_the_models_dtype_when_reused_keys_came_in_another():
+    """A model with mixed parameter dtypes: reused keys seeded in bf16, the model computes float32."""
+    from openmanus_lite.decoding import BufferLayer
+
+    layer = BufferLayer(capacity=2)
+    layer.update(torch.ones(1, 2, 3, 4, dtype=torch.bfloat16), torch.ones(1, 2, 3, 4, dtype=torch.bfloat16))
+    keys, values = layer.update(torch.full((1, 2, 2, 4), 2.0), torch.full((1, 2, 2, 4), 3.0))
+    assert keys.dtype == values.dtype == torch.float32 and keys.shape[-2] == 5 == layer.get_seq_length()
+    assert keys[0, 0, :, 0].tolist() == [1, 1, 1, 2, 2] and values[0, 0, -1, 0].item() == 3.0
