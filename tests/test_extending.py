@@ -99,6 +99,7 @@ def test_reward_by_import_path_example(tmp_path, monkeypatch):
     assert module.startswith("# my_rewards.py\n")
     (tmp_path / "my_rewards.py").write_text(module)
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "my_rewards", raising=False)  # test_cli_conventions imports its own my_rewards
     try:
         funcs, weights = rewards.build_rewards("env_outcome my_rewards:no_repeats:0.25")
         assert weights == [1.0, 0.25]
