@@ -94,7 +94,7 @@ def supports_buffer_cache(model: Any) -> bool:
 
 @dataclass
 class Row:
-    """One prompt being decoded: where its reused prefix came from and what it produced."""
+    """One prompt being decoded: its index in the caller's list, its token limit, and what it produced."""
 
     index: int
     limit: int
@@ -125,7 +125,6 @@ def decode(
     rows: list[Row],
     *,
     stop_ids: set[int],
-    pad_id: int,
     temperature: float,
     top_p: float,
     return_logprobs: bool,

@@ -518,20 +518,15 @@ def _generate_hf(model, choice, prompts, limits, stop, pad_id, temperature, top_
             share_prefixes(runner, prompts, cache, pad_id)
         for start in range(0, n, batch_size):
             idx = order[start:start + batch_size]
-            input_ids, attention, past, width, matched = _batch_inputs(prompts, idx, pad_id, cache, param.dtype)
-            input_ids, attention = input_ids.to(param.device), attention.to(param.device)
-            if past is not None:
-                past = [(k.to(param.device), v.to(param.device)) for k, v in past]
+            input_ids, attention, past, width, matched = _batch_inputs(prompts, idx, pad_id, cache, param)
             if choice.name == "loop":
                 rows = [Row(i, limits[i]) for i in idx]
 
-                def keep(row, kv, store=kv_cache is not None):
-                    if store:
-                        fed = row.ids[:-1]
-                        cache.add(list(prompts[row.index]) + fed, [(k.cpu(), v.cpu()) for k, v in kv()])
+                def keep(row, kv):  # the row's prompt + all but its last reply token, for the next turn
+                    cache.add(list(prompts[row.index]) + row.ids[:-1], [(k.cpu(), v.cpu()) for k, v in kv()])
 
-                decode(runner, input_ids, attention, past, rows, stop_ids=set(stop), pad_id=pad_id, temperature=temperature,
-                       top_p=top_p, return_logprobs=return_logprobs, on_finish=keep)
+                decode(runner, input_ids, attention, past, rows, stop_ids=set(stop), temperature=temperature,
+                       top_p=top_p, return_logprobs=return_logprobs, on_finish=keep if kv_cache is not None else None)
                 for row in rows:
                     completions[row.index], stopped[row.index] = row.ids, row.stopped
                     logps[row.index] = row.logprobs
@@ -628,7 +623,8 @@ def share_prefixes(model: Any, prompts: list[list[int]], cache: PrefixCache, pad
 
     Prompts are sorted; a run of neighbours that share more than `cache.min_reuse` tokens beyond what
     is already cached gets its common prefix encoded, and runs within it that share still more get theirs
-    (encoded after, reusing the parent): a trie built level by level. Returns the tokens encoded."""
+    (encoded after, reusing the parent): a trie built level by level. Returns the total length of the
+    prefixes it cached (tokens a parent already held are counted again in each child)."""
     levels: list[list[list[int]]] = []
     _plan_prefixes(sorted(list(p) for p in prompts), 0, cache, levels, 0)
     encoded = 0
@@ -671,24 +667,21 @@ def _encode_prefixes(model: Any, prefixes: list[list[int]], cache: PrefixCache, 
     """One prefill of `prefixes` (reusing cached parents); each prefix's keys/values kept as a shared entry."""
     from .decoding import Row, decode
 
-    param = next(model.parameters())
     idx = list(range(len(prefixes)))
-    input_ids, attention, past, width, _ = _batch_inputs(prefixes, idx, pad_id, cache, param.dtype, full=True)
-    if past is not None:
-        past = [(k.to(param.device), v.to(param.device)) for k, v in past]
+    input_ids, attention, past, _, _ = _batch_inputs(prefixes, idx, pad_id, cache, next(model.parameters()),
+                                                     full=True)
     rows = [Row(i, 1) for i in idx]
-    encoded = sum(len(p) for p in prefixes)
 
     def keep(row, kv):
         # the prefill fed every prefix token; the one "generated" token is never fed
         cache.add(list(prefixes[row.index]), [(k.cpu(), v.cpu()) for k, v in kv()], shared=True)
 
-    decode(model, input_ids.to(param.device), attention.to(param.device), past, rows, stop_ids=set(), pad_id=pad_id,
-           temperature=0.0, top_p=1.0, return_logprobs=False, on_finish=keep)
-    return encoded
+    decode(model, input_ids, attention, past, rows, stop_ids=set(), temperature=0.0, top_p=1.0,
+           return_logprobs=False, on_finish=keep)
+    return sum(len(p) for p in prefixes)
 
 
-def _batch_inputs(prompts: list[list[int]], idx: list[int], pad_id: int, kv_cache: PrefixCache | None, dtype: Any,
+def _batch_inputs(prompts: list[list[int]], idx: list[int], pad_id: int, kv_cache: PrefixCache | None, param: Any,
                   full: bool = False):
     """Left-padded input ids and mask for rows `idx`, plus the reused prefixes' keys/values per layer.
 
@@ -696,6 +689,7 @@ def _batch_inputs(prompts: list[list[int]], idx: list[int], pad_id: int, kv_cach
     is as wide as the longest reused prefix, the new block as the longest remainder; the mask
     marks the holes, and position ids (from the mask) stay those of the unpadded sequence.
     `full`: the prompts themselves are being cached, so a prompt never reuses all of itself.
+    Everything is returned on `param`'s device, the keys/values in its dtype.
     """
     import torch
 
@@ -720,13 +714,14 @@ def _batch_inputs(prompts: list[list[int]], idx: list[int], pad_id: int, kv_cach
     if kv_cache is not None and not full:
         kv_cache.encoded_tokens += sum(len(prompts[i]) - c for i, (_, c) in zip(idx, hits))
         kv_cache.reused_tokens += sum(c for _, c in hits)
+    input_ids, attention = input_ids.to(param.device), attention.to(param.device)
     if width_past == 0:
         return input_ids, attention, None, width, matched
     ref = next(kv_cache.layers(e) for e, c in hits if c > 0)
     layers = []
     for layer, (k0, v0) in enumerate(ref):
-        k = k0.new_zeros((len(idx), k0.shape[0], width_past, k0.shape[2]), dtype=dtype)
-        v = v0.new_zeros((len(idx), v0.shape[0], width_past, v0.shape[2]), dtype=dtype)
+        k = k0.new_zeros((len(idx), k0.shape[0], width_past, k0.shape[2]), dtype=param.dtype, device=param.device)
+        v = v0.new_zeros((len(idx), v0.shape[0], width_past, v0.shape[2]), dtype=param.dtype, device=param.device)
         for row, (eid, c) in enumerate(hits):
             if c > 0:
                 ek, ev = kv_cache.layers(eid)[layer]
