@@ -9,14 +9,16 @@ ratio holds on a noisy machine:
   re-encodes the whole conversation;
 - at batch 1, 8 and 32, greedy and sampled (temperature 0.7, top-p 1).
 
-"plain" is `model.generate` on left-padded batches of the same prompts (what a user writes without the
-kit); "kit" is the kit's choice of engine on this machine (`generation.select_engine`, logged). Reported
+"plain" is `model.generate` on left-padded batches of the same prompts with transformers' default `sdpa`
+attention (what a user writes without the kit); "plain_kit_attention" is the same with the attention the
+kit's `load_model` installs on CPU (`openmanus_lite/attention.py`), a stricter baseline; "kit" is the kit's choice of engine on this machine (`generation.select_engine`, logged). Reported
 per case: generated tokens/s of each, the ratio, seconds per episode-turn and peak RSS growth.
 
     python benchmarks/generation_throughput.py                 # the default model, all cases
     python benchmarks/generation_throughput.py --batches 32 --turns first --modes greedy --rounds 3
 
-Ends with one line `RESULT {json}`; `speedup_vs_plain` is the batch-32 greedy first-turn ratio.
+Ends with one line `RESULT {json}`; `speedup_vs_plain` is the batch-32 greedy first-turn ratio (and
+`speedup_vs_plain_kit_attention` the same against the stricter baseline).
 """
 
 from __future__ import annotations
@@ -71,11 +73,22 @@ def episode_prompts(tokenizer, n: int, seed: int) -> tuple[list, list]:
     return convs, envs
 
 
-def plain_generate(model, tokenizer, prompts, batch, new_tokens, temperature, stop):
-    """`model.generate` on left-padded batches of `batch` prompts; tokens counted up to the first stop."""
+def plain_generate(model, tokenizer, prompts, batch, new_tokens, temperature, stop, attention="sdpa"):
+    """`model.generate` on left-padded batches of `batch` prompts, with `attention` as the model's attention
+    implementation ("sdpa": transformers' default); tokens counted up to the first stop."""
+    pad = tokenizer.pad_token_id
+    before = model.config._attn_implementation
+    model.config._attn_implementation = attention
+    try:
+        generated = _plain_batches(model, pad, prompts, batch, new_tokens, temperature, stop)
+    finally:
+        model.config._attn_implementation = before
+    return generated
+
+
+def _plain_batches(model, pad, prompts, batch, new_tokens, temperature, stop):
     import torch
 
-    pad = tokenizer.pad_token_id
     generated = 0
     for start in range(0, len(prompts), batch):
         chunk = prompts[start:start + batch]
@@ -123,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     model.eval()
     stop = _stop_ids(tok, model)
     engine = select_engine(model)
+    kit_attention = model.config._attn_implementation
     print(f"kit engine: {engine.name} ({engine.reason}); torch threads {torch.get_num_threads()}; "
           f"native bf16: {cpu_has_native_bf16()}", flush=True)
 
@@ -145,11 +159,12 @@ def main(argv: list[str] | None = None) -> int:
                 n = args.episodes_at_batch_1 if batch == 1 else batch
                 prompts = (first if turn == "first" else later)[:n]
                 temperature = 0.7 if mode == "sampled" else 0.0
-                times = {"plain": [], "kit": []}
-                tokens = {"plain": [], "kit": []}
-                rss = {"plain": [], "kit": []}
+                runners = ("plain", "plain_kit_attention", "kit")
+                times = {who: [] for who in runners}
+                tokens = {who: [] for who in runners}
+                rss = {who: [] for who in runners}
                 for r in range(args.rounds):
-                    for who in (("plain", "kit") if r % 2 == 0 else ("kit", "plain")):
+                    for who in (runners if r % 2 == 0 else runners[::-1]):
                         cache = None
                         if who == "kit" and turn == "later":
                             cache = PrefixCache()
@@ -159,8 +174,10 @@ def main(argv: list[str] | None = None) -> int:
                         torch.manual_seed(args.seed + r)
                         with PeakRSS() as mem:
                             t0 = time.perf_counter()
-                            if who == "plain":
-                                got = plain_generate(model, tok, prompts, batch, args.new_tokens, temperature, stop)
+                            if who.startswith("plain"):
+                                attention = kit_attention if who == "plain_kit_attention" else "sdpa"
+                                got = plain_generate(model, tok, prompts, batch, args.new_tokens, temperature, stop,
+                                                     attention)
                             else:
                                 res = generate_from_ids(model, tok, prompts, max_new_tokens=args.new_tokens,
                                                         temperature=temperature, seed=args.seed + r,
@@ -171,12 +188,14 @@ def main(argv: list[str] | None = None) -> int:
                         tokens[who].append(got)
                         rss[who].append(mem.mb)
                 case = {"turn": turn, "batch": batch, "mode": mode, "episodes": n}
-                for who in ("plain", "kit"):
+                for who in runners:
                     rates = [t / s for t, s in zip(tokens[who], times[who])]
                     case[f"{who}_tokens_per_s"] = round(statistics.median(rates), 1)
                     case[f"{who}_s_per_turn"] = round(statistics.median(times[who]) / n, 3)
                     case[f"{who}_peak_rss_mb"] = round(max(rss[who]), 1)
                 case["speedup"] = round(case["kit_tokens_per_s"] / case["plain_tokens_per_s"], 2)
+                case["speedup_vs_kit_attention"] = round(
+                    case["kit_tokens_per_s"] / case["plain_kit_attention_tokens_per_s"], 2)
                 cases.append(case)
                 print(json.dumps(case), flush=True)
 
@@ -195,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         "headline_case": {k: head[k] for k in ("turn", "batch", "mode")},
         "kit_tokens_per_s": head["kit_tokens_per_s"],
         "plain_tokens_per_s": head["plain_tokens_per_s"],
+        "speedup_vs_plain_kit_attention": head["speedup_vs_kit_attention"],
+        "plain_kit_attention_tokens_per_s": head["plain_kit_attention_tokens_per_s"],
         "cases": cases,
     }
     print("RESULT " + json.dumps(result), flush=True)

@@ -7,6 +7,11 @@ always passes one (left padding). On CPU that copy dominated evaluation: SmolLM2
 against 9 ms per layer call at 60 rows x 600 positions. `scaled_dot_product_attention(...,
 enable_gqa=True)` computes the same attention without the copy.
 
+One-token decoding steps take a second shortcut: torch's CPU flash kernel is slow for a single query
+(bf16, batch 32, 300 cached tokens: 4.7-4.9 ms per layer call), while the same attention as two
+grouped matmuls takes 0.3-0.6 ms; over 30 layers that was most of a decode step (measured with
+/tmp profiles of `benchmarks/generation_throughput.py`'s batch-32 case, see docs/RESULTS.md).
+
 `use_grouped_attention(model)` switches a CPU model to it; `load_model` calls it.
 """
 
@@ -24,6 +29,8 @@ def sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_
     import torch.nn.functional as F
 
     q_len, kv_len = query.shape[2], key.shape[2]
+    if q_len == 1 and not dropout:
+        return _one_query_attention(query, key, value, attention_mask, scaling), None
     causal = False
     if attention_mask is None and q_len > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True)):
         if q_len == kv_len:
@@ -35,6 +42,23 @@ def sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_
         enable_gqa=key.shape[1] != query.shape[1],
     )
     return out.transpose(1, 2).contiguous(), None
+
+
+def _one_query_attention(query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None):
+    """Attention of one new token per row as grouped matmuls: [batch, heads, 1, dim] -> [batch, 1, heads, dim]."""
+    import torch
+
+    batch, heads, _, dim = query.shape
+    kv_heads, kv_len = key.shape[1], key.shape[2]
+    scale = dim ** -0.5 if scaling is None else scaling
+    grouped = query.reshape(batch, kv_heads, heads // kv_heads, dim)  # the query heads each key/value head serves
+    # contiguous keys/values: a strided cache view makes the batched matmul several times slower
+    scores = torch.matmul(grouped, key.contiguous().transpose(-1, -2)).float() * scale
+    if attention_mask is not None:
+        mask = attention_mask[:, :, -1:, -kv_len:]  # [batch or 1, 1, 1, kv_len]
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
+    probs = torch.softmax(scores, dim=-1).to(value.dtype)
+    return torch.matmul(probs, value.contiguous()).reshape(batch, 1, heads, dim)
 
 
 def register() -> str:

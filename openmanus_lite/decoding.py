@@ -66,6 +66,22 @@ class BufferLayer(DynamicLayer):
         self._k[:, :, :self.length] = k[:, :, :self.length]
         self._v[:, :, :self.length] = v[:, :, :self.length]
 
+    def place_rows(self, index: torch.Tensor, part: "BufferLayer", head: int, width: int, batch: int) -> None:
+        """Write `part` (a prefill of rows `index`: `head` reused positions, then its new ones) into this layer
+        of `batch` rows and `width` positions: the reused ones first, the new ones last, zeros between (masked
+        out; zeros, not uninitialised memory, since a masked NaN would still poison the weighted sum)."""
+        k, v = part._k[:, :, :part.length], part._v[:, :, :part.length]
+        if not self.is_initialized:
+            self.dtype, self.device = k.dtype, k.device
+            self.capacity = max(self.capacity, width)
+            self._k = k.new_zeros((batch, k.shape[1], self.capacity, k.shape[-1]))
+            self._v = v.new_zeros((batch, v.shape[1], self.capacity, v.shape[-1]))
+            self.is_initialized, self.length = True, width
+        new = part.length - head
+        self._k[index, :, :head], self._v[index, :, :head] = k[:, :, :head], v[:, :, :head]
+        self._k[index, :, width - new:width], self._v[index, :, width - new:width] = k[:, :, head:], v[:, :, head:]
+        self.keys, self.values = self._k[:, :, :width], self._v[:, :, :width]
+
     def get_seq_length(self) -> int:
         return self.length
 
@@ -141,23 +157,11 @@ def decode(
     steps = max(r.limit for r in rows)
     layers = [BufferLayer(attention.shape[1] + steps) for _ in range(_num_layers(model))]
     cache = Cache(layers=layers)
-    if past is not None:
-        for layer, (k, v) in zip(layers, past):
-            layer.update(k, v)
-        input_ids = input_ids[:, past[0][0].shape[2]:]
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     live = list(range(len(rows)))  # batch row -> index into rows
     mask = attention
     last_pos = positions[:, -1]
-    out = model(
-        input_ids=input_ids,
-        attention_mask=mask,
-        position_ids=positions[:, -input_ids.shape[1]:],
-        past_key_values=cache,
-        use_cache=True,
-        logits_to_keep=1,
-    )
-    logits = out.logits[:, -1]
+    logits = _prefill(model, input_ids, attention, positions, past, layers)
     for _ in range(steps):
         chosen = choose_tokens(logits, temperature, top_p)
         if return_logprobs:
@@ -196,6 +200,59 @@ def decode(
             logits_to_keep=1,
         )
         logits = out.logits[:, -1]
+
+
+def prefill_groups(new_counts: list[int], waste: float = 0.25) -> list[list[int]]:
+    """Rows (indices into `new_counts`) grouped so that padding each group to its longest row adds at most
+    `waste` of its real tokens. One padded prefill of a batch whose prompts differ in length after their
+    shared prefix (19 to 112 new tokens in a batch of 32 first turns) computes 2.3x the tokens it needs."""
+    groups: list[list[int]] = []
+    total = 0
+    for i in sorted(range(len(new_counts)), key=lambda i: new_counts[i]):
+        n = max(1, new_counts[i])
+        if groups and (len(groups[-1]) + 1) * n <= (1 + waste) * (total + n):
+            groups[-1].append(i)
+            total += n
+        else:
+            groups.append([i])
+            total = n
+    return groups
+
+
+def _prefill(model, input_ids, attention, positions, past, layers) -> torch.Tensor:
+    """Encode each row's tokens after its reused prefix into `layers`; the last position's logits per row.
+
+    Rows are encoded in groups of similar length (`prefill_groups`), each padded only to its own longest
+    row, and their keys/values placed into the batch layout [pad | prefix | pad | new tokens]."""
+    head = past[0][0].shape[2] if past is not None else 0
+    width = attention.shape[1]
+    groups = prefill_groups(attention[:, head:].sum(1).tolist())
+    if len(groups) == 1:
+        groups = [list(range(attention.shape[0]))]
+    logits = None
+    for group in groups:
+        index = torch.tensor(group, device=attention.device)
+        span = max(1, int(attention[index, head:].sum(1).max()))
+        sub = [BufferLayer(head + span) for _ in layers]
+        if past is not None:
+            for layer, (k, v) in zip(sub, past):
+                layer.update(k[index], v[index])
+        sub_mask = torch.cat([attention[index, :head], attention[index, width - span:]], dim=1)
+        out = model(
+            input_ids=input_ids[index, width - span:],
+            attention_mask=sub_mask,
+            position_ids=positions[index, width - span:],
+            past_key_values=Cache(layers=sub),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        last = out.logits[:, -1]
+        if logits is None:
+            logits = last.new_empty((attention.shape[0], last.shape[-1]))
+        logits[index] = last
+        for layer, part in zip(layers, sub):
+            layer.place_rows(index, part, head, width, attention.shape[0])
+    return logits
 
 
 def _row_reader(layers: list[BufferLayer], mask: torch.Tensor, b: int):

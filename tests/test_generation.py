@@ -313,4 +313,14 @@ def test_grouped_attention_gives_the_stock_results(tiny):
     ref = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1),
                                                            attn_mask=mask)
     assert torch.allclose(out, ref.transpose(1, 2), atol=1e-6)
+    # one new query per row (decoding): grouped matmuls over a strided cache view, boolean or additive mask
+    q, buf = torch.randn(3, 4, 1, 8), torch.randn(2, 3, 2, 9, 8)
+    k, v = buf[0, :, :, :6], buf[1, :, :, :6]
+    keep = torch.ones(3, 1, 1, 6, dtype=torch.bool)
+    keep[0, ..., :2] = False
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1),
+                                                           attn_mask=keep).transpose(1, 2)
+    for mask in (keep, torch.zeros(3, 1, 1, 6).masked_fill(~keep, float("-inf"))):
+        out, _ = sdpa_gqa_attention(model.model.layers[0].self_attn, q, k, v, mask)
+        assert torch.allclose(out, ref, atol=1e-6)
     assert load_model(path, backend="hf")[0].config._attn_implementation == NAME  # CPU loads switch to it
