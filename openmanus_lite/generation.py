@@ -638,7 +638,8 @@ def share_prefixes(model: Any, prompts: list[list[int]], cache: PrefixCache, pad
     _plan_prefixes(sorted(list(p) for p in prompts), 0, cache, levels, 0)
     encoded = 0
     for level in levels:
-        encoded += _encode_prefixes(model, level, cache, pad_id)
+        if level:  # a level is empty when all of its prefixes were cached before (their children are not)
+            encoded += _encode_prefixes(model, level, cache, pad_id)
     return encoded
 
 

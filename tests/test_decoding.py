@@ -272,3 +272,21 @@ def test_grouped_prefill_equals_plain_generate(untrained, monkeypatch):
     assert max(seen) > 1
     for prompt, ids in zip(prompts, res.completion_ids):
         assert ids == _plain_generate(model, tok, prompt, 10)
+
+
+def test_shared_prefixes_below_a_cached_parent(untrained):
+    """The domain intro is cached from an earlier call; the new prompts are two histories beneath it, each
+    continued two ways: the histories are encoded (the planner's first level, the intro, is empty)."""
+    model, tok = untrained
+    cache = PrefixCache()
+    share_prefixes(model, render_prompts(tok, CONVS[:2]), cache, tok.pad_token_id)
+    assert cache.shared_entries == 1
+    histories = [[{"role": "user", "content": INTRO + f"Task: {task}"},
+                  {"role": "assistant", "content": "Think: look first.\nAct: bash\n```bash\nls -la /srv/data\n```"}]
+                 for task in ("count the rows of every csv file here.", "find the largest log file and print it.")]
+    later = render_prompts(tok, [h + [{"role": "user", "content": reply}] for h in histories
+                                 for reply in ("a.csv b.csv", "nothing")])
+    assert share_prefixes(model, later, cache, tok.pad_token_id) > 0 and cache.shared_entries == 3
+    res = generate_from_ids(model, tok, later, max_new_tokens=6, batch_size=4, kv_cache=cache, engine="loop")
+    ref = generate_from_ids(model, tok, later, max_new_tokens=6, batch_size=4, engine="generate")
+    assert res.completion_ids == ref.completion_ids
