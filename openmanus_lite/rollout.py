@@ -2,7 +2,9 @@
 
 Episodes advance in lock step: each round the policy gets every unfinished conversation
 in one `act_batch` call (one batched forward pass for a model), then each environment
-steps. Finished episodes drop out of the batch.
+steps. A finished episode's slot goes to the next task at once (continuous batching), so
+every call stays `batch_size` wide until the tasks run out: with fixed chunks, a chunk of
+16 episodes ran as long as its longest one, most calls at a few rows.
 
 `run_episodes` is THE episode loop of the kit: evaluation (`eval.run_benchmark`), preference
 data and corrections all play through it. Only two loops stay apart, each for a reason its
@@ -41,49 +43,57 @@ def run_episodes(
     policy = as_policy(policy)
     results: list[Trajectory | None] = [None] * len(tasks)
     bar = tqdm(total=len(tasks), desc=f"episodes ({policy.name})", disable=not progress)
-    # with per-domain limits, episodes of equal limit share batches (a batch lasts as long as its
-    # longest episode); results stay in input order
-    order = list(range(len(tasks)))
+    # with per-domain limits, episodes of equal limit run side by side; results stay in input order
+    pending = list(range(len(tasks)))
     if isinstance(max_turns, dict):
-        order.sort(key=lambda i: (turn_limit(max_turns, tasks[i].domain) or 0, tasks[i].domain))
-    for start in range(0, len(tasks), batch_size):
-        chunk = order[start:start + batch_size]
+        pending.sort(key=lambda i: (turn_limit(max_turns, tasks[i].domain) or 0, tasks[i].domain))
+    pending.reverse()  # popped from the end
+    envs: dict[int, Any] = {}
+    histories: dict[int, list[dict]] = {}
+    wall: dict[int, float] = {}
+    active: list[int] = []
+    while active or pending:
+        while pending and len(active) < batch_size:
+            i = pending.pop()
+            envs[i] = make_env(tasks[i].domain, max_turns=max_turns)
+            histories[i] = [{"role": "user", "content": envs[i].reset(tasks[i])}]
+            wall[i] = 0.0
+            active.append(i)
         t0 = time.perf_counter()
-        envs = {i: make_env(tasks[i].domain, max_turns=max_turns) for i in chunk}
-        histories = {i: [{"role": "user", "content": envs[i].reset(tasks[i])}] for i in chunk}
-        last_info: dict[int, dict] = {i: {} for i in chunk}
-        active = list(chunk)
-        while active:
-            replies = policy.act_batch([histories[i] for i in active], [envs[i] for i in active])
-            still = []
-            for i, reply in zip(active, replies):
-                histories[i].append({"role": "assistant", "content": reply})
-                step = envs[i].step(reply)
-                last_info[i] = step.info
-                if step.done:
-                    bar.update(1)
-                else:
-                    histories[i].append({"role": "user", "content": step.observation})
-                    still.append(i)
-            active = still
-        wall = time.perf_counter() - t0
-        for i in chunk:
-            info = last_info[i]
-            results[i] = Trajectory(
-                id=f"{policy.name}/{tasks[i].id}",
-                source=source or f"rollout:{policy.name}",
-                domain=tasks[i].domain,
-                messages=[Turn(m["role"], m["content"], m["role"] == "assistant") for m in histories[i]],
-                meta={
-                    "task_id": tasks[i].id,
-                    "difficulty": tasks[i].difficulty,
-                    "success": bool(info.get("success", False)),
-                    "score": float(info.get("score", 0.0)),
-                    "turns": envs[i].turn,
-                    "invalid_actions": envs[i].invalid_actions,
-                    "wall_s": wall / len(chunk),
-                },
-            )
+        replies = policy.act_batch([histories[i] for i in active], [envs[i] for i in active])
+        share = (time.perf_counter() - t0) / len(active)  # each episode's share of the batched call
+        still = []
+        for i, reply in zip(active, replies):
+            histories[i].append({"role": "assistant", "content": reply})
+            wall[i] += share
+            step = envs[i].step(reply)
+            if step.done:
+                results[i] = _trajectory(policy.name, source, tasks[i], envs[i], histories.pop(i), step.info,
+                                         wall.pop(i))
+                del envs[i]
+                bar.update(1)
+            else:
+                histories[i].append({"role": "user", "content": step.observation})
+                still.append(i)
+        active = still
     bar.close()
     return results  # type: ignore[return-value]
 
+
+def _trajectory(policy_name: str, source: str | None, task: Task, env: Any, history: list[dict], info: dict,
+                wall_s: float) -> Trajectory:
+    return Trajectory(
+        id=f"{policy_name}/{task.id}",
+        source=source or f"rollout:{policy_name}",
+        domain=task.domain,
+        messages=[Turn(m["role"], m["content"], m["role"] == "assistant") for m in history],
+        meta={
+            "task_id": task.id,
+            "difficulty": task.difficulty,
+            "success": bool(info.get("success", False)),
+            "score": float(info.get("score", 0.0)),
+            "turns": env.turn,
+            "invalid_actions": env.invalid_actions,
+            "wall_s": wall_s,
+        },
+    )

@@ -52,7 +52,7 @@ def resolve_model_spec(spec: str) -> str:
     return spec
 
 
-def make_policy(spec: str, *, max_new_tokens: int = 96, temperature: float = 0.0, batch_size: int = 16,
+def make_policy(spec: str, *, max_new_tokens: int = 96, temperature: float = 0.0, batch_size: int = 32,
                 seed: int = 0):
     """'expert', 'random', 'default' (the embedded default model), 'latest:sft' / 'latest:grpo'
     (the newest such checkpoint under runs/), or a checkpoint path / hub name (loaded lazily)."""
@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--difficulties", help="comma-separated subset of easy,medium,hard")
     p.add_argument("--limit", type=int, help="at most this many tasks per domain x difficulty")
     p.add_argument("--max_turns", type=int, help="override the environments' turn limit")
-    p.add_argument("--per_device_eval_batch_size", type=int, default=16, help="episodes per batched policy call")
+    p.add_argument("--per_device_eval_batch_size", type=int, default=32, help="episodes per batched policy call")
     p.add_argument("--max_new_tokens", type=int, default=96)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
