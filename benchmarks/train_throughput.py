@@ -81,10 +81,9 @@ def batches(tok, batch_size: int, seq_len: int, n: int, seed: int = 0):
     """`n` batches of real expert trajectories (all six domains), padded to the longest, cut at seq_len."""
     import torch
 
-    from openmanus_lite.envs import list_domains
+    from openmanus_lite.envs import expert_trajectories, list_domains
     from openmanus_lite.splits import training_tasks
     from openmanus_lite.train.data import build_sft_dataset
-    from openmanus_lite.train.measure import expert_trajectories
 
     tasks, _ = training_tasks("sft_train", list_domains(), max(2, batch_size * n // 6 + 1), seed=seed)
     ds, _ = build_sft_dataset(expert_trajectories(tasks), tok, max_length=seq_len)

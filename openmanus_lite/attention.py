@@ -9,8 +9,8 @@ enable_gqa=True)` computes the same attention without the copy.
 
 One-token decoding steps take a second shortcut: torch's CPU flash kernel is slow for a single query
 (bf16, batch 32, 300 cached tokens: 4.7-4.9 ms per layer call), while the same attention as two
-grouped matmuls takes 0.3-0.6 ms; over 30 layers that was most of a decode step (measured with
-/tmp profiles of `benchmarks/generation_throughput.py`'s batch-32 case, see docs/RESULTS.md).
+grouped matmuls takes 0.3-0.6 ms; over 30 layers that was most of a decode step (a torch profile of
+`benchmarks/generation_throughput.py`'s batch-32 case: 54% of the time in that kernel; docs/RESULTS.md).
 
 `use_grouped_attention(model)` switches a CPU model to it; `load_model` calls it.
 """

@@ -1,13 +1,15 @@
 """The kit's decoding loop: one forward pass per step over a Hugging Face causal LM, many turns at once.
 
-Why not `model.generate`: measured on a 2-core CPU (benchmarks/generation_throughput.py, docs/RESULTS.md),
-an episode turn's cost is mostly (1) the prompt prefill, most of which is the domain's instructions that
-every episode of the domain shares, (2) the DynamicCache concatenating every layer's keys/values at every
-step, (3) rows that already stopped still computed until the slowest row stops, and (4) float32 matmuls on
-CPUs that run bf16 about four times faster. This loop is fed prompts whose shared prefixes are already
-cached (`generation.PrefixCache`), appends keys/values into a preallocated buffer, drops stopped rows from
-the batch, computes logits for the last position only, and keeps the chosen token's log-probability as it
-is produced. `generation.generate_from_ids` decides when it runs (`generation.select_engine`).
+Why not `model.generate`: profiled on a 2-core CPU (benchmarks/generation_throughput.py, docs/RESULTS.md),
+an episode turn's cost was (1) one-query attention steps in torch's CPU flash kernel (most of a decode
+step; `attention.py` now does them as grouped matmuls), (2) the prompt prefill, most of which is the
+domain's instructions that every episode of the domain shares, and the padding of prompts of unequal
+length, (3) rows that already stopped still computed until the slowest row stops, and (4) float32 matmuls
+on CPUs that run bf16 about four times faster. This loop is fed prompts whose shared prefixes are already
+cached (`generation.PrefixCache`), prefills the rest in groups of similar length (`prefill_groups`),
+appends keys/values into a preallocated buffer, drops stopped rows from the batch, computes logits for the
+last position only, and keeps the chosen token's log-probability as it is produced.
+`generation.generate_from_ids` decides when it runs (`generation.select_engine`).
 
 Sampling is temperature + top-p over the raw logits, as TRL's GRPO generation does: logit processors of
 the model's own generation config (e.g. a repetition penalty) are not applied.

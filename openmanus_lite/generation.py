@@ -434,9 +434,16 @@ def _device_type(model: Any) -> str:
 
 
 def _loop_dtype(model: Any, device: str, return_logprobs: bool) -> Any:
+    """bf16 for a float32 model on a CPU with native bf16, unless OPENMANUS_INFERENCE_DTYPE=model (the model's
+    own dtype: for checking that bf16 inference does not change results, docs/RESULTS.md)."""
+    import os
+
     import torch
 
-    if device != "cpu" or return_logprobs:
+    choice = os.environ.get("OPENMANUS_INFERENCE_DTYPE", "auto")
+    if choice not in ("auto", "model"):
+        raise ValueError(f"OPENMANUS_INFERENCE_DTYPE={choice!r}: choose 'auto' or 'model'")
+    if device != "cpu" or return_logprobs or choice == "model":
         return None
     from .models import cpu_has_native_bf16
 

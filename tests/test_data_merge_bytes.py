@@ -153,14 +153,22 @@ def test_gc_paused_hands_its_objects_to_the_oldest_generation_unscanned():
 
 
 def _fail_in_worker(error):
-    """A `_process_row` that raises `error` on the first row a worker process (not this one) converts."""
+    """A `_process_row` that raises `error` on the first row a worker process (not this one) converts.
+
+    The main process converts nothing until a worker has failed (an Event the forked workers inherit):
+    otherwise, on a loaded machine, the main process could take every chunk before a worker starts and
+    the merge would succeed."""
+    import multiprocessing
     import os
 
     parent, real = os.getpid(), merge_mod._process_row
+    failed = multiprocessing.get_context("fork").Event()
 
     def process(module, ctx, validator, deduper, row):
         if os.getpid() != parent:
+            failed.set()
             raise error
+        failed.wait(timeout=30)
         return real(module, ctx, validator, deduper, row)
 
     return process

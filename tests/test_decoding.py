@@ -182,6 +182,11 @@ def test_bf16_loop_generates_on_a_copy(untrained, monkeypatch):
     assert len(res.completion_ids[0]) == 6
     assert next(model.parameters()).dtype == torch.float32
     assert generation._INFERENCE_COPIES[model][1].dtype == torch.bfloat16
+    monkeypatch.setenv("OPENMANUS_INFERENCE_DTYPE", "model")  # the float32 check of bf16 results
+    assert select_engine(model).dtype is None
+    monkeypatch.setenv("OPENMANUS_INFERENCE_DTYPE", "fp8")
+    with pytest.raises(ValueError, match="OPENMANUS_INFERENCE_DTYPE='fp8'"):
+        select_engine(model)
 
 
 class _FakeSamplingParams:

@@ -1,4 +1,4 @@
-"""rollout.run_episodes: continuous batching keeps every policy call full until the tasks run out."""
+"""rollout.run_episodes: continuous batching, longest episodes first, keeps policy calls full."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_finished_episodes_free_their_slot_at_once():
     assert [t.meta["task_id"] for t in trajs] == [t.id for t in tasks]  # input order kept
     assert [t.meta["turns"] for t in trajs] == [2] * 5 + [5] * 5
     assert sum(policy.widths) == 2 * 5 + 5 * 5  # one row per turn played, nothing replayed
-    # os tasks (2 turns) first, then db (5): a freed slot is refilled at once, so calls stay 4 wide until the
-    # last task is admitted. Fixed chunks of 4 gave [4, 4, 4, 4, 3, 3, 3, 2, 2, 2, 2, 2]: 7 calls under width.
-    assert policy.widths == [4] * 7 + [2, 2, 1, 1, 1]
+    # db tasks (5 turns) start first, os tasks (2) fill the slots around them, and every freed slot is refilled
+    # at once: 10 calls. Fixed chunks in input order gave 12: [4, 4, 4, 4, 3, 3, 3, 2, 2, 2, 2, 2].
+    assert policy.widths == [4] * 7 + [3, 3, 1]
     assert all(t.meta["wall_s"] >= 0 for t in trajs)

@@ -257,25 +257,28 @@ def run_expert(env: Env, task: Task) -> tuple[list[dict[str, str]], StepResult]:
     return messages, step
 
 
-def synthesize_trajectories(domain: str, n: int, seed: int = 0, difficulty: str = "easy") -> list[Trajectory]:
-    """Run the expert on `n` generated tasks: SFT-ready trajectories with the outcome in meta."""
+def expert_trajectories(tasks: list[Task], max_turns: TurnLimits = None, *, successful_only: bool = True,
+                        id_prefix: str = "expert") -> list[Trajectory]:
+    """The expert's episodes on `tasks` as SFT-ready trajectories, the outcome in meta.
+
+    `max_turns` (one limit, or one per domain) sets the environment's turn limit, which the first message
+    states: use the value evaluation uses, so that prompts agree. `successful_only` drops the episodes the
+    expert did not solve (a generator's rare unsolvable task)."""
     out = []
-    for task in generate_tasks(domain, n, seed=seed, difficulty=difficulty):
-        env = make_env(domain)
-        messages, last = run_expert(env, task)
+    for task in tasks:
+        messages, last = run_expert(make_env(task.domain, max_turns=max_turns), task)
+        success = bool(last.info.get("success"))
+        if successful_only and not success:
+            continue
         turns = [Turn(m["role"], m["content"], train=m["role"] == "assistant") for m in messages]
-        out.append(
-            Trajectory(
-                id=f"synth/{domain}/{task.id}",
-                source="synth",
-                domain=domain,
-                messages=turns,
-                meta={
-                    "task_id": task.id,
-                    "difficulty": difficulty,
-                    "success": bool(last.info.get("success")),
-                    "score": float(last.info.get("score", 0.0)),
-                },
-            )
-        )
+        meta = {"task_id": task.id, "difficulty": task.difficulty, "success": success,
+                "score": float(last.info.get("score", 0.0))}
+        out.append(Trajectory(id=f"{id_prefix}/{task.id}", source="synth", domain=task.domain, messages=turns,
+                              meta=meta))
     return out
+
+
+def synthesize_trajectories(domain: str, n: int, seed: int = 0, difficulty: str = "easy") -> list[Trajectory]:
+    """Run the expert on `n` generated tasks of `domain`: SFT-ready trajectories, failures included."""
+    tasks = generate_tasks(domain, n, seed=seed, difficulty=difficulty)
+    return expert_trajectories(tasks, successful_only=False, id_prefix=f"synth/{domain}")

@@ -140,7 +140,8 @@ def recipe_tasks(recipe: Recipe):
 def recipe_trajectories(recipe: Recipe, tasks=None) -> tuple[list, dict[str, Any]]:
     """(SFT trajectories, counts) of the recipe: the expert's episodes on its tasks, then its recovery
     episodes. `tasks`: the recipe's own (`recipe_tasks`) unless given."""
-    from ..train.measure import expert_trajectories, recovery_trajectories
+    from ..envs import expert_trajectories
+    from ..train.measure import recovery_trajectories
 
     removed = None
     if tasks is None:

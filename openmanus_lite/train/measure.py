@@ -17,26 +17,6 @@ evaluation alike. The expert needs at most 2 (os, db), 4 (kg, ecommerce), 6 (web
 lost episode."""
 
 
-def expert_trajectories(tasks: list[Task], max_turns: int | dict[str, int] | None = None) -> list[Trajectory]:
-    """The expert's episodes on `tasks` (successful ones only), as SFT-ready trajectories.
-
-    `max_turns` (one limit, or one per domain) sets the environment's turn limit, which the
-    first message states: use the same value as in evaluation so that prompts agree.
-    """
-    from ..envs import make_env, run_expert
-    from ..schema import Turn
-
-    out = []
-    for task in tasks:
-        messages, last = run_expert(make_env(task.domain, max_turns=max_turns), task)
-        if not last.info.get("success"):
-            continue
-        turns = [Turn(m["role"], m["content"], m["role"] == "assistant") for m in messages]
-        out.append(Trajectory(f"expert/{task.id}", "synth", task.domain, turns,
-                              {"task_id": task.id, "difficulty": task.difficulty, "success": True}))
-    return out
-
-
 RECOVERY_KINDS = ("random",)
 """The default mistakes of recovery data: the recipe measured most (docs/RESULTS.md, 60 minutes of SFT). All
 three kinds of `preferences.MISTAKE_KINDS` gave 78.9% success (household 74% valid, kg 94%), within
