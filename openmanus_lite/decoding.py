@@ -228,11 +228,8 @@ def _prefill(model, input_ids, attention, positions, past, layers) -> torch.Tens
     row, and their keys/values placed into the batch layout [pad | prefix | pad | new tokens]."""
     head = past[0][0].shape[2] if past is not None else 0
     width = attention.shape[1]
-    groups = prefill_groups(attention[:, head:].sum(1).tolist())
-    if len(groups) == 1:
-        groups = [list(range(attention.shape[0]))]
     logits = None
-    for group in groups:
+    for group in prefill_groups(attention[:, head:].sum(1).tolist()):
         index = torch.tensor(group, device=attention.device)
         span = max(1, int(attention[index, head:].sum(1).max()))
         sub = [BufferLayer(head + span) for _ in layers]

@@ -494,22 +494,93 @@ _LOGGED_CHOICE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model
 
 
 def inference_copy(model: Any, dtype: Any) -> Any:
-    """The model's weights (LoRA merged into a copy) as a plain model of `dtype`, rebuilt only when the
-    weights changed. The training model is never touched: merging in place and unmerging after would
-    leave float rounding in the trained weights."""
-    import copy
+    """The model's weights (LoRA merged) as a plain model of `dtype`, refreshed only when the weights changed.
 
+    The copy is built once per model from its config, and later refreshes copy the merged weights into it
+    in place. Never `copy.deepcopy(model)`: inside a trainer the model's attributes reach the trainer's
+    state, and a deep copy per GRPO step grew a demo run by gigabytes per step until it was killed. The
+    training model is never touched: merging in place and unmerging after would leave float rounding in
+    the trained weights."""
     key = (weights_fingerprint(model), dtype)
     cached = _INFERENCE_COPIES.get(model)
     if cached is not None and cached[0] == key:
         return cached[1]
-    _INFERENCE_COPIES.pop(model, None)  # free the stale copy before making the new one
-    clone = copy.deepcopy(model)
-    if hasattr(clone, "merge_and_unload"):
-        clone = clone.merge_and_unload()
-    clone = clone.to(dtype).eval().requires_grad_(False)
+    weights = merged_state_dict(model)
+    clone = cached[1] if cached is not None and cached[0][1] == dtype else _empty_copy(model, dtype)
+    missing, unexpected = clone.load_state_dict(weights, strict=False)
+    if unexpected or [k for k in missing if k not in _tied_names(clone)]:
+        raise RuntimeError(f"inference copy: weights do not fit the model (missing {missing[:3]}, "
+                           f"unexpected {unexpected[:3]})")
     _INFERENCE_COPIES[model] = (key, clone)
     return clone
+
+
+def merged_state_dict(model: Any) -> dict[str, Any]:
+    """The base model's state dict with the active LoRA adapters merged in (new tensors for the merged
+    weights; the model is not modified). A model without adapters: its own state dict."""
+    import torch
+
+    if not hasattr(model, "peft_config") or not hasattr(model, "get_base_model"):
+        return dict(model.state_dict())
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    out = {}
+    for name, tensor in base.state_dict().items():
+        if "lora_" in name or ".original_module." in name:
+            continue
+        if ".modules_to_save." in name:  # a fully trained module: the active adapter's copy is the weight
+            head, _, rest = name.partition(".modules_to_save.")
+            adapter, _, leaf = rest.partition(".")
+            if adapter not in _active_adapters(model):
+                continue
+            name = f"{head}.{leaf}"
+        out[name.replace(".base_layer.", ".")] = tensor
+    with torch.no_grad():
+        for name, module in base.named_modules():
+            if isinstance(module, LoraLayer) and not getattr(module, "merged", False):
+                weight = module.get_base_layer().weight
+                delta = sum(module.get_delta_weight(a) for a in _active_adapters(model) if a in module.lora_A)
+                if not isinstance(delta, int):  # some adapter applies here
+                    out[f"{name}.weight"] = weight + delta.to(weight.dtype)
+    return out
+
+
+def _active_adapters(model: Any) -> list[str]:
+    active = getattr(model, "active_adapters", None) or getattr(model, "active_adapter", "default")
+    return [active] if isinstance(active, str) else list(active)
+
+
+def _empty_copy(model: Any, dtype: Any) -> Any:
+    """A model of the base model's class and config, parameters uninitialised (they are loaded next)."""
+    import copy
+
+    import torch
+    from transformers.initialization import no_init_weights
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = copy.deepcopy(base.config)
+    before = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(dtype)
+        with no_init_weights():
+            clone = type(base)(config)
+    finally:
+        torch.set_default_dtype(before)
+    if getattr(config, "tie_word_embeddings", False) and hasattr(clone, "tie_weights"):
+        clone.tie_weights()  # as from_pretrained does: one embedding matrix, not two
+    return clone.to(dtype).eval().requires_grad_(False)
+
+
+def _tied_names(model: Any) -> set[str]:
+    """Names of parameters that share storage with an earlier one (tied embeddings): absent from a state dict
+    that lists each tensor once, and filled by the tie."""
+    seen, tied = set(), set()
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in seen:
+            tied.add(name)
+        seen.add(id(param))
+    return tied
 
 
 def _generate_hf(model, choice, prompts, limits, stop, pad_id, temperature, top_p, batch_size, return_logprobs,

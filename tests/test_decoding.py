@@ -168,11 +168,17 @@ def test_inference_copy_merges_lora_out_of_place_and_follows_training(untrained)
     for p in lora:
         p.grad = torch.ones_like(p)
     torch.optim.AdamW(lora, lr=1e-2, fused=True).step()  # no version bump: the sums tell
+    model.trainer_state = [torch.zeros(1000)]  # what a trainer hangs on its model is never copied
     fresh = inference_copy(model, torch.float32)
-    assert fresh is not clone
+    assert fresh is clone and not hasattr(fresh, "trainer_state")  # refreshed in place: no new copy per step
     with torch.no_grad():
         assert torch.allclose(fresh(input_ids=ids).logits, model(input_ids=ids).logits, atol=1e-5)
-    assert inference_copy(model, torch.bfloat16).dtype == torch.bfloat16
+    half = inference_copy(model, torch.bfloat16)
+    assert half.dtype == torch.bfloat16 and half is not clone
+    plain = copy.deepcopy(base)  # no adapter: its own weights, tied embeddings kept tied
+    assert inference_copy(plain, torch.bfloat16).lm_head.weight.data_ptr() == \
+        inference_copy(plain, torch.bfloat16).get_input_embeddings().weight.data_ptr() or \
+        not plain.config.tie_word_embeddings
 
 
 def test_bf16_loop_generates_on_a_copy(untrained, monkeypatch):
