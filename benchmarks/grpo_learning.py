@@ -246,13 +246,10 @@ def _partial(args, part, log_history, **figures):
 
 
 def _turns(spec):
-    if spec is None:  # the first message states the limit: keep the prompts the SFT checkpoint learned
-        from openmanus_lite.train.measure import EASY_TURN_LIMITS
+    """None: the per-domain limits the SFT benchmark trained with (the first message states the limit)."""
+    from openmanus_lite.envs import EASY_TURN_LIMITS, parse_turn_limits
 
-        return dict(EASY_TURN_LIMITS)
-    if "=" not in spec:
-        return int(spec)
-    return {k.strip(): int(v) for k, v in (item.split("=") for item in spec.split(",") if item.strip())}
+    return dict(EASY_TURN_LIMITS) if spec is None else parse_turn_limits(spec)
 
 
 def _common(cfg, args, lr):

@@ -273,9 +273,10 @@ class Curve:
 
     def evaluate(self, label: str, policy, tasks, batch_size: int) -> dict:
         from openmanus_lite.data import write_jsonl
+        from openmanus_lite.envs import EASY_TURN_LIMITS
         from openmanus_lite.eval import run_benchmark
         from openmanus_lite.schema import Trajectory
-        from openmanus_lite.train.measure import EASY_TURN_LIMITS, domain_summary, summary_table
+        from openmanus_lite.train.measure import domain_summary, summary_table
 
         t = time.perf_counter()
         result = run_benchmark(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=batch_size, progress=True,
@@ -500,6 +501,7 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
     import dataclasses
     import gc
 
+    from openmanus_lite.envs import EASY_TURN_LIMITS
     from openmanus_lite.eval import run_benchmark
     from openmanus_lite.experimental.corrections import correction_trajectories
     from openmanus_lite.policies import ModelPolicy
@@ -507,7 +509,7 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
     from openmanus_lite.splits import SFT_CORRECTION_SEED, check_disjoint, training_tasks
     from openmanus_lite.train import sft as sft_mod
     from openmanus_lite.train.data import build_sft_dataset
-    from openmanus_lite.train.measure import EASY_TURN_LIMITS, domain_summary
+    from openmanus_lite.train.measure import domain_summary
 
     marks = cfg.mark_minutes
     first = sft_mod.run_sft(model, tok, ds, cfg.replace(

@@ -68,7 +68,7 @@ class DemoConfig:
     """Tasks per domain from the frozen dev suite (easy, splits.DEMO_EVAL_SUITE) for each evaluated checkpoint:
     60 episodes per checkpoint on the six domains, the same tasks for every checkpoint."""
     eval_max_turns: int | None = None
-    """Turn limit of training prompts and evaluation; None: the recipe's, per domain (train.measure.EASY_TURN_LIMITS)."""
+    """Turn limit of training prompts and evaluation; None: the recipe's, per domain (envs.EASY_TURN_LIMITS)."""
     sft_minutes: float | None = None
     """SFT's time limit (training time); None: the recipe's (30)."""
     sft_max_length: int | None = None

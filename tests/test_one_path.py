@@ -23,7 +23,8 @@ PKG = ROOT / "openmanus_lite"
 REMOVED = [
     ("openmanus_lite.train.measure", "evaluate"),
     ("openmanus_lite.train.measure", "summarize_episodes"),
-    ("openmanus_lite.train.measure", "expert_trajectories"),  # one expert-data builder: envs.expert_trajectories
+    ("openmanus_lite.train.measure", "expert_trajectories"),  # envs.expert_trajectories
+    ("openmanus_lite.train.measure", "EASY_TURN_LIMITS"),  # envs.EASY_TURN_LIMITS, beside turn_limit
     ("openmanus_lite.train.grpo", "env_success"),
     ("openmanus_lite.envs", "policy_success_rates"),
     ("openmanus_lite.envs.base", "policy_success_rates"),

@@ -1,4 +1,4 @@
-"""rollout.run_episodes: continuous batching, longest episodes first, keeps policy calls full."""
+"""rollout.run_episodes (continuous batching, longest episodes first) and turn limits from a command line."""
 
 from __future__ import annotations
 
@@ -30,3 +30,17 @@ def test_finished_episodes_free_their_slot_at_once():
     # at once: 10 calls. Fixed chunks in input order gave 12: [4, 4, 4, 4, 3, 3, 3, 2, 2, 2, 2, 2].
     assert policy.widths == [4] * 7 + [3, 3, 1]
     assert all(t.meta["wall_s"] >= 0 for t in trajs)
+
+
+def test_turn_limits_from_the_command_line():
+    import pytest
+
+    from openmanus_lite.envs import EASY_TURN_LIMITS, parse_turn_limits
+    from openmanus_lite.eval.cli import build_parser
+
+    assert parse_turn_limits("8") == 8 and parse_turn_limits("easy") == EASY_TURN_LIMITS
+    assert parse_turn_limits(" os=5, household=16 ") == {"os": 5, "household": 16}
+    for bad in ("os=five", "0", "os=0", "many"):
+        with pytest.raises(ValueError, match="turn limit"):
+            parse_turn_limits(bad)
+    assert build_parser().parse_args(["--model", "m", "--max_turns", "easy"]).max_turns == EASY_TURN_LIMITS

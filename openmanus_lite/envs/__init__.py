@@ -7,6 +7,7 @@ import importlib.util
 
 from .base import (
     DIFFICULTIES,
+    EASY_TURN_LIMITS,
     Env,
     InvalidAction,
     TurnLimits,
@@ -14,6 +15,7 @@ from .base import (
     generate_tasks,
     list_domains,
     make_env,
+    parse_turn_limits,
     register_domain,
     run_expert,
     synthesize_trajectories,
@@ -37,6 +39,7 @@ def _load_all() -> None:
 
 __all__ = [
     "DIFFICULTIES",
+    "EASY_TURN_LIMITS",
     "Env",
     "InvalidAction",
     "TurnLimits",
@@ -44,6 +47,7 @@ __all__ = [
     "generate_tasks",
     "list_domains",
     "make_env",
+    "parse_turn_limits",
     "register_domain",
     "run_expert",
     "synthesize_trajectories",

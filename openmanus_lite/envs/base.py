@@ -201,6 +201,13 @@ def list_domains() -> list[str]:
     return [d for d in ("os", "db", "web", "kg", "household", "ecommerce") if d in _REGISTRY]
 
 
+EASY_TURN_LIMITS = {"os": 5, "db": 5, "kg": 7, "ecommerce": 7, "web": 9, "household": 16}
+"""Turn limits for easy tasks, in training prompts (the first message states the limit) and in
+evaluation alike. The expert needs at most 2 (os, db), 4 (kg, ecommerce), 6 (web) and 12
+(household) turns; these leave room for a mistake or two without paying for 40 turns of a
+lost episode."""
+
+
 TurnLimits = int | dict[str, int] | None
 """A turn limit as callers give it: one number for every domain, {domain: turns} (domains not named
 keep their environment's default), or None (every environment's own default)."""
@@ -224,6 +231,22 @@ def turn_limit(max_turns: TurnLimits, domain: str) -> int | None:
         raise ValueError(f"{where} must be a whole number of turns >= 1 (or None for the environment's "
                          f"default), got {limit!r}")
     return int(limit)
+
+
+def parse_turn_limits(text: str) -> TurnLimits:
+    """A command line's turn limits: "8" (every domain), "os=5,household=16" (those domains), or "easy"
+    (EASY_TURN_LIMITS, the limits the recipes train and evaluate with)."""
+    text = text.strip()
+    if text == "easy":
+        return dict(EASY_TURN_LIMITS)
+    try:
+        limits: TurnLimits = int(text) if "=" not in text else {
+            k.strip(): int(v) for k, v in (item.split("=", 1) for item in text.split(",") if item.strip())}
+        for domain in limits if isinstance(limits, dict) else ["any"]:
+            turn_limit(limits, domain)  # each a whole number >= 1
+    except ValueError as e:
+        raise ValueError(f"turn limits: expected N, 'easy' or domain=N,... with N >= 1, got {text!r} ({e})") from None
+    return limits
 
 
 def make_env(domain: str, *, max_turns: TurnLimits = None, shaping: bool = False) -> Env:

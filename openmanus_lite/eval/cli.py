@@ -89,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--domains", help="comma-separated subset, e.g. db,kg")
     p.add_argument("--difficulties", help="comma-separated subset of easy,medium,hard")
     p.add_argument("--limit", type=int, help="at most this many tasks per domain x difficulty")
-    p.add_argument("--max_turns", type=int, help="override the environments' turn limit")
+    p.add_argument("--max_turns", type=_turn_limits, help="turn limits: N, domain=N,... or 'easy' (the recipes' "
+                   "limits, which their training prompts state); default: each environment's own")
     p.add_argument("--per_device_eval_batch_size", type=int, default=32, help="episodes per batched policy call")
     p.add_argument("--max_new_tokens", type=int, default=96)
     p.add_argument("--temperature", type=float, default=0.0)
@@ -263,3 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in sub:
         return sub[argv[0]](argv[1:])
     return _run(argv)
+
+
+def _turn_limits(text: str):
+    from ..envs.base import parse_turn_limits
+
+    try:
+        return parse_turn_limits(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

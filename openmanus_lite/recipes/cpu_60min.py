@@ -6,7 +6,7 @@ Measured with `python benchmarks/sft_learning.py --clock cpu --threads 2 --defer
 this recipe; `--clock cpu` counts CPU time / threads because the measuring machine was shared).
 """
 
-from ..train.measure import EASY_TURN_LIMITS
+from ..envs import EASY_TURN_LIMITS
 from . import Recipe
 
 RECIPE = Recipe(

@@ -10,13 +10,6 @@ from typing import Any
 
 from ..schema import Task, Trajectory
 
-EASY_TURN_LIMITS = {"os": 5, "db": 5, "kg": 7, "ecommerce": 7, "web": 9, "household": 16}
-"""Turn limits for easy tasks, in training prompts (the first message states the limit) and in
-evaluation alike. The expert needs at most 2 (os, db), 4 (kg, ecommerce), 6 (web) and 12
-(household) turns; these leave room for a mistake or two without paying for 40 turns of a
-lost episode."""
-
-
 RECOVERY_KINDS = ("random",)
 """The default mistakes of recovery data: the recipe measured most (docs/RESULTS.md, 60 minutes of SFT). All
 three kinds of `preferences.MISTAKE_KINDS` gave 78.9% success (household 74% valid, kg 94%), within
