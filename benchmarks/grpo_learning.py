@@ -7,10 +7,11 @@ single  From the preset's model (cpu: SmolLM2-135M-Instruct + LoRA) after a shor
         scored by answer_match) before vs after GRPO.
 multi   From the SFT checkpoint of the SFT benchmark (benchmarks/sft_learning.py saves
         runs/sft_learning/checkpoint; --sft PATH, --wait_sft to poll for it), multi-turn GRPO in
-        the environments where that checkpoint already solves some probe tasks (GRPO learns only
-        where some rollouts of a group succeed). Reports the mean environment reward over the
-        first vs the last 10 steps, and held-out success (--eval_n tasks per domain, the same
-        seeds before and after) with 95% Wilson intervals and the paired flips.
+        the environments where that checkpoint solves some probe tasks but not all (GRPO learns
+        only where a group's rollouts differ in outcome; if every domain is all or nothing, those
+        with any), on --difficulties (easy, or easy and medium mixed). Reports the mean environment
+        reward over the first vs the last 10 steps, and held-out success (--eval_n tasks per domain
+        and difficulty, the same before and after) with 95% Wilson intervals and the paired flips.
 Both report the median step time and the rollout's generated tokens per second.
 
 Tasks come from `openmanus_lite.splits`: training prompts and tasks from GRPO_TRAIN_SEED (+ --seed),
@@ -65,7 +66,7 @@ def parse_args(argv=None):
     # multi-turn
     p.add_argument("--sft", default="auto", help="SFT checkpoint (merged model or LoRA adapter); auto: look in runs/")
     p.add_argument("--wait_sft", type=float, default=0, help="seconds to wait for the SFT checkpoint to appear")
-    p.add_argument("--multi_domains", default="db,kg,os", help="candidates; trained on those the SFT model solves")
+    p.add_argument("--multi_domains", default="db,kg,os", help="candidates; trained on those where the SFT model's probe outcomes are mixed")
     p.add_argument("--probe_n", type=int, default=10, help="probe tasks per candidate domain")
     p.add_argument("--multi_steps", type=int, default=20)
     p.add_argument("--multi_minutes", type=float, default=30)
@@ -73,7 +74,9 @@ def parse_args(argv=None):
     p.add_argument("--multi_rewards", default=None,
                    help="reward spec, e.g. 'env_outcome react_format:0.25 invalid_action:0.25' (docs/RESULTS.md's "
                         "first two rows; default: grpo.DEFAULT_REWARDS['multi'], env_outcome)")
-    p.add_argument("--eval_n", type=int, default=50, help="held-out tasks per domain (same seeds before/after)")
+    p.add_argument("--eval_n", type=int, default=50, help="held-out tasks per domain and difficulty (same before/after)")
+    p.add_argument("--difficulties", default="easy",
+                   help="task difficulties to train, probe and evaluate on, e.g. easy,medium (mixed in one run)")
     p.add_argument("--max_turns", default=None, help="N or domain=N,... (default: the per-domain limits the SFT benchmark trained with)")
     p.add_argument("--max_new_tokens", type=int, default=None)
     p.add_argument("--episode_tokens", type=int, default=None)
@@ -178,11 +181,14 @@ def run_multi(args, preset):
     if args.multi_rewards:
         cfg = cfg.replace(rewards=args.multi_rewards)
     candidates = [d for d in args.multi_domains.split(",") if d]
+    levels = [d for d in args.difficulties.split(",") if d]
     # 1. probe: where does the SFT checkpoint already succeed?
-    probe_tasks = splits.heldout_tasks("grpo_probe", candidates, args.probe_n)
+    probe_tasks = [t for lv in levels for t in splits.heldout_tasks("grpo_probe", candidates, args.probe_n, difficulty=lv)]
     probe = _env_eval(model, tok, probe_tasks, cfg, "probe")
     probe = {d: probe.row(d) for d in candidates}
-    domains = [d for d in candidates if probe[d].successes > 0]
+    # GRPO learns where a group has mixed outcomes: skip domains the probe never or always solves
+    domains = [d for d in candidates if 0 < probe[d].successes < probe[d].n] or [
+        d for d in candidates if probe[d].successes > 0]
     note = None
     if not domains:
         best = max(candidates, key=lambda d: (probe[d].mean_score, -probe[d].invalid_action_rate))
@@ -190,8 +196,9 @@ def run_multi(args, preset):
     print(f"probe ({args.probe_n}/domain): { {d: probe[d].successes for d in candidates} } -> train on {domains}",
           flush=True)
     # 2. held-out success before
-    train_tasks, _ = splits.training_tasks("grpo_train", domains, 64, seed=splits.GRPO_TRAIN_SEED + args.seed)
-    eval_tasks = splits.heldout_tasks("eval", domains, args.eval_n)
+    train_tasks = [t for lv in levels for t in splits.training_tasks(
+        "grpo_train", domains, 64, seed=splits.GRPO_TRAIN_SEED + args.seed, difficulty=lv)[0]]
+    eval_tasks = [t for lv in levels for t in splits.heldout_tasks("eval", domains, args.eval_n, difficulty=lv)]
     sft_tasks, _ = splits.training_tasks("sft_train", domains, splits.SFT_TRAIN_MAX_PER_DOMAIN)
     splits.check_disjoint({"grpo_train": train_tasks, "sft_train (the SFT checkpoint's)": sft_tasks},
                           {"eval": eval_tasks, "grpo_probe": probe_tasks})
@@ -221,6 +228,7 @@ def run_multi(args, preset):
         }
     return {
         "sft": sft,
+        "difficulties": levels,
         "probe": {d: probe[d].successes for d in candidates},
         "domains": domains,
         "note": note,

@@ -43,12 +43,14 @@ def test_old_grpo_learning_defaults_held_out_the_sft_checkpoints_training_tasks(
     assert "... and" in message  # a long list is cut, with the count of the rest
 
 
-def test_new_grpo_learning_defaults_pass_the_check():
-    # the tasks benchmarks/grpo_learning.py --part multi now builds (default --seed 0, --eval_n 50, --probe_n 10)
+@pytest.mark.parametrize("difficulty", ["easy", "medium"])
+def test_new_grpo_learning_defaults_pass_the_check(difficulty):
+    # the tasks benchmarks/grpo_learning.py --part multi now builds (default --seed 0, --eval_n 50, --probe_n 10;
+    # --difficulties easy,medium adds the medium ones); the SFT checkpoint trained on easy tasks
     domains = ["db", "kg", "os"]
-    probe = splits.heldout_tasks("grpo_probe", domains, 10)
-    grpo_train, _ = splits.training_tasks("grpo_train", domains, 64, seed=splits.GRPO_TRAIN_SEED)
-    held = splits.heldout_tasks("eval", domains, 50)
+    probe = splits.heldout_tasks("grpo_probe", domains, 10, difficulty=difficulty)
+    grpo_train, _ = splits.training_tasks("grpo_train", domains, 64, seed=splits.GRPO_TRAIN_SEED, difficulty=difficulty)
+    held = splits.heldout_tasks("eval", domains, 50, difficulty=difficulty)
     sft_train, dropped = splits.training_tasks("sft_train", domains, splits.SFT_TRAIN_MAX_PER_DOMAIN)
     assert dropped > 0  # kg repeats tasks across seeds: some seed-1000 tasks equal held-out ones, and are left out
     splits.check_disjoint({"grpo_train": grpo_train, "sft_train": sft_train}, {"eval": held, "grpo_probe": probe})
