@@ -8,6 +8,9 @@ the environment state instead of the text.
 
 from __future__ import annotations
 
+import collections
+import hashlib
+import json
 import random
 from typing import Callable, Protocol
 
@@ -34,15 +37,25 @@ class ExpertPolicy:
 
 
 class RandomPolicy:
-    """Random but well-formed actions: the baseline every trained policy must beat."""
+    """Random but well-formed actions: the baseline every trained policy must beat.
+
+    Each action's randomness comes from (seed, the conversation so far, how often this policy was
+    asked in that same state), not from one shared stream: an episode plays the same whatever the
+    batch size or the order the episode loop schedules episodes in."""
 
     name = "random"
 
     def __init__(self, seed: int = 0):
-        self.rng = random.Random(seed)
+        self.seed = seed
+        self._asked: collections.Counter[str] = collections.Counter()
 
     def act_batch(self, histories: list[Messages], envs: list[Env]) -> list[str]:
-        return [env.random_action(self.rng) for env in envs]
+        actions = []
+        for history, env in zip(histories, envs):
+            state = hashlib.sha256(json.dumps([self.seed, history], sort_keys=True).encode()).hexdigest()
+            actions.append(env.random_action(random.Random(f"{state}:{self._asked[state]}")))
+            self._asked[state] += 1
+        return actions
 
 
 class CallablePolicy:

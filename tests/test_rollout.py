@@ -44,3 +44,13 @@ def test_turn_limits_from_the_command_line():
         with pytest.raises(ValueError, match="turn limit"):
             parse_turn_limits(bad)
     assert build_parser().parse_args(["--model", "m", "--max_turns", "easy"]).max_turns == EASY_TURN_LIMITS
+
+
+def test_random_play_does_not_depend_on_the_batch_size():
+    # the random baseline draws from (seed, state), not one shared stream: continuous batching reorders turns
+    from openmanus_lite.policies import RandomPolicy
+
+    tasks = generate_tasks("ecommerce", 6, seed=5) + generate_tasks("db", 6, seed=5)
+    plays = [[t.messages for t in run_episodes(RandomPolicy(3), tasks, batch_size=b, progress=False)] for b in (1, 4, 12)]
+    assert plays[0] == plays[1] == plays[2]
+    assert plays[0] != [t.messages for t in run_episodes(RandomPolicy(4), tasks, batch_size=4, progress=False)]
