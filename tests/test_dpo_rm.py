@@ -9,6 +9,7 @@ environment of test_preferences (short episodes keep every step fast).
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from test_preferences import TASK, play  # also registers the toy 'game' environment
@@ -166,7 +167,7 @@ def test_step_positions_sit_on_turn_ends(tiny):
 def prm(tiny, toy_data, tmp_path_factory):
     from openmanus_lite.train.reward_model import RMSettings, train_prm
 
-    s = RMSettings(max_steps=12, batch_size=8, learning_rate=3e-3, lora=None, logging_steps=4, max_length=512)
+    s = RMSettings(max_steps=12, batch_size=8, learning_rate=3e-3, lora=None, logging_steps=1, max_length=512)
     return train_prm(tiny, toy_data.prm, s, output_dir=tmp_path_factory.mktemp("prm"))
 
 
@@ -176,7 +177,7 @@ def test_prm_trains_on_step_labels_and_round_trips(prm, toy_data, tmp_path):
     rm, report = prm
     assert report.steps == 12 and report.data_counts["rows"] == len(toy_data.prm)
     losses = [e["loss"] for e in report.log if "loss" in e]
-    assert losses[-1] < losses[0]
+    assert losses[-1] < min(losses[0], math.log(2))  # from chance (binary step labels) to below it
     acc = step_accuracy(rm, toy_data.prm)
     assert acc["n"] == sum(len(r["step_labels"]) for r in toy_data.prm)
     assert acc["auc"] is not None and acc["auc"] > 0.5, acc
