@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -36,16 +35,13 @@ def main(argv: list[str] | None = None) -> int:
 
     tasks = heldout_tasks("eval", list_domains(), args.per_domain)
     policy = make_policy(args.model, max_new_tokens=args.max_new_tokens, batch_size=args.batch)
-    t = time.perf_counter()
     res = run_benchmark(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=args.batch, progress=False,
                         label="eval_speed")
-    wall = time.perf_counter() - t
-    tokens = res.generated_tokens
-    all_ = res.row()
+    wall, tokens, overall = res.wall_s, res.generated_tokens, res.row()  # run_benchmark times the whole run
     print(res.table().to_string(index=False))
     print("RESULT " + json.dumps({
         "episodes": len(res.records), "wall_s": round(wall, 1), "minutes": round(wall / 60, 2),
-        "success": round(all_.success_rate, 4), "ci95": [round(all_.ci_low, 4), round(all_.ci_high, 4)],
+        "success": round(overall.success_rate, 4), "ci95": [round(overall.ci_low, 4), round(overall.ci_high, 4)],
         "per_domain": {d: res.row(d).successes for d in list_domains()},
         "generated_tokens": tokens, "tokens_per_s": round(tokens / wall, 1) if tokens else None,
     }))
