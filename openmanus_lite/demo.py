@@ -6,8 +6,8 @@
       -> multi-turn GRPO (outcome reward) where SFT has mixed outcomes -> evaluate
       -> run folder with report.md (tables, 95% intervals, plots, time per stage, the command)
 
-Planned at 44 minutes on a 2-core CPU: prepare 1, three evaluations of 60 episodes at 2 each, SFT 30,
-GRPO 7 (DemoConfig; SFT and GRPO stop at their limits, the others are plans). Each stage writes its
+Planned at 45 minutes on a 2-core CPU: prepare 1, the untrained model's evaluation 5 (it plays every episode
+to its turn limit), SFT 30, the trained checkpoints' evaluations 1.5 each, GRPO 6 (DemoConfig; SFT and GRPO stop at their limits, the others are plans). Each stage writes its
 result into the run folder and records itself and its time in `state.json`, so an interrupted demo
 re-run with the same `--output_dir` (or `--resume`) continues where it stopped and the report's total
 counts every attempt. `--quick` runs the same pipeline on the tiny test model in a minute or so.
@@ -51,9 +51,10 @@ REPORT = "report.md"
 
 @dataclass
 class DemoConfig:
-    """What the demo does. The defaults are planned at 44 minutes on a 2-core CPU (`planned_minutes`): SFT is the
-    `cpu_30min` recipe (30 minutes), GRPO has 7, each evaluation of 60 episodes is planned at 2 (with the faster
-    generation engine; the evaluation is never cut short) and the model and data at 1."""
+    """What the demo does. The defaults are planned at 45 minutes on a 2-core CPU (`planned_minutes`): SFT is the
+    `cpu_30min` recipe (30 minutes), GRPO has 6, the untrained model's 60 episodes are planned at 5 (measured 5.2:
+    it plays every episode to its turn limit with full-length replies), a trained checkpoint's at 1.5 (measured
+    1.0-1.2; an evaluation is never cut short) and the model and data at 1."""
 
     preset: str = "cpu"
     model: str | None = None
@@ -76,10 +77,12 @@ class DemoConfig:
     prepare_minutes: float = 1.0
     """Planned minutes of the prepare stage (converting the model once, merging and synthesizing the data);
     a plan for the report, not a limit."""
-    eval_minutes: float = 2.0
-    """Planned minutes of each evaluation (loading the checkpoint and playing its episodes); a plan, not a limit:
-    an evaluation always plays every task, so the checkpoints compare on the same tasks."""
-    grpo_minutes: float = 7.0
+    eval_minutes: float = 1.5
+    """Planned minutes of a trained checkpoint's evaluation (loading it and playing its episodes); a plan, not a
+    limit: an evaluation always plays every task, so the checkpoints compare on the same tasks."""
+    untrained_eval_minutes: float = 5.0
+    """Planned minutes of the untrained model's evaluation (a plan, as above)."""
+    grpo_minutes: float = 6.0
     """GRPO's time limit (training time; the trainer stops after the step that passes it)."""
     grpo_steps: int = 60
     """Step cap of GRPO; the minutes are the limit unless the steps are very fast."""
@@ -108,7 +111,7 @@ class DemoConfig:
     def planned_minutes(self) -> dict[str, float]:
         """Minutes per stage: the limits of SFT and GRPO, the plans of the others."""
         sft = self.sft_minutes if self.sft_minutes is not None else self.sft_recipe().max_minutes
-        return {"prepare": self.prepare_minutes, "eval_untrained": self.eval_minutes, "sft": float(sft or 0.0),
+        return {"prepare": self.prepare_minutes, "eval_untrained": self.untrained_eval_minutes, "sft": float(sft or 0.0),
                 "eval_sft": self.eval_minutes, "grpo": self.grpo_minutes, "eval_grpo": self.eval_minutes}
 
     def to_json(self) -> dict[str, Any]:
@@ -130,8 +133,8 @@ class DemoConfig:
         """The same pipeline on the tiny test model with small settings (seconds per stage)."""
         return cls(
             preset="cpu_debug", train_per_domain=12, eval_per_domain=3, eval_max_turns=3, sft_minutes=0.6,
-            sft_max_length=512, prepare_minutes=0.2, eval_minutes=0.2, grpo_minutes=0.5, grpo_steps=2,
-            grpo_domains="all", grpo_tasks_per_domain=2, grpo_num_generations=2, grpo_max_turns=2,
+            sft_max_length=512, prepare_minutes=0.2, eval_minutes=0.2, untrained_eval_minutes=0.2, grpo_minutes=0.5,
+            grpo_steps=2, grpo_domains="all", grpo_tasks_per_domain=2, grpo_num_generations=2, grpo_max_turns=2,
         )
 
 
@@ -672,7 +675,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sft_minutes", type=float, default=None, help="SFT time limit (default: the recipe's, 30)")
     p.add_argument("--grpo_minutes", type=float, default=None, help=f"GRPO time limit (default: {d.grpo_minutes:g})")
     p.add_argument("--eval_minutes", type=float, default=None,
-                   help=f"planned minutes per evaluation, for the report (default: {d.eval_minutes:g}; not a limit)")
+                   help=f"planned minutes of a trained checkpoint's evaluation, for the report (default: "
+                        f"{d.eval_minutes:g}; not a limit)")
     p.add_argument("--eval_per_domain", type=int, default=None,
                    help=f"held-out dev tasks per domain per checkpoint (default: {d.eval_per_domain})")
     p.add_argument("--grpo_domains", default=None, choices=sorted(GRPO_DOMAIN_RULES),
