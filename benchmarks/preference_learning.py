@@ -73,6 +73,8 @@ def rate(flags: list[bool]) -> dict:
 
 
 def main(argv=None) -> int:
+    from openmanus_lite.envs import parse_turn_limits
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="start checkpoint (SFT; full or LoRA adapter), 'default' or 'tiny'")
     p.add_argument("--domains", default="os,db,kg")
@@ -86,7 +88,8 @@ def main(argv=None) -> int:
     p.add_argument("--mistakes", type=int, default=3, help="mistake-injected expert episodes per training task")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--max-new-tokens", type=int, default=96)
-    p.add_argument("--max-turns", type=int, default=None, help="override the environments' turn limits")
+    p.add_argument("--max-turns", type=parse_turn_limits, default=None,
+                   help="turn limits: N, 'easy' or domain=N,... (default: each environment's own)")
     p.add_argument("--max-length", type=int, default=768, help="token budget of training sequences")
     p.add_argument("--dpo-steps", type=int, default=30)
     p.add_argument("--dpo-seconds", type=float, default=600)
@@ -115,11 +118,12 @@ def main(argv=None) -> int:
     import matplotlib.pyplot as plt
 
     from openmanus_lite import search
-    from openmanus_lite.eval.benchmark import run_benchmark
+    from openmanus_lite.eval.benchmark import BenchmarkResult, run_benchmark
+    from openmanus_lite.eval.scaling import best_of_n_from_pools, episode_pools
     from openmanus_lite.eval.suites import load_suite
     from openmanus_lite.models import load_model
     from openmanus_lite.policies import ModelPolicy
-    from openmanus_lite.rollout import run_episodes
+    from openmanus_lite.schema import Trajectory
     from openmanus_lite.splits import PREFERENCE_EVAL_SUITE, PREFERENCE_TRAIN_SEED, check_disjoint, training_tasks
     from openmanus_lite.train.dpo import DPOSettings, resolve_checkpoint, run_dpo
     from openmanus_lite.train.preferences import build_preference_data, split_by_task
@@ -172,6 +176,14 @@ def main(argv=None) -> int:
         "start": start, "domains": domains, "difficulty": args.difficulty, "train_tasks": len(train_tasks),
         "train_eval_overlaps_removed": overlaps, "eval_tasks": len(eval_suite.tasks), "data": data.counts,
     }
+    outcomes: dict[str, set] = {}
+    for ep in data.episodes:
+        if ep.source.startswith("rollout"):
+            outcomes.setdefault(ep.meta["task_id"], set()).add(bool(ep.meta["success"]))
+    # the reward models learn to rank most from tasks where the policy's own rollouts both won and lost
+    result["rollout_outcomes_by_task"] = {"both": sum(len(v) == 2 for v in outcomes.values()),
+                                          "all_success": sum(v == {True} for v in outcomes.values()),
+                                          "all_failure": sum(v == {False} for v in outcomes.values())}
 
     # ---- 2. the start policy, greedy, held-out
     if "eval" not in skip:
@@ -237,34 +249,26 @@ def main(argv=None) -> int:
     sizes = sorted(int(x) for x in args.best_of.split(",") if x)
     if "bestof" not in skip and sizes:
         t0 = time.perf_counter()
-        by_task = {r.task_id: r for r in sft_eval.records}
-        search_tasks = [t for d in domains for t in [u for u in eval_suite.tasks if u.domain == d][: args.search_tasks]]
-        extra = max(sizes) - 1
-        samples = run_episodes(policy(sft_model, sft_tok, "sft-sample", args.temperature),
-                               [t for t in search_tasks for _ in range(extra)], max_turns=args.max_turns,
-                               progress=True)
-        from openmanus_lite.schema import Trajectory
-
-        pools = {}
-        for i, t in enumerate(search_tasks):
-            greedy = Trajectory.from_dict(by_task[t.id].trajectory)
-            pools[t.id] = [greedy] + samples[i * extra:(i + 1) * extra]
+        search_ids = {t.id for d in domains for t in [u for u in eval_suite.tasks if u.domain == d][: args.search_tasks]}
+        search_suite = eval_suite.subset(limit=args.search_tasks)
+        greedy = BenchmarkResult(sft_eval.policy, sft_eval.suite, [r for r in sft_eval.records if r.task_id in search_ids])
+        sampler = policy(sft_model, sft_tok, "sft-sample", args.temperature)
+        samples = [run_benchmark(sampler, search_suite, max_turns=args.max_turns, label=f"sample{k}")
+                   for k in range(max(sizes) - 1)]
+        pools = episode_pools(greedy, samples)
+        convs = {tid: [Trajectory.from_dict(r.trajectory).to_messages() for r in pool] for tid, pool in pools.items()}
+        scores = {name: {tid: rm.score_conversations(c) for tid, c in convs.items()}
+                  for name, rm in (("orm", orm), ("prm", prm)) if rm is not None}
+        picked = best_of_n_from_pools(pools, sizes, scores, suite_name=eval_suite.name)
         table = {}
         for n in sizes:
-            rows = {"greedy": [], "random": [], "oracle": [], "orm": [], "prm": []}
-            for t in search_tasks:
-                pool = pools[t.id][:n]
-                ok = [bool(e.meta["success"]) for e in pool]
-                rows["greedy"].append(ok[0])
-                rows["random"].append(sum(ok) / len(ok))  # expected success of a uniform pick
-                rows["oracle"].append(any(ok))
-                for name, rm in (("orm", orm), ("prm", prm)):
-                    if rm is not None:
-                        scores = rm.score_conversations([e.to_messages() for e in pool])
-                        best = max(range(len(pool)), key=lambda j: (scores[j], -j))
-                        rows[name].append(ok[best])
-            table[f"best_of_{n}"] = {k: round(sum(v) / len(v), 4) for k, v in rows.items() if v}
-            table[f"best_of_{n}"]["n_tasks"] = len(search_tasks)
+            row = {"greedy": sum(pool[0].success for pool in pools.values()) / len(pools),
+                   # the expected success of a uniform pick among the N
+                   "random": sum(sum(r.success for r in pool[:n]) / n for pool in pools.values()) / len(pools),
+                   "oracle": picked[("best_of_n-oracle", float(n))].success_rate()}
+            row.update({name: picked[(f"best_of_n[{name}]", float(n))].success_rate() for name in scores})
+            table[f"best_of_{n}"] = {k: round(v, 4) for k, v in row.items()}
+            table[f"best_of_{n}"]["n_tasks"] = len(pools)
         result["best_of_n"] = table
         timings["best_of_n"] = time.perf_counter() - t0
 

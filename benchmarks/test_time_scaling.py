@@ -1,14 +1,19 @@
 """Test-time scaling: does search beat greedy decoding, at equal and at larger compute?
 
-For each task of the dev suite of >= 3 domains, one greedy episode sets the unit of compute
-(its generated tokens); best-of-N, beam (Tree-of-Thoughts), MCTS and DFSDT then get 1x, 2x,
-4x, 8x that budget, using only what an agent can see (no success checker). Oracle-selected
-best-of-N (pass@k) is reported separately as an upper bound. Writes a CSV, a plot and the
-per-run results; ends with one `RESULT {json}` line.
+For each task (the first --tasks per domain of a frozen suite, medium tasks of four domains by default,
+where a strong SFT checkpoint leaves room), one greedy episode sets the unit of compute (its generated
+tokens). Then, using only what an agent can see (no success checker):
+  - best-of-N from one pool per task (the greedy episode plus N-1 sampled ones, sampled in batched passes),
+    picked by the ORM (--orm, a reward model saved by benchmarks/preference_learning.py) and by the
+    policy's own mean log-probability per reply token (`generation.reply_logprobs`): N = 1, 2, 4, 8 costs
+    about N units;
+  - beam (Tree-of-Thoughts), MCTS and DFSDT, searched per task within 1x, 2x, 4x the unit.
+Oracle best-of-N (pass@N: any of the N succeeded) is the upper bound, drawn dotted. Writes a CSV, a plot
+and the per-run results under --out; ends with one `RESULT {json}` line.
 
-    python benchmarks/test_time_scaling.py --policy random                 # quick, CPU, ~1 min
-    python benchmarks/test_time_scaling.py                                  # the SFT checkpoint
-    python benchmarks/test_time_scaling.py --model PATH --tasks 20          # any checkpoint
+    python benchmarks/test_time_scaling.py --policy random --difficulty easy --domains os,db,kg  # quick, ~1 min
+    python benchmarks/test_time_scaling.py --model runs/sft_60min/merged --orm runs/preference_learning/orm \
+        --max-turns os=5,db=5,kg=9,ecommerce=8,web=12,household=16
 
 Default model: $OPENMANUS_SFT_CHECKPOINT, else the newest SFT checkpoint under runs/ (a folder
 whose path mentions 'sft' and holds a config.json or adapter_config.json), else the embedded
@@ -38,12 +43,13 @@ def find_sft_checkpoint() -> Path | None:
 
 
 def make_proposer(args):
+    """(proposer, name, model policy or None)."""
     from openmanus_lite.search import ExpertProposer, PolicyProposer, RandomProposer
 
     if args.policy == "random":
-        return RandomProposer(), "random"
+        return RandomProposer(), "random", None
     if args.policy == "expert":
-        return ExpertProposer(), "expert"
+        return ExpertProposer(), "expert", None
     path = args.model or find_sft_checkpoint()
     if path is None:
         from openmanus_lite.models import prepare_default_model
@@ -56,23 +62,32 @@ def make_proposer(args):
     model, tok = load_model(str(path))
     policy = ModelPolicy(model, tok, name=Path(path).name, max_new_tokens=args.max_new_tokens, temperature=0.0,
                          batch_size=args.batch_size, seed=args.seed)
-    return PolicyProposer(policy), str(path)
+    return PolicyProposer(policy), str(path), policy
 
 
 def main(argv=None) -> int:
+    from openmanus_lite.envs import parse_turn_limits
     from openmanus_lite.splits import SEARCH_SUITE
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--policy", choices=["model", "random", "expert"], default="model")
     p.add_argument("--model", help="checkpoint path or hub name (default: see above)")
     p.add_argument("--suite", default=SEARCH_SUITE, help=f"frozen suite (default: splits.SEARCH_SUITE, {SEARCH_SUITE})")
-    p.add_argument("--domains", default="os,db,kg", help="comma-separated; at least three for the headline")
-    p.add_argument("--difficulty", default="easy")
-    p.add_argument("--tasks", type=int, default=10, help="tasks per domain (the first ones of the suite)")
-    p.add_argument("--multipliers", default="1,2,4,8")
-    p.add_argument("--strategies", default="best_of_n,beam,mcts,dfsdt")
-    p.add_argument("--no-oracle", action="store_true", help="skip oracle best-of-N (pass@k)")
-    p.add_argument("--max-turns", type=int, help="override the environments' turn limits")
+    p.add_argument("--domains", default="db,web,household,ecommerce",
+                   help="comma-separated; at least three for the headline (default: the four where the 60-minute "
+                        "checkpoint has mixed outcomes on medium tasks)")
+    p.add_argument("--difficulty", default="medium")
+    p.add_argument("--tasks", type=int, default=6, help="tasks per domain (the first ones of the suite)")
+    p.add_argument("--multipliers", default="1,2,4", help="budgets of the tree searches, in greedy episodes")
+    p.add_argument("--strategies", default="beam,mcts,dfsdt",
+                   help="searched per task within each budget (best_of_n here: search.py's heuristic picker)")
+    p.add_argument("--best-of", default="1,2,4,8",
+                   help="pool sizes of pooled best-of-N (a model policy only; '' skips the pool)")
+    p.add_argument("--orm", help="a saved outcome reward model (benchmarks/preference_learning.py writes <out>/orm)")
+    p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature of the pooled episodes")
+    p.add_argument("--no-oracle", action="store_true", help="skip oracle best-of-N (pass@N)")
+    p.add_argument("--max-turns", type=parse_turn_limits, default=None,
+                   help="turn limits: N, 'easy' or domain=N,... (default: each environment's own)")
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
@@ -85,19 +100,53 @@ def main(argv=None) -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from openmanus_lite.eval.benchmark import run_benchmark
     from openmanus_lite.eval.plots import plot_scaling
-    from openmanus_lite.eval.scaling import run_scaling
+    from openmanus_lite.eval.scaling import best_of_n_from_pools, episode_pools, run_scaling
     from openmanus_lite.eval.suites import load_suite
+    from openmanus_lite.schema import Trajectory
 
     domains = [d for d in args.domains.split(",") if d]
     suite = load_suite(args.suite, domains=domains, difficulties=[args.difficulty], limit=args.tasks,
                        root=args.suite_root)
-    proposer, source = make_proposer(args)
-    mults = [float(m) for m in args.multipliers.split(",")]
+    proposer, source, policy = make_proposer(args)
+    mults = [float(m) for m in args.multipliers.split(",") if m]
+    sizes = [int(n) for n in args.best_of.split(",") if n] if policy is not None else []
+    strategies = [s for s in args.strategies.split(",") if s]
+    timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    res = run_scaling(suite.tasks, proposer, strategies=args.strategies.split(","), multipliers=mults,
-                      oracle=not args.no_oracle, max_turns=args.max_turns, seed=args.seed,
-                      suite_name=suite.name)
+    greedy = None
+    pooled = {}
+    if sizes:
+        from openmanus_lite.generation import reply_logprobs
+        from openmanus_lite.policies import ModelPolicy
+
+        t = time.perf_counter()
+        greedy = run_benchmark(policy, suite, max_turns=args.max_turns, batch_size=32, label="greedy")
+        sampler = ModelPolicy(policy.model, policy.tokenizer, name="sampled", max_new_tokens=args.max_new_tokens,
+                              temperature=args.temperature, seed=args.seed + 1, batch_size=32)
+        samples = [run_benchmark(sampler, suite, max_turns=args.max_turns, batch_size=32, label=f"sample{k}")
+                   for k in range(max(sizes) - 1)]
+        pools = episode_pools(greedy, samples)
+        timings["pool_episodes"] = time.perf_counter() - t
+        convs = {tid: [Trajectory.from_dict(r.trajectory).to_messages() for r in pool] for tid, pool in pools.items()}
+        t = time.perf_counter()
+        scores = {"logprob": {tid: reply_logprobs(policy.model, policy.tokenizer, c) for tid, c in convs.items()}}
+        timings["logprob_scores"] = time.perf_counter() - t
+        if args.orm:
+            from openmanus_lite.train.reward_model import load_reward_model
+
+            t = time.perf_counter()
+            orm = load_reward_model(args.orm)
+            scores["orm"] = {tid: orm.score_conversations(c) for tid, c in convs.items()}
+            timings["orm_scores"] = time.perf_counter() - t
+        pooled = best_of_n_from_pools(pools, sizes, scores, suite_name=suite.name, oracle=not args.no_oracle)
+    t = time.perf_counter()
+    res = run_scaling(suite.tasks, proposer, strategies=strategies, multipliers=mults,
+                      oracle=not args.no_oracle and not sizes, max_turns=args.max_turns, seed=args.seed,
+                      suite_name=suite.name, greedy=greedy)
+    timings["searches"] = time.perf_counter() - t
+    res.runs.update(pooled)
     wall = time.perf_counter() - t0
 
     out = Path(args.out)
@@ -110,21 +159,23 @@ def main(argv=None) -> int:
     fig, axes = plt.subplots(1, len(domains) + 1, figsize=(4.2 * (len(domains) + 1), 3.6), squeeze=False)
     real = frame[frame["strategy"] != "greedy"]
     plot_scaling(real, ax=axes[0][0], baseline=res.greedy.success_rate(), title=f"all ({len(suite)} tasks)")
+    per_domain = {}
     for ax, d in zip(axes[0][1:], domains):
         fd = res.frame(d)
+        fd.to_csv(out / f"scaling_{d}.csv", index=False)
         plot_scaling(fd[fd["strategy"] != "greedy"], ax=ax, baseline=fd.iloc[0]["success_rate"], title=d)
+        per_domain[d] = {f"{row.strategy}@{row.budget:g}x": round(row.success_rate, 4) for row in fd.itertuples()}
     fig.suptitle(f"test-time scaling: {Path(source).name} on {args.suite}/{args.difficulty}")
     fig.tight_layout()
     fig.savefig(out / "scaling.png", dpi=120)
 
     print(frame.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    per_domain = {d: {"greedy": round(res.frame(d).iloc[0]["success_rate"], 4)} for d in domains}
-    summary = res.summary()
     result = {
         "policy": source, "suite": args.suite, "difficulty": args.difficulty, "domains": domains,
-        "tasks": len(suite), "multipliers": mults, "median_greedy_tokens": sorted(res.unit_tokens.values())[
-            len(res.unit_tokens) // 2],
-        **summary, "per_domain_greedy": per_domain, "wall_s": round(wall, 1), "plot": str(out / "scaling.png"),
+        "tasks": len(suite), "multipliers": mults, "best_of": sizes, "orm": args.orm,
+        "median_greedy_tokens": sorted(res.unit_tokens.values())[len(res.unit_tokens) // 2],
+        **res.summary(), "per_domain": per_domain, "timings_s": {k: round(v, 1) for k, v in timings.items()},
+        "wall_s": round(wall, 1), "plot": str(out / "scaling.png"),
     }
     print("RESULT " + json.dumps(result))
     return 0

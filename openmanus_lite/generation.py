@@ -371,6 +371,44 @@ def generate_from_ids(
     )
 
 
+def reply_logprobs(model: Any, tokenizer: Any, conversations: list[Messages]) -> list[float]:
+    """The model's mean log-probability per token of each conversation's assistant replies (teacher-forced, at
+    temperature 1, each reply's end-of-turn token included): how sure the policy itself is of an episode, the
+    picker best-of-N uses without a reward model (`eval.scaling`). Greedy and sampled episodes score on one scale,
+    which log-probabilities recorded while sampling (at the sampling temperature) would not. Runs on the copy the
+    decoding loop uses (bf16 on CPUs with native bf16), one conversation per forward pass with logits only at
+    the reply positions (a 3,000-token episode's full logits would be ~0.6 GB). A conversation without an
+    assistant reply scores -inf."""
+    import math
+
+    import torch
+
+    dtype = _loop_dtype(model, _device_type(model), False)
+    runner = inference_copy(model, dtype) if dtype is not None else model
+    device = next(runner.parameters()).device
+    end = _stop_ids(tokenizer, model)[0]
+    out = []
+    with inference_mode(model), torch.inference_mode():
+        for conv in conversations:
+            turns = [i for i, m in enumerate(conv) if m["role"] == "assistant"]
+            if not turns:
+                out.append(-math.inf)
+                continue
+            # each reply sits right after its prompt (the chat template renders conversations prefix-consistently:
+            # the prefix cache relies on the same); the reply tokens are those the decoding loop would produce
+            prompts = render_prompts(tokenizer, [conv[:i] for i in turns])
+            replies = [tokenizer(conv[i]["content"], add_special_tokens=False)["input_ids"] + [end] for i in turns]
+            ids = prompts[-1] + replies[-1]
+            targets = [p for prompt, reply in zip(prompts, replies) for p in range(len(prompt), len(prompt) + len(reply))
+                       if p < len(ids)]
+            seq = torch.tensor([ids], device=device)
+            logits = runner(input_ids=seq, logits_to_keep=torch.tensor([p - 1 for p in targets], device=device)).logits
+            logp = torch.log_softmax(logits[0].float(), dim=-1)
+            chosen = logp.gather(-1, seq[0, targets].unsqueeze(-1))
+            out.append(float(chosen.mean()))
+    return out
+
+
 # --------------------------------------------------------------------------- engines
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..schema import Task
 from ..search import Budget, as_proposer
 from .benchmark import BenchmarkResult, run_benchmark
-from .metrics import ALL, find_row
+from .metrics import ALL, TaskRecord, find_row
 
 UNLIMITED = 10**12
 
@@ -69,6 +69,62 @@ class ScalingResult:
         return out
 
 
+def episode_pools(greedy: BenchmarkResult, samples: list[BenchmarkResult]) -> dict[str, list[TaskRecord]]:
+    """Task id -> its episodes: the greedy one first, then one per sampled pass over the same tasks."""
+    pools = {r.task_id: [r] for r in greedy.records}
+    for res in samples:
+        for r in res.records:
+            if r.task_id not in pools:
+                raise ValueError(f"sampled pass {res.label!r} played task {r.task_id!r}, which the greedy pass did not")
+            pools[r.task_id].append(r)
+    return pools
+
+
+def best_of_n_from_pools(pools: dict[str, list[TaskRecord]], sizes, scores: dict[str, dict[str, list[float]]], *,
+                         suite_name: str = "tasks", oracle: bool = True) -> dict[tuple[str, float], BenchmarkResult]:
+    """Best-of-N for every N of `sizes` and every picker, from one pool of episodes per task (`episode_pools`).
+
+    Why pools: every picker and every N then judge the same episodes, so their differences are the pickers'
+    and not sampling noise, and nothing is generated twice. `scores[picker][task_id]` holds one score per
+    pooled episode (e.g. an ORM's, or `generation.reply_logprobs`); the first N episodes compete, the highest
+    wins, ties go to the earlier one (the greedy episode first). Returns {("best_of_n[picker]", N): result},
+    plus ("best_of_n-oracle", N) with `oracle` (success if any of the N succeeded: pass@N, an upper bound).
+    Each record is the chosen episode's, with the generated tokens of all N episodes: what playing them cost.
+    """
+    out: dict[tuple[str, float], BenchmarkResult] = {}
+    pickers = dict(scores)
+    for name, per_task in pickers.items():
+        for tid, pool in pools.items():
+            if len(per_task.get(tid, ())) != len(pool):
+                raise ValueError(f"picker {name!r} has {len(per_task.get(tid, ()))} scores for task {tid!r}, "
+                                 f"which pools {len(pool)} episodes")
+    for n in sorted(int(x) for x in sizes):
+        if n < 1 or any(len(pool) < n for pool in pools.values()):
+            raise ValueError(f"best-of-{n} needs at least {n} pooled episodes per task")
+        for name, per_task in pickers.items():
+            records = []
+            for tid, pool in pools.items():
+                s = per_task[tid][:n]
+                best = max(range(n), key=lambda j: (s[j], -j))
+                records.append(_chosen(pool, best, n))
+            out[(f"best_of_n[{name}]", float(n))] = BenchmarkResult(
+                policy=name, suite=suite_name, records=records, label=f"best_of_n[{name}]@{n}")
+        if oracle:
+            records = []
+            for pool in pools.values():
+                wins = [j for j in range(n) if pool[j].success]
+                records.append(_chosen(pool, wins[0] if wins else 0, n))
+            out[("best_of_n-oracle", float(n))] = BenchmarkResult(
+                policy="oracle", suite=suite_name, records=records, label=f"best_of_n-oracle@{n}")
+    return out
+
+
+def _chosen(pool: list[TaskRecord], best: int, n: int) -> TaskRecord:
+    spent = [r.generated_tokens for r in pool[:n]]
+    return replace(pool[best], generated_tokens=None if None in spent else sum(spent),
+                   extra={**pool[best].extra, "pool_index": best, "pool_size": n})
+
+
 def _row(res: BenchmarkResult, domain: str):
     return find_row(res.summary, domain, ALL) if domain != ALL else res.row()
 
@@ -76,16 +132,22 @@ def _row(res: BenchmarkResult, domain: str):
 def run_scaling(tasks: list[Task], proposer: Any, *, strategies=("best_of_n", "beam", "mcts", "dfsdt"),
                 multipliers=(1, 2, 4, 8), oracle: bool = True, max_turns: int | None = None, seed: int = 0,
                 progress: bool = True, strategy_kwargs: dict[str, dict] | None = None,
-                suite_name: str = "tasks") -> ScalingResult:
+                suite_name: str = "tasks", greedy: BenchmarkResult | None = None) -> ScalingResult:
     """Greedy episodes first (their token cost is each task's unit), then every strategy at
-    every multiple of the unit; with `oracle`, also oracle best-of-N (pass@k) at each multiple."""
+    every multiple of the unit; with `oracle`, also oracle best-of-N (pass@k) at each multiple.
+    `greedy`: the greedy episodes when already played (e.g. batched by `run_benchmark`, as the pooled
+    best-of-N of `best_of_n_from_pools` needs them too), with token counts."""
     from .suites import Suite
 
     proposer = as_proposer(proposer)
     suite = Suite(suite_name, list(tasks))
     t0 = time.perf_counter()
-    greedy = run_benchmark(proposer, suite, search="best_of_n", budget=Budget(tokens=UNLIMITED), search_options={"n": 1},
-                           max_turns=max_turns, seed=seed, progress=progress, label="greedy")
+    if greedy is None:
+        greedy = run_benchmark(proposer, suite, search="best_of_n", budget=Budget(tokens=UNLIMITED),
+                               search_options={"n": 1}, max_turns=max_turns, seed=seed, progress=progress,
+                               label="greedy")
+    elif {r.task_id for r in greedy.records} != {t.id for t in suite.tasks} or greedy.generated_tokens is None:
+        raise ValueError("the greedy result given must cover exactly these tasks and count generated tokens")
     unit = {r.task_id: max(1, int(r.generated_tokens or 0)) for r in greedy.records}
     out = ScalingResult(greedy=greedy, unit_tokens=unit)
     kwargs = strategy_kwargs or {}
