@@ -79,6 +79,9 @@ def main(argv=None) -> int:
     p.add_argument("--difficulty", default="medium")
     p.add_argument("--tasks", type=int, default=6, help="tasks per domain (the first ones of the suite)")
     p.add_argument("--multipliers", default="1,2,4", help="budgets of the tree searches, in greedy episodes")
+    p.add_argument("--tree-tasks", type=int, default=None,
+                   help="tree searches on only the first this many tasks per domain (they search one task at a "
+                        "time, far slower than the batched pool)")
     p.add_argument("--strategies", default="beam,mcts,dfsdt",
                    help="searched per task within each budget (best_of_n here: search.py's heuristic picker)")
     p.add_argument("--best-of", default="1,2,4,8",
@@ -89,7 +92,7 @@ def main(argv=None) -> int:
     p.add_argument("--max-turns", type=parse_turn_limits, default=None,
                    help="turn limits: N, 'easy' or domain=N,... (default: each environment's own)")
     p.add_argument("--max-new-tokens", type=int, default=96)
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--suite-root", help="folder of frozen suites (default: the suites shipped in the package)")
     p.add_argument("--out", default=str(ROOT / "runs" / "test_time_scaling"))
@@ -99,10 +102,18 @@ def main(argv=None) -> int:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import pandas as pd
 
-    from openmanus_lite.eval.benchmark import run_benchmark
+    from openmanus_lite.eval.benchmark import BenchmarkResult, run_benchmark
+    from openmanus_lite.eval.metrics import ALL
     from openmanus_lite.eval.plots import plot_scaling
-    from openmanus_lite.eval.scaling import best_of_n_from_pools, episode_pools, run_scaling
+    from openmanus_lite.eval.scaling import (
+        ScalingResult,
+        best_of_n_from_pools,
+        episode_pools,
+        run_scaling,
+        unit_tokens,
+    )
     from openmanus_lite.eval.suites import load_suite
     from openmanus_lite.schema import Trajectory
 
@@ -116,7 +127,7 @@ def main(argv=None) -> int:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     greedy = None
-    pooled = {}
+    pooled = None
     if sizes:
         from openmanus_lite.generation import reply_logprobs
         from openmanus_lite.policies import ModelPolicy
@@ -140,41 +151,68 @@ def main(argv=None) -> int:
             orm = load_reward_model(args.orm)
             scores["orm"] = {tid: orm.score_conversations(c) for tid, c in convs.items()}
             timings["orm_scores"] = time.perf_counter() - t
-        pooled = best_of_n_from_pools(pools, sizes, scores, suite_name=suite.name, oracle=not args.no_oracle)
-    t = time.perf_counter()
-    res = run_scaling(suite.tasks, proposer, strategies=strategies, multipliers=mults,
-                      oracle=not args.no_oracle and not sizes, max_turns=args.max_turns, seed=args.seed,
-                      suite_name=suite.name, greedy=greedy)
-    timings["searches"] = time.perf_counter() - t
-    res.runs.update(pooled)
+        pooled = ScalingResult(greedy, best_of_n_from_pools(pools, sizes, scores, suite_name=suite.name,
+                                                            oracle=not args.no_oracle), unit_tokens(greedy))
+    tree = None
+    tree_suite = suite.subset(limit=args.tree_tasks) if args.tree_tasks else suite
+    if strategies:
+        t = time.perf_counter()
+        ids = {task.id for task in tree_suite.tasks}
+        tree_greedy = None if greedy is None else BenchmarkResult(
+            greedy.policy, greedy.suite, [r for r in greedy.records if r.task_id in ids], label="greedy")
+        tree = run_scaling(tree_suite.tasks, proposer, strategies=strategies, multipliers=mults,
+                           oracle=not args.no_oracle and pooled is None, max_turns=args.max_turns, seed=args.seed,
+                           suite_name=suite.name, greedy=tree_greedy)
+        timings["tree_searches"] = time.perf_counter() - t
+    if pooled is None and tree is None:
+        p.error("nothing to measure: give --strategies, or --best-of with a model policy")
     wall = time.perf_counter() - t0
+    subset = tree is not None and pooled is not None and len(tree_suite) < len(suite)
+
+    def frame(domain=ALL):
+        """Pooled best-of-N and tree searches in one table; the trees' own greedy row when they ran on fewer tasks."""
+        parts = [pooled.frame(domain)] if pooled is not None else []
+        if tree is not None:
+            ft = tree.frame(domain)
+            if subset:
+                ft.loc[ft.strategy == "greedy", "strategy"] = f"greedy (first {args.tree_tasks} per domain)"
+            elif pooled is not None:
+                ft = ft[ft.strategy != "greedy"]
+            parts.append(ft)
+        return pd.concat(parts, ignore_index=True)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    frame = res.frame()
-    frame.to_csv(out / "scaling.csv", index=False)
-    res.greedy.save(out / "greedy.json")
-    for (strategy, mult), r in res.runs.items():
-        r.save(out / f"{strategy}_{mult:g}x.csv")
+    table = frame()
+    base = pooled or tree
+    base.greedy.save(out / "greedy.json")
+    for r in [*(pooled.runs.values() if pooled else ()), *(tree.runs.values() if tree else ())]:
+        r.save(out / f"{r.label.replace('@', '_')}x.csv")
     fig, axes = plt.subplots(1, len(domains) + 1, figsize=(4.2 * (len(domains) + 1), 3.6), squeeze=False)
-    real = frame[frame["strategy"] != "greedy"]
-    plot_scaling(real, ax=axes[0][0], baseline=res.greedy.success_rate(), title=f"all ({len(suite)} tasks)")
+    curves = ~table.strategy.str.startswith("greedy")
+    plot_scaling(table[curves], ax=axes[0][0], baseline=base.greedy.success_rate(), title=f"all ({len(suite)} tasks)")
     per_domain = {}
+    by_domain = [table.assign(domain="all")]
     for ax, d in zip(axes[0][1:], domains):
-        fd = res.frame(d)
-        fd.to_csv(out / f"scaling_{d}.csv", index=False)
-        plot_scaling(fd[fd["strategy"] != "greedy"], ax=ax, baseline=fd.iloc[0]["success_rate"], title=d)
+        fd = frame(d)
+        by_domain.append(fd.assign(domain=d))
+        plot_scaling(fd[~fd.strategy.str.startswith("greedy")], ax=ax, baseline=base.greedy.success_rate(d), title=d)
         per_domain[d] = {f"{row.strategy}@{row.budget:g}x": round(row.success_rate, 4) for row in fd.itertuples()}
-    fig.suptitle(f"test-time scaling: {Path(source).name} on {args.suite}/{args.difficulty}")
+    # one file, a row per (domain or 'all', strategy, budget): notebook 08 plots the measured curves from it
+    pd.concat(by_domain, ignore_index=True).to_csv(out / "scaling.csv", index=False)
+    fig.suptitle(f"test-time scaling: {Path(source).name} on {args.suite}/{args.difficulty}"
+                 + (f" (tree searches: the first {args.tree_tasks} tasks per domain)" if subset else ""))
     fig.tight_layout()
     fig.savefig(out / "scaling.png", dpi=120)
 
-    print(frame.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     result = {
         "policy": source, "suite": args.suite, "difficulty": args.difficulty, "domains": domains,
-        "tasks": len(suite), "multipliers": mults, "best_of": sizes, "orm": args.orm,
-        "median_greedy_tokens": sorted(res.unit_tokens.values())[len(res.unit_tokens) // 2],
-        **res.summary(), "per_domain": per_domain, "timings_s": {k: round(v, 1) for k, v in timings.items()},
+        "tasks": len(suite), "tree_tasks": len(tree_suite) if tree else 0, "multipliers": mults, "best_of": sizes,
+        "orm": args.orm, "median_greedy_tokens": sorted(base.unit_tokens.values())[len(base.unit_tokens) // 2],
+        "greedy_success": round(base.greedy.success_rate(), 4),
+        "pooled": pooled.summary() if pooled else None, "tree": tree.summary() if tree else None,
+        "per_domain": per_domain, "timings_s": {k: round(v, 1) for k, v in timings.items()},
         "wall_s": round(wall, 1), "plot": str(out / "scaling.png"),
     }
     print("RESULT " + json.dumps(result))

@@ -69,6 +69,11 @@ class ScalingResult:
         return out
 
 
+def unit_tokens(greedy: BenchmarkResult) -> dict[str, int]:
+    """Each task's unit of compute: the tokens its greedy episode generated (at least 1)."""
+    return {r.task_id: max(1, int(r.generated_tokens or 0)) for r in greedy.records}
+
+
 def episode_pools(greedy: BenchmarkResult, samples: list[BenchmarkResult]) -> dict[str, list[TaskRecord]]:
     """Task id -> its episodes: the greedy one first, then one per sampled pass over the same tasks."""
     pools = {r.task_id: [r] for r in greedy.records}
@@ -148,7 +153,7 @@ def run_scaling(tasks: list[Task], proposer: Any, *, strategies=("best_of_n", "b
                                label="greedy")
     elif {r.task_id for r in greedy.records} != {t.id for t in suite.tasks} or greedy.generated_tokens is None:
         raise ValueError("the greedy result given must cover exactly these tasks and count generated tokens")
-    unit = {r.task_id: max(1, int(r.generated_tokens or 0)) for r in greedy.records}
+    unit = unit_tokens(greedy)
     out = ScalingResult(greedy=greedy, unit_tokens=unit)
     kwargs = strategy_kwargs or {}
     plan = [(s, m, False) for s in strategies for m in multipliers]
