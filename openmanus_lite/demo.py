@@ -190,10 +190,39 @@ def _stage(state: RunState, name: str, fn: Callable[[], Any]) -> Any:
         state.interrupted[name] = round(state.interrupted.get(name, 0.0) + time.perf_counter() - t0, 1)
         state.save()
         raise
-    state.done[name] = {"result": result, "seconds": round(time.perf_counter() - t0, 1),
-                        "interrupted_s": state.interrupted.pop(name, 0.0)}
+    seconds = round(time.perf_counter() - t0, 1)
+    release_memory()
+    state.done[name] = {"result": result, "seconds": seconds, "interrupted_s": state.interrupted.pop(name, 0.0),
+                        "peak_rss_gb": peak_rss_gb()}
     state.save()
     return state.done[name]
+
+
+def release_memory() -> None:
+    """Free what the finished stage left: its model, trainer and caches sit in reference cycles until a full
+    collection, and glibc keeps freed heap pages in the process unless trimmed. One process runs every stage;
+    without this, GRPO started on top of the earlier stages' leftovers (a demo was OOM-killed at 24 GB)."""
+    import gc
+
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim
+        pass
+
+
+def peak_rss_gb() -> float | None:
+    """The process's peak resident memory so far, in GB (Linux reports kB, macOS bytes); None where unknown."""
+    try:
+        import resource
+        import sys
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return round(peak / (1e9 if sys.platform == "darwin" else 1e6), 2)
+    except (ImportError, OSError):
+        return None
 
 
 # --------------------------------------------------------------------------- the machine
@@ -392,7 +421,10 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     dataset, rollout = build_env_dataset(tasks, max_turns=limits, max_new_tokens=preset.max_new_tokens)
     gcfg = GRPORunConfig(
         mode="multi", rewards=cfg.grpo_rewards, output_dir=str(run_dir / "grpo"), max_steps=cfg.grpo_steps,
-        num_generations=cfg.grpo_num_generations, per_device_train_batch_size=cfg.grpo_num_generations * 2,
+        # two groups per optimizer step, one per backward pass: 8 episodes in one pass (float32, no gradient
+        # checkpointing) peaked at 18.9 GB and got a whole demo OOM-killed at 24 GB (docs/RESULTS.md)
+        num_generations=cfg.grpo_num_generations, per_device_train_batch_size=cfg.grpo_num_generations,
+        gradient_accumulation_steps=2,
         max_turns=limits, max_new_tokens=preset.max_new_tokens, learning_rate=preset.grpo.learning_rate,
         max_episode_tokens=longest * (preset.max_new_tokens + 160), save_steps=4, seed=cfg.seed,
     )
@@ -473,9 +505,11 @@ def time_table(cfg: DemoConfig, state: RunState) -> str:
             took = "skipped"
         else:
             took = "not run"
-        rows.append([STAGE_TITLES[s], budget, took])
-    rows.append(["**total**", f"**{sum(plan.values()):g}**", f"**{state.total_seconds() / 60:.1f}**"])
-    return markdown_table(["stage", "minutes: limit or plan", "minutes taken"], rows)
+        peak = (d or {}).get("peak_rss_gb")
+        rows.append([STAGE_TITLES[s], budget, took, "" if peak is None else f"{peak:.1f}"])
+    rows.append(["**total**", f"**{sum(plan.values()):g}**", f"**{state.total_seconds() / 60:.1f}**", ""])
+    # the process's peak so far when the stage ended (one process runs the stages; a resumed run starts anew)
+    return markdown_table(["stage", "minutes: limit or plan", "minutes taken", "peak memory so far (GB)"], rows)
 
 
 def verdict_lines(results: Mapping[str, Any]) -> list[str]:

@@ -66,7 +66,8 @@ def test_quick_demo_report_and_total_time_across_an_interrupted_run(tmp_path, ca
     # a real Markdown table: header, separator, a row per domain, the pooled row, invalid actions
     assert "| domain | untrained | SFT | GRPO |\n|---|---|---|---|\n| os | 0/3: 0.0% [0.0, 56.1] |" in report
     assert "| **all domains (mean)** | **0/6: 0.0% [0.0, 39.0]** |" in report and "| invalid actions |" in report
-    assert "| stage | minutes: limit or plan | minutes taken |" in report
+    assert "| stage | minutes: limit or plan | minutes taken | peak memory so far (GB) |" in report
+    assert state["done"]["grpo"]["peak_rss_gb"] > 0.1
     assert "```\n|" not in report and "\n```\n" not in report.split("## Reproduce")[0]  # no preformatted tables
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
     assert {"sft_loss.png", "grpo_rewards.png", "comparison.png"} <= set(images)
@@ -123,7 +124,7 @@ def test_grpo_trains_where_sft_has_mixed_outcomes_and_says_why_not_elsewhere(tmp
     assert "GRPO leaves out os: SFT solved 0/3" in log and "GRPO skipped" in log
     state = demo.RunState(tmp_path / "state.json", done={"grpo": {"result": out, "seconds": 0.1}})
     table = demo.time_table(cfg, state)
-    assert "| GRPO | 7 (limit) | skipped |" in table and "| evaluate GRPO | 2 (plan) | skipped |" in table
+    assert "| GRPO | 6 (limit) | skipped |  |" in table and "| evaluate GRPO | 1.5 (plan) | skipped |  |" in table
 
 
 def test_success_table_intervals_are_wilson_intervals_computed_by_hand():
@@ -191,5 +192,5 @@ def test_bad_arguments_give_one_line_errors(argv, message, capsys):
 
 def test_help_states_the_defaults():
     text = " ".join(demo.build_parser().format_help().split())
-    assert "default: cpu_30min" in text and "default: 10)" in text and "default: 7" in text
+    assert "default: cpu_30min" in text and "default: 10)" in text and "default: 6" in text
     assert "default: mixed" in text
