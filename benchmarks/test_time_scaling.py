@@ -4,16 +4,19 @@ For each task (the first --tasks per domain of a frozen suite, medium tasks of f
 where a strong SFT checkpoint leaves room), one greedy episode sets the unit of compute (its generated
 tokens). Then, using only what an agent can see (no success checker):
   - best-of-N from one pool per task (the greedy episode plus N-1 sampled ones, sampled in batched passes),
-    picked by the ORM (--orm, a reward model saved by benchmarks/preference_learning.py) and by the
-    policy's own mean log-probability per reply token (`generation.reply_logprobs`): N = 1, 2, 4, 8 costs
-    about N units;
-  - beam (Tree-of-Thoughts), MCTS and DFSDT, searched per task within 1x, 2x, 4x the unit.
-Oracle best-of-N (pass@N: any of the N succeeded) is the upper bound, drawn dotted. Writes a CSV, a plot
-and the per-run results under --out; ends with one `RESULT {json}` line.
+    picked by the ORM and the PRM (--orm / --prm: reward models saved by benchmarks/preference_learning.py)
+    and by the policy's own mean log-probability per reply token (`generation.reply_logprobs`), beside the
+    expected success of a uniform random pick: N = 1, 2, 4, 8 costs about N units;
+  - beam (Tree-of-Thoughts), MCTS and DFSDT, searched per task within 1x, 2x, 4x the unit (one task at a
+    time: --tree-tasks runs them on the first few tasks per domain only).
+Oracle best-of-N (pass@N: any of the N succeeded) is the upper bound, drawn dotted. Writes scaling.csv (a
+row per domain, strategy and budget), a plot and the per-run results under --out; ends with one
+`RESULT {json}` line.
 
     python benchmarks/test_time_scaling.py --policy random --difficulty easy --domains os,db,kg  # quick, ~1 min
-    python benchmarks/test_time_scaling.py --model runs/sft_60min/merged --orm runs/preference_learning/orm \
-        --max-turns os=5,db=5,kg=9,ecommerce=8,web=12,household=16
+    python benchmarks/test_time_scaling.py --model runs/sft_60min/merged --orm runs/pref_strong/orm \
+        --prm runs/pref_strong/prm --max-turns os=5,db=5,kg=9,ecommerce=8,web=12,household=16 \
+        --tasks 8 --tree-tasks 2 --multipliers 1,2                          # docs/RESULTS.md
 
 Default model: $OPENMANUS_SFT_CHECKPOINT, else the newest SFT checkpoint under runs/ (a folder
 whose path mentions 'sft' and holds a config.json or adapter_config.json), else the embedded
@@ -65,6 +68,13 @@ def make_proposer(args):
     return PolicyProposer(policy), str(path), policy
 
 
+def random_pick_rates(pools, sizes) -> dict[str, float] | None:
+    """What picking blindly gets: the expected success of a uniform pick among each pool's first N episodes."""
+    if not pools:
+        return None
+    return {f"{n}x": round(sum(sum(r.success for r in pool[:n]) / n for pool in pools) / len(pools), 4) for n in sizes}
+
+
 def main(argv=None) -> int:
     from openmanus_lite.envs import parse_turn_limits
     from openmanus_lite.splits import SEARCH_SUITE
@@ -87,6 +97,7 @@ def main(argv=None) -> int:
     p.add_argument("--best-of", default="1,2,4,8",
                    help="pool sizes of pooled best-of-N (a model policy only; '' skips the pool)")
     p.add_argument("--orm", help="a saved outcome reward model (benchmarks/preference_learning.py writes <out>/orm)")
+    p.add_argument("--prm", help="a saved process reward model (<out>/prm of the same script)")
     p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature of the pooled episodes")
     p.add_argument("--no-oracle", action="store_true", help="skip oracle best-of-N (pass@N)")
     p.add_argument("--max-turns", type=parse_turn_limits, default=None,
@@ -128,6 +139,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     greedy = None
     pooled = None
+    random_pick = None
     if sizes:
         from openmanus_lite.generation import reply_logprobs
         from openmanus_lite.policies import ModelPolicy
@@ -144,13 +156,17 @@ def main(argv=None) -> int:
         t = time.perf_counter()
         scores = {"logprob": {tid: reply_logprobs(policy.model, policy.tokenizer, c) for tid, c in convs.items()}}
         timings["logprob_scores"] = time.perf_counter() - t
-        if args.orm:
-            from openmanus_lite.train.reward_model import load_reward_model
+        for name, path in (("orm", args.orm), ("prm", args.prm)):
+            if path:
+                from openmanus_lite.train.reward_model import load_reward_model
 
-            t = time.perf_counter()
-            orm = load_reward_model(args.orm)
-            scores["orm"] = {tid: orm.score_conversations(c) for tid, c in convs.items()}
-            timings["orm_scores"] = time.perf_counter() - t
+                t = time.perf_counter()
+                rm = load_reward_model(path)
+                scores[name] = {tid: rm.score_conversations(c) for tid, c in convs.items()}
+                timings[f"{name}_scores"] = time.perf_counter() - t
+                del rm
+        random_pick = {d: random_pick_rates([p for p in pools.values() if d in (ALL, p[0].domain)], sizes)
+                       for d in [ALL, *domains]}
         pooled = ScalingResult(greedy, best_of_n_from_pools(pools, sizes, scores, suite_name=suite.name,
                                                             oracle=not args.no_oracle), unit_tokens(greedy))
     tree = None
@@ -211,7 +227,8 @@ def main(argv=None) -> int:
         "tasks": len(suite), "tree_tasks": len(tree_suite) if tree else 0, "multipliers": mults, "best_of": sizes,
         "orm": args.orm, "median_greedy_tokens": sorted(base.unit_tokens.values())[len(base.unit_tokens) // 2],
         "greedy_success": round(base.greedy.success_rate(), 4),
-        "pooled": pooled.summary() if pooled else None, "tree": tree.summary() if tree else None,
+        "pooled": pooled.summary() if pooled else None, "random_pick": random_pick,
+        "tree": tree.summary() if tree else None,
         "per_domain": per_domain, "timings_s": {k: round(v, 1) for k, v in timings.items()},
         "wall_s": round(wall, 1), "plot": str(out / "scaling.png"),
     }
