@@ -202,8 +202,8 @@ def main(argv=None) -> int:
     table = frame()
     base = pooled or tree
     base.greedy.save(out / "greedy.json")
-    for r in [*(pooled.runs.values() if pooled else ()), *(tree.runs.values() if tree else ())]:
-        r.save(out / f"{r.label.replace('@', '_')}x.csv")
+    for (strategy, mult), r in [*(pooled.runs.items() if pooled else ()), *(tree.runs.items() if tree else ())]:
+        r.save(out / f"{strategy}_{mult:g}x.csv")
     fig, axes = plt.subplots(1, len(domains) + 1, figsize=(4.2 * (len(domains) + 1), 3.6), squeeze=False)
     curves = ~table.strategy.str.startswith("greedy")
     plot_scaling(table[curves], ax=axes[0][0], baseline=base.greedy.success_rate(), title=f"all ({len(suite)} tasks)")
