@@ -250,10 +250,10 @@ def main(argv=None) -> int:
     if "bestof" not in skip and sizes:
         t0 = time.perf_counter()
         search_ids = {t.id for d in domains for t in [u for u in eval_suite.tasks if u.domain == d][: args.search_tasks]}
-        search_suite = eval_suite.subset(limit=args.search_tasks)
+        pool_suite = eval_suite.subset(limit=args.search_tasks)
         greedy = BenchmarkResult(sft_eval.policy, sft_eval.suite, [r for r in sft_eval.records if r.task_id in search_ids])
         sampler = policy(sft_model, sft_tok, "sft-sample", args.temperature)
-        samples = [run_benchmark(sampler, search_suite, max_turns=args.max_turns, label=f"sample{k}")
+        samples = [run_benchmark(sampler, pool_suite, max_turns=args.max_turns, label=f"sample{k}")
                    for k in range(max(sizes) - 1)]
         pools = episode_pools(greedy, samples)
         convs = {tid: [Trajectory.from_dict(r.trajectory).to_messages() for r in pool] for tid, pool in pools.items()}
