@@ -119,7 +119,7 @@ def main(argv=None) -> int:
 
     from openmanus_lite import search
     from openmanus_lite.eval.benchmark import BenchmarkResult, run_benchmark
-    from openmanus_lite.eval.scaling import best_of_n_from_pools, episode_pools
+    from openmanus_lite.eval.scaling import best_of_n_from_pools, episode_pools, random_pick_rates
     from openmanus_lite.eval.suites import load_suite
     from openmanus_lite.models import load_model
     from openmanus_lite.policies import ModelPolicy
@@ -249,9 +249,9 @@ def main(argv=None) -> int:
     sizes = sorted(int(x) for x in args.best_of.split(",") if x)
     if "bestof" not in skip and sizes:
         t0 = time.perf_counter()
-        search_ids = {t.id for d in domains for t in [u for u in eval_suite.tasks if u.domain == d][: args.search_tasks]}
         pool_suite = eval_suite.subset(limit=args.search_tasks)
-        greedy = BenchmarkResult(sft_eval.policy, sft_eval.suite, [r for r in sft_eval.records if r.task_id in search_ids])
+        pool_ids = {t.id for t in pool_suite.tasks}
+        greedy = BenchmarkResult(sft_eval.policy, sft_eval.suite, [r for r in sft_eval.records if r.task_id in pool_ids])
         sampler = policy(sft_model, sft_tok, "sft-sample", args.temperature)
         samples = [run_benchmark(sampler, pool_suite, max_turns=args.max_turns, label=f"sample{k}")
                    for k in range(max(sizes) - 1)]
@@ -262,9 +262,7 @@ def main(argv=None) -> int:
         picked = best_of_n_from_pools(pools, sizes, scores, suite_name=eval_suite.name)
         table = {}
         for n in sizes:
-            row = {"greedy": sum(pool[0].success for pool in pools.values()) / len(pools),
-                   # the expected success of a uniform pick among the N
-                   "random": sum(sum(r.success for r in pool[:n]) / n for pool in pools.values()) / len(pools),
+            row = {"greedy": greedy.success_rate(), "random": random_pick_rates(pools.values(), [n])[f"{n}x"],
                    "oracle": picked[("best_of_n-oracle", float(n))].success_rate()}
             row.update({name: picked[(f"best_of_n[{name}]", float(n))].success_rate() for name in scores})
             table[f"best_of_{n}"] = {k: round(v, 4) for k, v in row.items()}

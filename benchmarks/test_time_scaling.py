@@ -68,13 +68,6 @@ def make_proposer(args):
     return PolicyProposer(policy), str(path), policy
 
 
-def random_pick_rates(pools, sizes) -> dict[str, float] | None:
-    """What picking blindly gets: the expected success of a uniform pick among each pool's first N episodes."""
-    if not pools:
-        return None
-    return {f"{n}x": round(sum(sum(r.success for r in pool[:n]) / n for pool in pools) / len(pools), 4) for n in sizes}
-
-
 def main(argv=None) -> int:
     from openmanus_lite.envs import parse_turn_limits
     from openmanus_lite.splits import SEARCH_SUITE
@@ -122,6 +115,7 @@ def main(argv=None) -> int:
         ScalingResult,
         best_of_n_from_pools,
         episode_pools,
+        random_pick_rates,
         run_scaling,
         unit_tokens,
     )
@@ -165,8 +159,10 @@ def main(argv=None) -> int:
                 scores[name] = {tid: rm.score_conversations(c) for tid, c in convs.items()}
                 timings[f"{name}_scores"] = time.perf_counter() - t
                 del rm
-        random_pick = {d: random_pick_rates([p for p in pools.values() if d in (ALL, p[0].domain)], sizes)
-                       for d in [ALL, *domains]}
+        random_pick = {}
+        for d in [ALL, *domains]:
+            rates = random_pick_rates([pool for pool in pools.values() if d in (ALL, pool[0].domain)], sizes)
+            random_pick[d] = rates and {k: round(v, 4) for k, v in rates.items()}
         pooled = ScalingResult(greedy, best_of_n_from_pools(pools, sizes, scores, suite_name=suite.name,
                                                             oracle=not args.no_oracle), unit_tokens(greedy))
     tree = None

@@ -8,7 +8,7 @@ import pytest
 
 from openmanus_lite.eval.benchmark import BenchmarkResult
 from openmanus_lite.eval.metrics import TaskRecord
-from openmanus_lite.eval.scaling import best_of_n_from_pools, episode_pools
+from openmanus_lite.eval.scaling import best_of_n_from_pools, episode_pools, random_pick_rates
 
 
 def rec(task: str, success: bool, tokens: int, domain: str = "db") -> TaskRecord:
@@ -54,6 +54,9 @@ def test_best_of_n_picks_by_score_charges_all_n_and_bounds_by_the_oracle():
         assert runs[("best_of_n-oracle", n)].success_rate() >= runs[("best_of_n[good]", n)].success_rate()
     assert runs[("best_of_n-oracle", 1.0)].success_rate() == greedy_rate
     assert pools["a"][0].extra == {}  # the pooled records themselves are not changed
+    # a uniform pick's expected success: N=1 1/3 (b); N=2 a 1/2, b 1/2, c 0; N=4 a 1/4, b 2/4, c 1/4
+    assert random_pick_rates(pools.values(), [1, 2, 4]) == pytest.approx({"1x": 1 / 3, "2x": 1 / 3, "4x": 1 / 3})
+    assert random_pick_rates([], [2]) is None
 
 
 def test_best_of_n_says_what_is_missing():

@@ -97,8 +97,7 @@ def best_of_n_from_pools(pools: dict[str, list[TaskRecord]], sizes, scores: dict
     Each record is the chosen episode's, with the generated tokens of all N episodes: what playing them cost.
     """
     out: dict[tuple[str, float], BenchmarkResult] = {}
-    pickers = dict(scores)
-    for name, per_task in pickers.items():
+    for name, per_task in scores.items():
         for tid, pool in pools.items():
             if len(per_task.get(tid, ())) != len(pool):
                 raise ValueError(f"picker {name!r} has {len(per_task.get(tid, ()))} scores for task {tid!r}, "
@@ -106,7 +105,7 @@ def best_of_n_from_pools(pools: dict[str, list[TaskRecord]], sizes, scores: dict
     for n in sorted(int(x) for x in sizes):
         if n < 1 or any(len(pool) < n for pool in pools.values()):
             raise ValueError(f"best-of-{n} needs at least {n} pooled episodes per task")
-        for name, per_task in pickers.items():
+        for name, per_task in scores.items():
             records = []
             for tid, pool in pools.items():
                 s = per_task[tid][:n]
@@ -122,6 +121,14 @@ def best_of_n_from_pools(pools: dict[str, list[TaskRecord]], sizes, scores: dict
             out[("best_of_n-oracle", float(n))] = BenchmarkResult(
                 policy="oracle", suite=suite_name, records=records, label=f"best_of_n-oracle@{n}")
     return out
+
+
+def random_pick_rates(pools, sizes) -> dict[str, float] | None:
+    """What picking blindly gets: the expected success of a uniform pick among each pool's first N episodes."""
+    pools = list(pools)
+    if not pools:
+        return None
+    return {f"{n}x": sum(sum(r.success for r in pool[:n]) / n for pool in pools) / len(pools) for n in sizes}
 
 
 def _chosen(pool: list[TaskRecord], best: int, n: int) -> TaskRecord:
