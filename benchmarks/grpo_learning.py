@@ -49,6 +49,11 @@ def parse_args(argv=None):
     p.add_argument("--part", choices=("single", "multi", "both"), default="both")
     p.add_argument("--preset", default="cpu")
     p.add_argument("--model", default=None, help="single-turn start (default: the preset's model)")
+    p.add_argument("--dtype", default=None,
+                   help="the policy's weights: auto (bfloat16 where the CPU/GPU has it natively), float32, bfloat16; "
+                        "default: the preset's (float32 for cpu)")
+    p.add_argument("--bf16", action="store_true",
+                   help="bf16 mixed precision (autocast) over float32 weights instead (GRPORunConfig.bf16)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (1 is faster on a contended machine)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/grpo_learning")
@@ -264,7 +269,7 @@ def _common(cfg, args, lr):
     """Learning rate and group layout from the flags (one generation batch per optimizer step)."""
     g = args.num_generations or cfg.num_generations
     cfg = cfg.replace(num_generations=g, per_device_train_batch_size=g * args.prompts_per_step,
-                      gradient_accumulation_steps=1)
+                      gradient_accumulation_steps=1, bf16=True if args.bf16 else cfg.bf16)
     return cfg.replace(learning_rate=lr) if lr else cfg
 
 
@@ -305,14 +310,18 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads)
     from openmanus_lite.train.presets import get_preset
 
-    preset = get_preset(args.preset)
-    result = {"preset": args.preset, "threads": torch.get_num_threads(), "argv": sys.argv[1:]}
+    preset = get_preset(args.preset).with_dtype(args.dtype)
+    result = {"preset": args.preset, "dtype": preset.dtype or "the device's", "mixed_bf16": args.bf16,
+              "threads": torch.get_num_threads(), "argv": sys.argv[1:]}
     if args.part in ("single", "both"):
         result["single"] = run_single(args, preset)
     if args.part in ("multi", "both"):
         result["multi"] = run_multi(args, preset)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "result.json").write_text(json.dumps(result, indent=1))
+    from openmanus_lite.demo import peak_rss_gb
+
+    result["peak_rss_gb"] = peak_rss_gb()
     print("RESULT " + json.dumps(result), flush=True)
     return 0
 

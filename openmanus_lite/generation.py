@@ -472,8 +472,9 @@ def _device_type(model: Any) -> str:
 
 
 def _loop_dtype(model: Any, device: str, return_logprobs: bool) -> Any:
-    """bf16 for a float32 model on a CPU with native bf16, unless OPENMANUS_INFERENCE_DTYPE=model (the model's
-    own dtype: for checking that bf16 inference does not change results, docs/RESULTS.md)."""
+    """bf16 for a float32 model, or a LoRA-adapted one (its merged copy decodes without the adapters' extra
+    matmuls), on a CPU with native bf16, unless OPENMANUS_INFERENCE_DTYPE=model (the model's own dtype: for
+    checking that bf16 inference does not change results, docs/RESULTS.md)."""
     import os
 
     import torch
@@ -486,7 +487,8 @@ def _loop_dtype(model: Any, device: str, return_logprobs: bool) -> Any:
     from .models import cpu_has_native_bf16
 
     params = [p for p in model.parameters() if p.is_floating_point()]
-    if params and params[0].dtype == torch.float32 and cpu_has_native_bf16():
+    adapted = hasattr(model, "peft_config")
+    if params and (params[0].dtype == torch.float32 or adapted) and cpu_has_native_bf16():
         return torch.bfloat16
     return None
 

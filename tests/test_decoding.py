@@ -195,6 +195,25 @@ def test_bf16_loop_generates_on_a_copy(untrained, monkeypatch):
         select_engine(model)
 
 
+def test_a_lora_model_in_bf16_decodes_on_its_merged_copy(untrained, monkeypatch):
+    """GRPO with bf16 weights on a CPU: the policy is LoRA over a bf16 base; decoding runs on the merged copy."""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    base, tok = untrained
+    model = get_peft_model(copy.deepcopy(base).to(torch.bfloat16),
+                           LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    monkeypatch.setattr("openmanus_lite.models.cpu_has_native_bf16", lambda: True)
+    assert select_engine(model).dtype == torch.bfloat16
+    res = generate_turns(model, tok, CONVS[:2], max_new_tokens=4)
+    assert [len(c) for c in res.completion_ids] == [4, 4]
+    assert generation._INFERENCE_COPIES[model][1].dtype == torch.bfloat16
+    assert select_engine(copy.deepcopy(base).to(torch.bfloat16)).dtype is None  # no adapter: decoded as it is
+    monkeypatch.setattr("openmanus_lite.models.cpu_has_native_bf16", lambda: False)
+    assert select_engine(model).dtype is None
+
+
 class _FakeSamplingParams:
     def __init__(self, **kwargs):
         self.kwargs = kwargs

@@ -112,6 +112,23 @@ def test_cpu_keeps_float32_unless_asked(monkeypatch, native):
             resolve_precision("bfloat16", strict=True)
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_preset_with_dtype_on_a_cpu(monkeypatch, native):
+    from openmanus_lite.train.presets import get_preset
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: native)
+    cpu = get_preset("cpu")
+    assert cpu.with_dtype(None) is cpu
+    assert cpu.with_dtype("auto").dtype == ("bfloat16" if native else "float32")
+    assert cpu.with_dtype("fp32").dtype == "float32" and cpu.dtype == "float32"  # a copy; the preset unchanged
+    if native:
+        assert cpu.with_dtype("bf16").dtype == "bfloat16"
+    else:  # emulated bf16 would train ~28x slower: refused, not warned
+        with pytest.raises(ValueError, match="no native bfloat16"):
+            cpu.with_dtype("bfloat16")
+
+
 # --------------------------------------------------------------------------- each user of it, on a T4
 
 

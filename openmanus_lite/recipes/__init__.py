@@ -188,13 +188,10 @@ def recipe_preset(recipe: Recipe):
     device: bfloat16 where native, float32 elsewhere; bfloat16 on a CPU that emulates it is an error)."""
     from dataclasses import replace as dc_replace
 
-    from ..precision import resolve_precision
     from ..train.presets import get_preset
 
-    preset = get_preset(recipe.preset)
+    preset = get_preset(recipe.preset).with_dtype(recipe.dtype)
     changes: dict[str, Any] = {"max_seq_length": max(preset.max_seq_length, recipe.max_length)}
-    if recipe.dtype is not None:
-        changes["dtype"] = resolve_precision(recipe.dtype, cpu_bf16=True, strict=True).name
     if recipe.lora_r is not None:
         if preset.lora is None:
             raise ValueError(f"recipe {recipe.name!r} sets lora_r but preset {preset.name!r} trains fully")
