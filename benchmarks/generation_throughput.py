@@ -11,7 +11,7 @@ ratio holds on a noisy machine:
 
 "plain" is `model.generate` on left-padded batches of the same prompts with transformers' default `sdpa`
 attention (what a user writes without the kit); "plain_kit_attention" is the same with the attention the
-kit's `load_model` installs on CPU (`openmanus_lite/attention.py`), a stricter baseline; "kit" is the kit's choice of engine on this machine (`generation.select_engine`, logged). Reported
+kit's `load_model` installs on CPU (`openmanus_lite/engine/attention.py`), a stricter baseline; "kit" is the kit's choice of engine on this machine (`generation.select_engine`, logged). Reported
 per case: generated tokens/s of each, the ratio, seconds per episode-turn and peak RSS growth.
 
     python benchmarks/generation_throughput.py                 # the default model, all cases
@@ -126,7 +126,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from openmanus_lite.generation import PrefixCache, _stop_ids, generate_from_ids, render_prompts, select_engine
+    from openmanus_lite.engine.generation import (
+        PrefixCache,
+        _stop_ids,
+        generate_from_ids,
+        render_prompts,
+        select_engine,
+    )
     from openmanus_lite.models import cpu_has_native_bf16, load_model, prepare_default_model
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")

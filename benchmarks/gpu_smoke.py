@@ -192,7 +192,7 @@ def check_precision(smoke: Smoke, work: Path) -> None:
 
 def generation_checks(smoke: Smoke, name: str, model: Any, tok: Any, new_tokens: int) -> None:
     """Greedy batch 8 == batch 1, and a 2-turn conversation with the prefix cache == without."""
-    from openmanus_lite.generation import PrefixCache, generate_turns
+    from openmanus_lite.engine.generation import PrefixCache, generate_turns
 
     with smoke.stage(f"generate/{name}") as info:
         if info.get("skipped"):
@@ -408,7 +408,7 @@ def run(args: argparse.Namespace) -> int:
                                                   ["input_ids"]])
                     with torch.no_grad():
                         outs[b] = torch.log_softmax(m(input_ids=probe_ids.to(device_of(m))).logits.float(), -1).cpu()
-                    from openmanus_lite.generation import generate_turns
+                    from openmanus_lite.engine.generation import generate_turns
 
                     tg = time.perf_counter()
                     g = generate_turns(m, t, CONVERSATIONS, max_new_tokens=args.new_tokens, batch_size=8)

@@ -45,8 +45,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from openmanus_lite.engine.generation import render_prompts
     from openmanus_lite.envs import generate_tasks, list_domains, make_env
-    from openmanus_lite.generation import render_prompts
     from openmanus_lite.models import cpu_has_native_bf16
     from openmanus_lite.train.env_rollout import RolloutStats, run_episode_tokens, task_prompt
     from openmanus_lite.train.presets import get_preset

@@ -43,7 +43,7 @@ def find_start_checkpoint(out: Path) -> str:
     env = os.environ.get("OPENMANUS_SFT_CHECKPOINT")
     if env and Path(env).is_dir():
         return env
-    from openmanus_lite.eval.cli import find_checkpoint
+    from openmanus_lite.cli.eval import find_checkpoint
 
     found = find_checkpoint("sft")
     if found is not None:

@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from openmanus_lite.generation import generate_from_ids
+    from openmanus_lite.engine.generation import generate_from_ids
     from openmanus_lite.models import build_tiny_model, load_tokenizer
 
     tok = load_tokenizer(build_tiny_model(tempfile.mkdtemp(prefix="rollout_memory_")))

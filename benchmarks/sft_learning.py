@@ -161,7 +161,7 @@ def parse_args(argv):
 def training_dtype(asked: str, error) -> str:
     """float32 or bfloat16 for `--dtype`: 'auto' takes bfloat16 where it is native; an explicit bfloat16 on a CPU
     that emulates it is an `error` (a 60-minute run would make a few dozen steps: benchmarks/cpu_bf16.py)."""
-    from openmanus_lite.precision import resolve_precision
+    from openmanus_lite.engine.precision import resolve_precision
 
     try:
         return resolve_precision(asked, cpu_bf16=True, strict=True).name
@@ -323,7 +323,7 @@ class Curve:
 
 def eval_cache(args):
     """Keys/values of earlier turns, reused within an evaluation (ModelPolicy drops them when weights change)."""
-    from openmanus_lite.generation import PrefixCache
+    from openmanus_lite.engine.generation import PrefixCache
 
     return PrefixCache(max_bytes=int(args.kv_cache_gib * 2**30))
 

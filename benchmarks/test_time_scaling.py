@@ -40,7 +40,7 @@ def find_sft_checkpoint() -> Path | None:
     env = os.environ.get("OPENMANUS_SFT_CHECKPOINT")
     if env and Path(env).is_dir():
         return Path(env)
-    from openmanus_lite.eval.cli import find_checkpoint
+    from openmanus_lite.cli.eval import find_checkpoint
 
     return find_checkpoint("sft")
 
@@ -135,7 +135,7 @@ def main(argv=None) -> int:
     pooled = None
     random_pick = None
     if sizes:
-        from openmanus_lite.generation import reply_logprobs
+        from openmanus_lite.engine.generation import reply_logprobs
         from openmanus_lite.policies import ModelPolicy
 
         t = time.perf_counter()

@@ -113,8 +113,8 @@ def measure_one(spec: dict) -> dict:
     from openmanus_lite.train.sft import import_trl
 
     import_trl()
+    from openmanus_lite.engine.precision import resolve_precision
     from openmanus_lite.models import LORA_TARGETS, LoraSpec, count_parameters, load_model, resolve_model_name
-    from openmanus_lite.precision import resolve_precision
     from openmanus_lite.train.presets import tiny_model_path
 
     on_gpu = torch.cuda.is_available()

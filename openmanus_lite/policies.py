@@ -14,7 +14,7 @@ import json
 import random
 from typing import Callable, Protocol
 
-from .envs.base import Env
+from openmanus_lite.envs.base import Env
 
 Messages = list[dict[str, str]]
 
@@ -115,7 +115,7 @@ class ModelPolicy:
         kv_cache=True,
     ):
         if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
-            from .models import load_model
+            from openmanus_lite.models import load_model
 
             path = str(model)
             model, loaded_tok = load_model(path, **(load_kwargs or {}))
@@ -137,7 +137,7 @@ class ModelPolicy:
         self.turns_generated = 0
         self.kv_cache = None
         if kv_cache is True:
-            from .generation import PrefixCache
+            from openmanus_lite.engine.generation import PrefixCache
 
             self.kv_cache = PrefixCache()
         elif kv_cache is not False and kv_cache is not None:  # an empty PrefixCache is falsy (len 0)
@@ -146,7 +146,7 @@ class ModelPolicy:
 
     def _weights_changed(self) -> bool:
         """True when the weights differ from the last call's (training continued in between)."""
-        from .generation import weights_fingerprint
+        from openmanus_lite.engine.generation import weights_fingerprint
 
         now = weights_fingerprint(self.model)
         changed = now != self._weights_fingerprint
@@ -154,7 +154,7 @@ class ModelPolicy:
         return changed
 
     def _generate(self, conversations: list[Messages], temperature: float):
-        from .generation import generate_turns
+        from openmanus_lite.engine.generation import generate_turns
 
         if self.kv_cache is not None and self._weights_changed():
             self.kv_cache.clear()

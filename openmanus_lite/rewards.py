@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .react import (  # the private patterns keep the fast ReAct path on the grammar's own definitions
+from openmanus_lite.react import (  # the private patterns keep the fast ReAct path on the grammar's own definitions
     _ANSWER,
     _CALL,
     _FINAL_ANSWER,
@@ -1490,7 +1490,7 @@ def get_orm_reward(model_path: str | None = None, batch_size: int = 8) -> Reward
     params={'orm': {'model_path': <saved reward model folder>}}."""
     if not model_path:
         raise ValueError("the orm reward needs params={'orm': {'model_path': <folder saved by train-rm>}}")
-    from .train.reward_model import load_reward_model
+    from openmanus_lite.train.reward_model import load_reward_model
 
     rm = load_reward_model(model_path)
     rm.batch_size = int(batch_size)

@@ -20,9 +20,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from .envs import TurnLimits, make_env, turn_limit
-from .policies import as_policy
-from .schema import Task, Trajectory, Turn
+from openmanus_lite.envs import TurnLimits, make_env, turn_limit
+from openmanus_lite.policies import as_policy
+from openmanus_lite.schema import Task, Trajectory, Turn
 
 
 def run_episodes(

@@ -35,11 +35,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from .envs import make_env
-from .envs.base import Env
-from .policies import CallablePolicy, reply_tokens
-from .react import ParseError, parse_action, parse_step
-from .schema import Task
+from openmanus_lite.envs import make_env
+from openmanus_lite.envs.base import Env
+from openmanus_lite.policies import CallablePolicy, reply_tokens
+from openmanus_lite.react import ParseError, parse_action, parse_step
+from openmanus_lite.schema import Task
 
 Messages = list[dict[str, str]]
 

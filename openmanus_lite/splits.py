@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 
-from .schema import Task
+from openmanus_lite.schema import Task
 
 # --------------------------------------------------------------------------- seeds
 
@@ -156,7 +156,7 @@ def check_disjoint(training: Mapping[str, Iterable[Task]], heldout: Mapping[str,
 
 
 def _generate(domains: Iterable[str], n: int | Mapping[str, int], seed: int, difficulty: str) -> list[Task]:
-    from .envs import generate_tasks
+    from openmanus_lite.envs import generate_tasks
 
     out: list[Task] = []
     for d in domains:
@@ -169,7 +169,7 @@ def _generate(domains: Iterable[str], n: int | Mapping[str, int], seed: int, dif
 
 @lru_cache(maxsize=None)
 def _suite_keys(domain: str) -> frozenset[str]:
-    from .eval.suites import list_suites, load_suite, read_manifest
+    from openmanus_lite.eval.suites import list_suites, load_suite, read_manifest
 
     manifest = read_manifest()
     keys = set()
@@ -220,7 +220,7 @@ def heldout_tasks(split: str, domains: Sequence[str], n_per_domain: int | None, 
     if s.role != "heldout":
         raise ValueError(f"split {split!r} is a training split, not held-out; use training_tasks")
     if s.suite is not None:
-        from .eval.suites import load_suite
+        from openmanus_lite.eval.suites import load_suite
 
         return load_suite(s.suite, domains=domains, difficulties=[difficulty], limit=n_per_domain).tasks
     if n_per_domain is None or n_per_domain > HELDOUT_POOL:

@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Iterable
 
-from .schema import Task, Trajectory
+from openmanus_lite.schema import Task, Trajectory
 
 DATA_SOURCE_PREFIX = "openmanus_lite"
 RL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
@@ -24,7 +24,7 @@ RL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 
 def task_to_verl_row(task: Task, split: str, index: int) -> dict[str, Any]:
     """One environment task as a verl RL row; the prompt is the environment's first message."""
-    from .envs import make_env
+    from openmanus_lite.envs import make_env
 
     first_message = make_env(task.domain).reset(task)
     return {
@@ -39,7 +39,7 @@ def task_to_verl_row(task: Task, split: str, index: int) -> dict[str, Any]:
 def trajectory_to_verl_rl_row(traj: Trajectory, split: str, index: int) -> dict[str, Any] | None:
     """A trajectory that ends in a final answer becomes an RL prompt: the conversation up to the
     last assistant turn is the prompt, that turn's answer is the ground truth. Others: None."""
-    from .react import extract_answer
+    from openmanus_lite.react import extract_answer
 
     last = max((i for i, t in enumerate(traj.messages) if t.role == "assistant"), default=None)
     if last is None:
@@ -125,7 +125,7 @@ def validate_rl_rows(rows: list[dict[str, Any]]) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cliargs import make_parser
+    from openmanus_lite.cli.args import make_parser
 
     p = make_parser("openmanus_lite export", "Export data and tasks for verl (options take --x_y or --x-y).", (
         "python -m openmanus_lite export --tasks db,kg --n 100 --output_dir runs/verl",
@@ -143,14 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m openmanus_lite export --tasks db,kg --n 100 --output_dir DIR` / `--trajectories FILE`."""
-    from .cliargs import parse
+    from openmanus_lite.cli.args import parse
 
     p = build_parser()
     args, _ = parse(p, argv)
     out = Path(args.output_dir)
     if args.tasks:
-        from .envs import generate_tasks
-        from .splits import GRPO_TRAIN_SEED, VERL_TEST_SEED, check_disjoint, training_tasks
+        from openmanus_lite.envs import generate_tasks
+        from openmanus_lite.splits import GRPO_TRAIN_SEED, VERL_TEST_SEED, check_disjoint, training_tasks
 
         domains = [d.strip() for d in args.tasks.split(",") if d.strip()]
         test = [t for d in domains for t in generate_tasks(d, args.n, VERL_TEST_SEED + args.seed, args.difficulty)]

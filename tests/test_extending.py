@@ -116,7 +116,7 @@ def test_reward_by_import_path_example(tmp_path, monkeypatch):
 
 def test_recipe_example(monkeypatch):
     from openmanus_lite import recipes
-    from openmanus_lite.train.sft_cli import parse, settings
+    from openmanus_lite.cli.sft import parse, settings
 
     (code,) = blocks("A recipe")
     name = "openmanus_lite.recipes.cpu_15min_db"

@@ -91,7 +91,7 @@ def test_bf16_on_a_cpu_that_emulates_it_is_warned_about(monkeypatch, native):
     import torch
 
     from openmanus_lite import models
-    from openmanus_lite.precision import resolve_precision
+    from openmanus_lite.engine.precision import resolve_precision
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: native)

@@ -70,7 +70,7 @@ def test_no_user_facing_file_calls_a_removed_evaluator():
 @pytest.mark.parametrize("path", [
     "notebooks/03_environments.ipynb", "notebooks/04_sft_qlora.ipynb", "notebooks/06_grpo.ipynb",
     "notebooks/07_benchmark_eval.ipynb", "notebooks/09_preferences_dpo.ipynb", "openmanus_lite/demo.py",
-    "openmanus_lite/eval/cli.py", "benchmarks/sft_learning.py", "benchmarks/grpo_learning.py",
+    "openmanus_lite/cli/eval.py", "benchmarks/sft_learning.py", "benchmarks/grpo_learning.py",
 ])
 def test_evaluating_files_go_through_run_benchmark(path):
     key = Path(path).name if path.endswith(".ipynb") else path

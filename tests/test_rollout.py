@@ -35,8 +35,8 @@ def test_finished_episodes_free_their_slot_at_once():
 def test_turn_limits_from_the_command_line():
     import pytest
 
+    from openmanus_lite.cli.eval import build_parser
     from openmanus_lite.envs import EASY_TURN_LIMITS, parse_turn_limits
-    from openmanus_lite.eval.cli import build_parser
 
     assert parse_turn_limits("8") == 8 and parse_turn_limits("easy") == EASY_TURN_LIMITS
     assert parse_turn_limits(" os=5, household=16 ") == {"os": 5, "household": 16}

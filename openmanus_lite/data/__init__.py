@@ -14,8 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .checks import REASONS, CheckConfig, Deduper, Issue, Validator, approx_tokens, validate
-from .merge import (
+from openmanus_lite.data.checks import REASONS, CheckConfig, Deduper, Issue, Validator, approx_tokens, validate
+from openmanus_lite.data.merge import (
     MergeConfig,
     MergeReport,
     MergeResult,
@@ -33,8 +33,8 @@ from .merge import (
     write_jsonl,
     write_parquet,
 )
-from .merge import merge as _merge_function
-from .sources import SOURCES, InputError, RawRow, RowRejected, get_source, read_rows
+from openmanus_lite.data.merge import merge as _merge_function
+from openmanus_lite.data.sources import SOURCES, InputError, RawRow, RowRejected, get_source, read_rows
 
 merge = _merge_function  # the function, not the submodule of the same name
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from hashlib import blake2b
 from typing import Any
 
-from ..react import DOMAIN_ACTION_KINDS, Action, ParsedTurn, parse_action, parse_turn
-from ..schema import DOMAINS, EXTRA_LABELS, ROLES, Trajectory
-from .sources.normalize import NEW_TASK
+from openmanus_lite.data.sources.normalize import NEW_TASK
+from openmanus_lite.react import DOMAIN_ACTION_KINDS, Action, ParsedTurn, parse_action, parse_turn
+from openmanus_lite.schema import DOMAINS, EXTRA_LABELS, ROLES, Trajectory
 
 REASONS: dict[str, str] = {
     "input.invalid_json": "the line is not valid JSON (truncated or corrupted)",

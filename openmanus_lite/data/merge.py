@@ -40,10 +40,17 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
-from ..schema import DOMAINS, EXTRA_LABELS, SchemaError, Trajectory, Turn
-from .checks import CheckConfig, Deduper, Issue, Validator
-from .sources import get_source
-from .sources.base import InputError, RawRow, RowRejected, jsonl_chunks, local_files, read_jsonl_range
+from openmanus_lite.data.checks import CheckConfig, Deduper, Issue, Validator
+from openmanus_lite.data.sources import get_source
+from openmanus_lite.data.sources.base import (
+    InputError,
+    RawRow,
+    RowRejected,
+    jsonl_chunks,
+    local_files,
+    read_jsonl_range,
+)
+from openmanus_lite.schema import DOMAINS, EXTRA_LABELS, SchemaError, Trajectory, Turn
 
 SPLITS = ("train", "validation", "test")
 LENIENT_HINT = " (run with lenient mode, --lenient, to count such rows as rejected and go on)"
@@ -622,7 +629,7 @@ def _merge(sources: Iterable[SourceSpec | str] | dict[str, str], cfg: MergeConfi
         splits = split_trajectories(kept, cfg.split_ratios, cfg.seed)
         splits["train"] = _upsample(splits["train"], cfg, report, rng)
         if cfg.negatives:
-            from .negatives import make_negatives
+            from openmanus_lite.data.negatives import make_negatives
 
             negs = make_negatives(splits["train"], cfg.negatives, cfg.seed)
             for t in negs:

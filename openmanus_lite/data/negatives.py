@@ -22,8 +22,8 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
-from ..react import answer, bash, call, format_turn, parse_turn, sql, tool
-from ..schema import DOMAINS, Trajectory, Turn
+from openmanus_lite.react import answer, bash, call, format_turn, parse_turn, sql, tool
+from openmanus_lite.schema import DOMAINS, Trajectory, Turn
 
 KINDS = ("invalid_action", "no_tool_needed")
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..schema import Trajectory
-from .checks import token_counter
+from openmanus_lite.data.checks import token_counter
+from openmanus_lite.schema import Trajectory
 
 
 def trajectory_stats(trajs: Iterable[Trajectory], tokenizer: Any = None):

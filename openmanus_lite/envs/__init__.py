@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from .base import (
+from openmanus_lite.envs.base import (
     DIFFICULTIES,
     EASY_TURN_LIMITS,
     Env,

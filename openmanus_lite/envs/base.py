@@ -26,8 +26,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..react import ACTION_FORMS, Action, ParseError, format_turn, parse_step
-from ..schema import StepResult, Task, Trajectory, Turn
+from openmanus_lite.react import ACTION_FORMS, Action, ParseError, format_turn, parse_step
+from openmanus_lite.schema import StepResult, Task, Trajectory, Turn
 
 DIFFICULTIES = ("easy", "medium", "hard")
 
@@ -186,7 +186,7 @@ def register_domain(domain: str, env_cls: type[Env], generate: Callable[[random.
 
 
 def _spec(domain: str) -> DomainSpec:
-    from . import _load_all
+    from openmanus_lite.envs import _load_all
 
     _load_all()
     if domain not in _REGISTRY:
@@ -195,7 +195,7 @@ def _spec(domain: str) -> DomainSpec:
 
 
 def list_domains() -> list[str]:
-    from . import _load_all
+    from openmanus_lite.envs import _load_all
 
     _load_all()
     return [d for d in ("os", "db", "web", "kg", "household", "ecommerce") if d in _REGISTRY]

@@ -17,9 +17,9 @@ import random
 import re
 from dataclasses import dataclass
 
-from ..react import Action
-from ..schema import Task
-from .base import Env, InvalidAction, expert_turn, register_domain
+from openmanus_lite.envs.base import Env, InvalidAction, expert_turn, register_domain
+from openmanus_lite.react import Action
+from openmanus_lite.schema import Task
 
 # --------------------------------------------------------------------------- world data
 

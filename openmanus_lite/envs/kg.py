@@ -31,9 +31,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..react import answer, tool
-from ..schema import Task
-from .base import DIFFICULTIES, Env, InvalidAction, expert_turn, register_domain, run_expert
+from openmanus_lite.envs.base import DIFFICULTIES, Env, InvalidAction, expert_turn, register_domain, run_expert
+from openmanus_lite.react import answer, tool
+from openmanus_lite.schema import Task
 
 INTRO = (
     "You answer a question with a knowledge base of entities, relations and numeric attributes. Call one tool per "

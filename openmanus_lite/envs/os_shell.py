@@ -22,10 +22,10 @@ import random
 import re
 from typing import Any
 
-from ..react import answer, bash
-from ..schema import StepResult, Task
-from .base import Env, expert_turn, register_domain
-from .vshell import HOME, VFS, Shell, split_path
+from openmanus_lite.envs.base import Env, expert_turn, register_domain
+from openmanus_lite.envs.shell.interpreter import HOME, VFS, Shell, split_path
+from openmanus_lite.react import answer, bash
+from openmanus_lite.schema import StepResult, Task
 
 OUTPUT_LIMIT = 800
 """AgentBench truncates shell output longer than this (keeping the first 780 characters)."""

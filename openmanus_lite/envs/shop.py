@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..react import Action
-from ..schema import Task
-from .base import Env, InvalidAction, expert_turn, register_domain
+from openmanus_lite.envs.base import Env, InvalidAction, expert_turn, register_domain
+from openmanus_lite.react import Action
+from openmanus_lite.schema import Task
 
 # --------------------------------------------------------------------------- catalogue data
 

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..react import answer, sql
-from ..schema import Task
-from .base import Env, InvalidAction, expert_turn, register_domain
+from openmanus_lite.envs.base import Env, InvalidAction, expert_turn, register_domain
+from openmanus_lite.react import answer, sql
+from openmanus_lite.schema import Task
 
 INTRO = (
     "You work with an SQLite database through SQL to answer a question or make a change. Run one SQL "

@@ -20,9 +20,9 @@ import re
 from collections import deque
 from dataclasses import dataclass
 
-from ..react import Action, ParsedTurn, format_turn, parse_turn
-from ..schema import Task
-from .base import Env, InvalidAction, expert_turn, register_domain
+from openmanus_lite.envs.base import Env, InvalidAction, expert_turn, register_domain
+from openmanus_lite.react import Action, ParsedTurn, format_turn, parse_turn
+from openmanus_lite.schema import Task
 
 # --------------------------------------------------------------------------- name pools
 

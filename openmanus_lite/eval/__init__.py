@@ -5,8 +5,8 @@ comparison of policies and checkpoints, and plots.
 scripts all score policies with it, on a frozen suite or on generated tasks, greedily or with a
 test-time search strategy (`search=`; the strategies live in `openmanus_lite.search`)."""
 
-from .benchmark import BenchmarkResult, TokenMeter, load_result, run_benchmark
-from .compare import (
+from openmanus_lite.eval.benchmark import BenchmarkResult, TokenMeter, load_result, run_benchmark
+from openmanus_lite.eval.compare import (
     comparison_frame,
     comparison_markdown,
     comparison_table,
@@ -17,9 +17,9 @@ from .compare import (
     sign_test,
     sign_tests,
 )
-from .metrics import ALL, GroupSummary, TaskRecord, summarize, wilson_interval
-from .plots import plot_comparison, plot_scaling
-from .suites import Suite, SuiteError, freeze_suites, list_suites, load_suite, verify_suites
+from openmanus_lite.eval.metrics import ALL, GroupSummary, TaskRecord, summarize, wilson_interval
+from openmanus_lite.eval.plots import plot_comparison, plot_scaling
+from openmanus_lite.eval.suites import Suite, SuiteError, freeze_suites, list_suites, load_suite, verify_suites
 
 __all__ = [
     "ALL", "BenchmarkResult", "GroupSummary", "Suite", "SuiteError", "TaskRecord", "TokenMeter",

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..policies import RandomPolicy, as_policy, reply_tokens
-from ..rollout import run_episodes
-from ..schema import Task
-from .metrics import ALL, GroupSummary, TaskRecord, find_row, summarize
-from .suites import Suite, load_suite
+from openmanus_lite.eval.metrics import ALL, GroupSummary, TaskRecord, find_row, summarize
+from openmanus_lite.eval.suites import Suite, load_suite
+from openmanus_lite.policies import RandomPolicy, as_policy, reply_tokens
+from openmanus_lite.rollout import run_episodes
+from openmanus_lite.schema import Task
 
 CSV_FIELDS = ["policy", "suite", "task_id", "domain", "difficulty", "success", "score", "turns", "invalid_actions",
               "wall_s", "generated_tokens", "model_calls", "extra"]
@@ -236,8 +236,8 @@ def _search_suite(strategy: str, suite: Suite, proposer: Any, budget: Any, *, ma
     """`run_benchmark` with a search strategy: one search per task, scored by replaying its choice."""
     from tqdm.auto import tqdm
 
-    from ..schema import Trajectory, Turn
-    from ..search import STRATEGIES, as_proposer, run_search
+    from openmanus_lite.schema import Trajectory, Turn
+    from openmanus_lite.search import STRATEGIES, as_proposer, run_search
 
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown search strategy {strategy!r}; available: {sorted(STRATEGIES)}")

@@ -12,8 +12,8 @@ import math
 from dataclasses import replace
 from typing import Iterable, Mapping
 
-from .benchmark import BenchmarkResult
-from .metrics import ALL
+from openmanus_lite.eval.benchmark import BenchmarkResult
+from openmanus_lite.eval.metrics import ALL
 
 LEVELS = ("domain", "cell", "overall")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .compare import comparison_frame
+from openmanus_lite.eval.compare import comparison_frame
 
 
 def plot_comparison(results, level: str = "domain", ax=None, title: str | None = None, path: str | Path | None = None):

@@ -14,10 +14,10 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..schema import Task
-from ..search import Budget, as_proposer
-from .benchmark import BenchmarkResult, run_benchmark
-from .metrics import ALL, TaskRecord, find_row
+from openmanus_lite.eval.benchmark import BenchmarkResult, run_benchmark
+from openmanus_lite.eval.metrics import ALL, TaskRecord, find_row
+from openmanus_lite.schema import Task
+from openmanus_lite.search import Budget, as_proposer
 
 UNLIMITED = 10**12
 
@@ -149,7 +149,7 @@ def run_scaling(tasks: list[Task], proposer: Any, *, strategies=("best_of_n", "b
     every multiple of the unit; with `oracle`, also oracle best-of-N (pass@k) at each multiple.
     `greedy`: the greedy episodes when already played (e.g. batched by `run_benchmark`, as the pooled
     best-of-N of `best_of_n_from_pools` needs them too), with token counts."""
-    from .suites import Suite
+    from openmanus_lite.eval.suites import Suite
 
     proposer = as_proposer(proposer)
     suite = Suite(suite_name, list(tasks))

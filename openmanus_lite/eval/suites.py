@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from ..paths import DATA_DIR, IN_CHECKOUT, REAL_SAMPLES_DIR
-from ..schema import Task
-from ..splits import SUITE_SEEDS
+from openmanus_lite.paths import DATA_DIR, IN_CHECKOUT, REAL_SAMPLES_DIR
+from openmanus_lite.schema import Task
+from openmanus_lite.splits import SUITE_SEEDS
 
 SUITE_DIR = DATA_DIR / "benchmark"
 MANIFEST_NAME = "MANIFEST.json"
@@ -196,7 +196,7 @@ def _content_key(task: Task) -> str:
 
 
 def _expert_solves(task: Task) -> bool:
-    from ..envs import make_env, run_expert
+    from openmanus_lite.envs import make_env, run_expert
 
     _, last = run_expert(make_env(task.domain), task)
     return bool(last is not None and last.info.get("success"))
@@ -220,7 +220,7 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
     and every task must be solved by the expert (a task the expert cannot solve measures
     the generator, not the agent); shortfalls are filled from further generated tasks.
     """
-    from ..envs import DIFFICULTIES, generate_tasks, list_domains
+    from openmanus_lite.envs import DIFFICULTIES, generate_tasks, list_domains
 
     if out is None and not IN_CHECKOUT:
         raise SuiteError(f"openmanus_lite is installed as a package ({SUITE_DIR}): freeze new suites into a folder "
@@ -280,7 +280,7 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
                          f"or agentbench_path=False to freeze without the {AGENTBENCH_DB_SUITE!r} suite")
     if agentbench_path is not False:
         try:
-            from ..envs.sql_db import load_agentbench_db
+            from openmanus_lite.envs.sql_db import load_agentbench_db
         except ImportError as e:
             raise SuiteError(f"importing AgentBench tasks needs the DB environment (openmanus_lite/envs/sql_db.py): "
                              f"{e}; or pass agentbench_path=False to skip that suite") from e

@@ -16,10 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..envs import turn_limit
-from ..schema import Task, Trajectory, Turn
-from ..train.measure import with_recovery_note
-from ..train.preferences import ReplayMismatch, _finish_with_expert, _new_env, _play, label_step_values, step_labels
+from openmanus_lite.envs import turn_limit
+from openmanus_lite.schema import Task, Trajectory, Turn
+from openmanus_lite.train.measure import with_recovery_note
+from openmanus_lite.train.preferences import (
+    ReplayMismatch,
+    _finish_with_expert,
+    _new_env,
+    _play,
+    label_step_values,
+    step_labels,
+)
 
 
 def cut_points(episode: Trajectory, per_episode: int) -> list[int]:

@@ -85,13 +85,13 @@ class Recipe:
         return self.replace(preset=preset, lora_r=None, lora_alpha=None, dtype=None)
 
     def domain_list(self) -> list[str]:
-        from ..envs import list_domains
+        from openmanus_lite.envs import list_domains
 
         return list(self.domains) if self.domains else list_domains()
 
     def task_counts(self) -> dict[str, int]:
         """Training tasks per domain: tasks_per_domain x the domain's weight."""
-        from ..envs import list_domains
+        from openmanus_lite.envs import list_domains
 
         domains = self.domain_list()
         weights = dict(self.domain_weights)
@@ -119,7 +119,7 @@ def get_recipe(name: str) -> Recipe:
 def default_recipe_name() -> str:
     """`t4` when a CUDA GPU is present, else `cpu_30min`: what notebook 04 trains unless told otherwise
     (half an hour on a CPU; `cpu_60min` is the measured hour)."""
-    from ..train.presets import default_preset_name
+    from openmanus_lite.train.presets import default_preset_name
 
     return "t4" if default_preset_name() == "t4" else "cpu_30min"
 
@@ -131,7 +131,7 @@ def weights_text(weights: tuple[tuple[str, float], ...]) -> str:
 
 def recipe_tasks(recipe: Recipe):
     """(training tasks, how many generated tasks equal held-out ones were left out) of the recipe."""
-    from ..splits import get_split, training_tasks
+    from openmanus_lite.splits import get_split, training_tasks
 
     return training_tasks(recipe.split, recipe.domain_list(), recipe.task_counts(),
                           seed=get_split(recipe.split).seed + recipe.seed, difficulty=recipe.difficulty)
@@ -140,8 +140,8 @@ def recipe_tasks(recipe: Recipe):
 def recipe_trajectories(recipe: Recipe, tasks=None) -> tuple[list, dict[str, Any]]:
     """(SFT trajectories, counts) of the recipe: the expert's episodes on its tasks, then its recovery
     episodes. `tasks`: the recipe's own (`recipe_tasks`) unless given."""
-    from ..envs import expert_trajectories
-    from ..train.measure import recovery_trajectories
+    from openmanus_lite.envs import expert_trajectories
+    from openmanus_lite.train.measure import recovery_trajectories
 
     removed = None
     if tasks is None:
@@ -161,7 +161,7 @@ def recipe_trajectories(recipe: Recipe, tasks=None) -> tuple[list, dict[str, Any
 def recipe_dataset(recipe: Recipe, tokenizer, trajectories=None, **kwargs):
     """(dataset, report) of train.data.build_sft_dataset for the recipe's trajectories (built when not given),
     cut at the recipe's max_length; `kwargs` go to build_sft_dataset (overflow, domain_mix, total...)."""
-    from ..train.data import build_sft_dataset
+    from openmanus_lite.train.data import build_sft_dataset
 
     if trajectories is None:
         trajectories, _ = recipe_trajectories(recipe)
@@ -171,7 +171,7 @@ def recipe_dataset(recipe: Recipe, tokenizer, trajectories=None, **kwargs):
 
 def sft_config(recipe: Recipe, **overrides: Any):
     """The recipe's SFTRunConfig: its preset's SFT settings with the recipe's on top, then `overrides`."""
-    from ..train.presets import get_preset
+    from openmanus_lite.train.presets import get_preset
 
     cfg = get_preset(recipe.preset).sft.replace(
         output_dir=f"runs/sft_{recipe.name}", max_steps=recipe.max_steps, num_train_epochs=recipe.num_train_epochs,
@@ -188,7 +188,7 @@ def recipe_preset(recipe: Recipe):
     device: bfloat16 where native, float32 elsewhere; bfloat16 on a CPU that emulates it is an error)."""
     from dataclasses import replace as dc_replace
 
-    from ..train.presets import get_preset
+    from openmanus_lite.train.presets import get_preset
 
     preset = get_preset(recipe.preset).with_dtype(recipe.dtype)
     changes: dict[str, Any] = {"max_seq_length": max(preset.max_seq_length, recipe.max_length)}

@@ -4,7 +4,7 @@ Not measured as such: a run whose schedule ended near 30 minutes (300 steps) had
 33.3% at the 30-minute mark of a schedule sized to 60 (docs/RESULTS.md, "The early marks are low").
 """
 
-from .cpu_60min import RECIPE as CPU_60MIN
+from openmanus_lite.recipes.cpu_60min import RECIPE as CPU_60MIN
 
 RECIPE = CPU_60MIN.replace(
     name="cpu_30min",

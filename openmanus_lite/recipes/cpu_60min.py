@@ -6,8 +6,8 @@ Measured with `python benchmarks/sft_learning.py --clock cpu --threads 2 --defer
 this recipe; `--clock cpu` counts CPU time / threads because the measuring machine was shared).
 """
 
-from ..envs import EASY_TURN_LIMITS
-from . import Recipe
+from openmanus_lite.envs import EASY_TURN_LIMITS
+from openmanus_lite.recipes import Recipe
 
 RECIPE = Recipe(
     name="cpu_60min",

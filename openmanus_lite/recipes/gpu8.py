@@ -3,7 +3,7 @@
 No GPU has measured it: data from cpu_60min, SFT settings from the gpu8 preset (train/presets.py).
 """
 
-from .t4 import RECIPE as T4
+from openmanus_lite.recipes.t4 import RECIPE as T4
 
 RECIPE = T4.replace(
     name="gpu8",

@@ -4,7 +4,7 @@ No GPU has measured it: the data recipe is the one that met every CPU target (cp
 are the t4 preset's (train/presets.py), with a budget of epochs instead of minutes.
 """
 
-from .cpu_60min import RECIPE as CPU_60MIN
+from openmanus_lite.recipes.cpu_60min import RECIPE as CPU_60MIN
 
 RECIPE = CPU_60MIN.replace(
     name="t4",

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..schema import Trajectory
+from openmanus_lite.schema import Trajectory
 
 OVERFLOW_MODES = ("truncate", "drop")
 

@@ -23,12 +23,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..models import LoraSpec, free_memory, load_model, load_tokenizer, resolve_model_name
-from ..paths import CACHE_DIR
-from ..precision import trainer_precision
-from .preferences import Messages, fit_prompt
-from .sft import import_trl  # noqa: F401  (unsloth before trl; reward_model imports it from here)
-from .trainer_args import DPO_OWNED, trainer_kwargs
+from openmanus_lite.engine.precision import trainer_precision
+from openmanus_lite.models import LoraSpec, free_memory, load_model, load_tokenizer, resolve_model_name
+from openmanus_lite.paths import CACHE_DIR
+from openmanus_lite.train.preferences import Messages, fit_prompt
+from openmanus_lite.train.sft import import_trl  # noqa: F401  (unsloth before trl; reward_model imports it from here)
+from openmanus_lite.train.trainer_args import DPO_OWNED, trainer_kwargs
 
 MERGED_MARKER = "openmanus_merged_from.json"
 
@@ -88,7 +88,7 @@ def resolve_checkpoint(path: str | os.PathLike, merged_dir: str | os.PathLike | 
     stamp = str((adapter / "adapter_config.json").stat().st_mtime)
     if marker.is_file() and json.loads(marker.read_text()).get("stamp") == stamp:
         return str(out)
-    from .sft import merge_adapter
+    from openmanus_lite.train.sft import merge_adapter
 
     cfg = json.loads((adapter / "adapter_config.json").read_text())
     base_name = resolve_model_name(cfg.get("base_model_name_or_path") or "")
@@ -270,6 +270,6 @@ def run_dpo(
 def save_policy(model, tokenizer, out_dir: str | os.PathLike, merged: bool = True) -> Path:
     """Save a DPO-trained policy: merged into a standalone checkpoint (loads like any model), or its
     LoRA adapter (whose base is the merged SFT checkpoint). The SFT module's savers do the work."""
-    from .sft import save_adapter, save_merged
+    from openmanus_lite.train.sft import save_adapter, save_merged
 
     return save_merged(model, tokenizer, out_dir) if merged else save_adapter(model, tokenizer, out_dir)

@@ -55,8 +55,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..envs import make_env
-from ..schema import Task
+from openmanus_lite.envs import make_env
+from openmanus_lite.schema import Task
 
 COMPLETION_MESSAGES = "completion_messages"
 """Extra rollout key with each episode as messages; KitGRPOTrainer turns it into `completions`."""
@@ -179,7 +179,7 @@ def run_episode_tokens(
     environments' turn limits. With `return_logprobs=False` the episodes' `logprobs` stay empty.
     `kv_cache=False` re-encodes every turn's whole context (the same ids, for checking the cache).
     """
-    from ..generation import PrefixCache, generate_from_ids
+    from openmanus_lite.engine.generation import PrefixCache, generate_from_ids
 
     renderer = renderer or ObservationRenderer(tokenizer)
     stats = stats if stats is not None else RolloutStats()
@@ -294,7 +294,7 @@ class EnvRolloutFunc:
         return task
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
-        from ..generation import render_prompts
+        from openmanus_lite.engine.generation import render_prompts
 
         args = trainer.args
         tokenizer = trainer.processing_class

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .grpo_data import (  # noqa: F401  (re-exported: the kit's GRPO API in one place)
+from openmanus_lite.train.grpo_data import (  # noqa: F401  (re-exported: the kit's GRPO API in one place)
     SYSTEM_PROMPT,
     build_env_dataset,
     build_single_turn_dataset,
@@ -47,8 +47,8 @@ from .grpo_data import (  # noqa: F401  (re-exported: the kit's GRPO API in one 
     value_solution,
     value_task_rows,
 )
-from .sft import import_trl  # noqa: F401  (unsloth before trl; re-exported for notebooks)
-from .trainer_args import GRPO_OWNED, trainer_kwargs
+from openmanus_lite.train.sft import import_trl  # noqa: F401  (unsloth before trl; re-exported for notebooks)
+from openmanus_lite.train.trainer_args import GRPO_OWNED, trainer_kwargs
 
 MODES = ("single", "multi", "tool")
 DEFAULT_REWARDS = {
@@ -143,7 +143,7 @@ def make_grpo_config(cfg: GRPORunConfig, reward_weights: list[float]):
     import torch
     from trl import GRPOConfig
 
-    from ..precision import trainer_precision
+    from openmanus_lite.engine.precision import trainer_precision
 
     on_gpu = torch.cuda.is_available()
     use_vllm = cfg.use_vllm if cfg.use_vllm is not None else (on_gpu and vllm_available() and cfg.mode == "single")
@@ -203,7 +203,7 @@ def load_for_grpo(model: str | None, preset: Any) -> tuple[Any, Any]:
     if folder is not None and (folder / "adapter_config.json").is_file():
         import torch
 
-        from ..models import load_adapter
+        from openmanus_lite.models import load_adapter
 
         lora = preset.lora
         return load_adapter(folder, backend=preset.backend, trainable=True,
@@ -270,7 +270,7 @@ def kit_trainer_class():
         import_trl()
         from trl import GRPOTrainer
 
-        from .env_rollout import COMPLETION_MESSAGES
+        from openmanus_lite.train.env_rollout import COMPLETION_MESSAGES
 
         class KitGRPOTrainer(GRPOTrainer):
             def _generate(self, prompts):
@@ -416,7 +416,7 @@ def run_grpo(
     `reward_funcs` / `reward_weights` are given. `resume=True` continues from the newest
     checkpoint in `config.output_dir` when there is one; a path resumes from that checkpoint.
     """
-    from ..rewards import ROLLOUT_COLUMNS, build_rewards, check_reward_columns
+    from openmanus_lite.rewards import ROLLOUT_COLUMNS, build_rewards, check_reward_columns
 
     if config.mode == "multi" and rollout_func is None:
         raise ValueError("mode 'multi' needs rollout_func (see build_env_dataset)")
@@ -540,8 +540,8 @@ def single_turn_accuracy(
     Returns {"n", "accuracy", "format", "tag_count", "per_domain": {domain: accuracy}}; "accuracy" is
     the share of rows `answer_match` scores 1.0 (the kit's rows hold agent answers, not LaTeX).
     """
-    from ..generation import generate_turns
-    from ..rewards import get_reward_funcs
+    from openmanus_lite.engine.generation import generate_turns
+    from openmanus_lite.rewards import get_reward_funcs
 
     if not rows:
         raise ValueError("no rows to evaluate")

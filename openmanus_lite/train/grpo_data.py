@@ -14,8 +14,8 @@ import json
 import os
 from typing import Any, Callable, Iterable, Sequence
 
-from ..react import extract_answer, parse_turn
-from ..schema import Task, Trajectory
+from openmanus_lite.react import extract_answer, parse_turn
+from openmanus_lite.schema import Task, Trajectory
 
 SYSTEM_PROMPT = (
     "A conversation between User and Assistant. The user asks a question, and the Assistant solves it. "
@@ -60,8 +60,8 @@ def value_task_rows(
     `for_training`, tasks equal to a held-out task of the kit (`splits.heldout_keys`) are
     skipped too, counted in `report[domain]["held_out"]`.
     """
-    from ..envs import generate_tasks, make_env
-    from ..splits import heldout_keys, task_key
+    from openmanus_lite.envs import generate_tasks, make_env
+    from openmanus_lite.splits import heldout_keys, task_key
 
     rows = []
     for domain in domains:
@@ -261,8 +261,8 @@ def format_warmup_trajectories(rows: Sequence[dict[str, Any]]) -> list[Trajector
     A few steps of SFT on these ("a short SFT") give GRPO a policy that sometimes writes the
     format, so the format rewards vary within a group and GRPO has something to sharpen.
     """
-    from ..react import format_tagged
-    from ..schema import Turn
+    from openmanus_lite.react import format_tagged
+    from openmanus_lite.schema import Turn
 
     out = []
     for r in rows:
@@ -306,7 +306,7 @@ def build_env_dataset(
     """
     from datasets import Dataset
 
-    from .env_rollout import EnvRolloutFunc, prompt_key
+    from openmanus_lite.train.env_rollout import EnvRolloutFunc, prompt_key
 
     rollout = EnvRolloutFunc(
         tasks, max_turns=max_turns, max_new_tokens=max_new_tokens, system_prompt=system_prompt, batch_size=batch_size

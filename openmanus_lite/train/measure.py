@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..schema import Task, Trajectory
+from openmanus_lite.schema import Task, Trajectory
 
 RECOVERY_KINDS = ("random",)
 """The default mistakes of recovery data: the recipe measured most (docs/RESULTS.md, 60 minutes of SFT). All
@@ -45,13 +45,13 @@ def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int |
     """
     import random
 
-    from .preferences import mistake_episodes
+    from openmanus_lite.train.preferences import mistake_episodes
 
     kinds = tuple(kinds or RECOVERY_KINDS)
     rng = random.Random(seed)
     out: list[Trajectory] = []
     counts = {"kept": 0, "unsolved": 0, "nothing_to_recover": 0, "expert_broke": 0, "no_mistake": 0}
-    from ..envs import turn_limit
+    from openmanus_lite.envs import turn_limit
 
     for k, task in enumerate(tasks):
         limit = turn_limit(max_turns, task.domain)
@@ -84,7 +84,7 @@ def domain_summary(result: Any) -> dict[str, dict[str, float]]:
     """A `BenchmarkResult`'s pooled rows per domain (and 'all') as plain numbers, the form
     `summary_table` prints and benchmarks/sft_learning.py keeps in its curve.json: n, success rate
     with its 95% Wilson interval, valid-action rate, mean turns."""
-    from ..eval.metrics import ALL, summarize_group
+    from openmanus_lite.eval.metrics import ALL, summarize_group
 
     records = result.records
     groups = {d: [r for r in records if r.domain == d] for d in dict.fromkeys(r.domain for r in records)}

@@ -112,7 +112,7 @@ def default_model_shape() -> ModelShape:
     """SmolLM2-135M-Instruct's shape, read from the embedded GGUF file's header (no weights are loaded)."""
     from gguf import GGUFReader
 
-    from ..models import DEFAULT_MODEL, default_gguf_path
+    from openmanus_lite.models import DEFAULT_MODEL, default_gguf_path
 
     reader = GGUFReader(default_gguf_path())
 
@@ -131,8 +131,8 @@ def model_shape(name: str) -> ModelShape:
     import json
     from pathlib import Path
 
-    from ..models import DEFAULT_MODEL
-    from .presets import TINY_MODEL, tiny_model_path
+    from openmanus_lite.models import DEFAULT_MODEL
+    from openmanus_lite.train.presets import TINY_MODEL, tiny_model_path
 
     if name.lower() in ("default", "smollm2", DEFAULT_MODEL.lower()):
         return default_model_shape()
@@ -304,7 +304,7 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
 
 def published_check() -> list[tuple[str, float, float]]:
     """(case, published GB, estimated GB) against Unsloth's minimum-VRAM table (see the module doc)."""
-    from ..models import LORA_TARGETS
+    from openmanus_lite.models import LORA_TARGETS
 
     out = []
     for shape, published_q, published_l in ((LLAMA32_3B, 3.5, 8.0), (LLAMA31_8B, 6.0, 22.0)):
@@ -339,7 +339,7 @@ def format_table(preset: Any, stages: list[StageMemory]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m openmanus_lite presets [--memory] [NAME ...]`."""
-    from .presets import PRESETS, get_preset
+    from openmanus_lite.train.presets import PRESETS, get_preset
 
     p = argparse.ArgumentParser(prog="openmanus_lite presets",
                                 description="List the hardware presets; --memory adds a per-stage GPU memory estimate.")

@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, Callable, Iterable
 
-from ..envs import make_env
-from ..envs.base import Env
-from ..react import Action, ParseError, format_action, format_turn, parse_step
-from ..schema import Task, Trajectory, Turn
+from openmanus_lite.envs import make_env
+from openmanus_lite.envs.base import Env
+from openmanus_lite.react import Action, ParseError, format_action, format_turn, parse_step
+from openmanus_lite.schema import Task, Trajectory, Turn
 
 Messages = list[dict[str, str]]
 
@@ -623,7 +623,7 @@ def collect_episodes(
     and identical episodes give no pairs). Returns (episodes, counts) where counts holds
     the episodes per source and any that could not be replayed for labelling.
     """
-    from ..rollout import run_episodes
+    from openmanus_lite.rollout import run_episodes
 
     rng = random.Random(seed)
     counts: Counter = Counter()

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..models import LoraSpec
-from .dpo import DPOSettings
-from .grpo import GRPORunConfig
-from .reward_model import RMSettings
-from .sft import SFTRunConfig
+from openmanus_lite.models import LoraSpec
+from openmanus_lite.train.dpo import DPOSettings
+from openmanus_lite.train.grpo import GRPORunConfig
+from openmanus_lite.train.reward_model import RMSettings
+from openmanus_lite.train.sft import SFTRunConfig
 
 TINY_MODEL = "tiny"
 """Preset model name for the tiny from-scratch model (built once under the cache folder)."""
@@ -76,7 +76,7 @@ class Preset:
         unchanged. On a CPU the trainers train in the weights' dtype: bf16 weights made an SFT step 1.75x faster."""
         if dtype is None:
             return self
-        from ..precision import resolve_precision
+        from openmanus_lite.engine.precision import resolve_precision
 
         return self.replace(dtype=resolve_precision(dtype, cpu_bf16=True, strict=True).name)
 
@@ -91,7 +91,7 @@ class Preset:
         """(model, tokenizer) loaded with this preset's settings (LoRA attached when training)."""
         import torch
 
-        from ..models import load_model
+        from openmanus_lite.models import load_model
 
         dtype = getattr(torch, self.dtype) if self.dtype else None
         lora = self.lora if for_training else None
@@ -107,8 +107,8 @@ class Preset:
 
 
 def tiny_model_path() -> Path:
-    from ..models import build_tiny_model
-    from ..paths import CACHE_DIR
+    from openmanus_lite.models import build_tiny_model
+    from openmanus_lite.paths import CACHE_DIR
 
     out = CACHE_DIR / "tiny-model"
     if not (out / "config.json").is_file():

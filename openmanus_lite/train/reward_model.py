@@ -32,12 +32,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..models import LoraSpec, free_memory, load_tokenizer
-from ..paths import CACHE_DIR
-from ..precision import trainer_precision
-from .dpo import config_dtype, count_chat_tokens, import_trl, resolve_checkpoint, time_limit_callback
-from .preferences import Messages, fit_prompt
-from .trainer_args import RM_OWNED, trainer_kwargs
+from openmanus_lite.engine.precision import trainer_precision
+from openmanus_lite.models import LoraSpec, free_memory, load_tokenizer
+from openmanus_lite.paths import CACHE_DIR
+from openmanus_lite.train.dpo import (
+    config_dtype,
+    count_chat_tokens,
+    import_trl,
+    resolve_checkpoint,
+    time_limit_callback,
+)
+from openmanus_lite.train.preferences import Messages, fit_prompt
+from openmanus_lite.train.trainer_args import RM_OWNED, trainer_kwargs
 
 RM_MARKER = "openmanus_rm.json"
 AGGREGATES = ("min", "mean", "prod", "last")

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from .trainer_args import SFT_OWNED, trainer_kwargs
+from openmanus_lite.train.trainer_args import SFT_OWNED, trainer_kwargs
 
 LOSS_HISTORY_FILE = "loss_history.json"
 
@@ -135,7 +135,7 @@ def make_sft_config(cfg: SFTRunConfig):
     import_trl()
     from trl import SFTConfig
 
-    from ..precision import trainer_precision
+    from openmanus_lite.engine.precision import trainer_precision
 
     return SFTConfig(**trainer_kwargs(
         cfg.trainer_args, SFT_OWNED,
@@ -265,7 +265,7 @@ def last_checkpoint(output_dir: str | os.PathLike) -> str | None:
 def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, callbacks: list | None = None):
     """TRL's SFTTrainer on pre-tokenized rows (or a list of Trajectory, tokenized here)."""
     trl = import_trl()
-    from .data import build_sft_dataset
+    from openmanus_lite.train.data import build_sft_dataset
 
     if isinstance(dataset, list):
         dataset, report = build_sft_dataset(dataset, tokenizer, max_length=cfg.max_length)
@@ -353,7 +353,7 @@ def is_peft_model(model: Any) -> bool:
 
 
 def _finish_tokenizer(tokenizer: Any, out: Path) -> None:
-    from ..models import _name_tokenizer_class
+    from openmanus_lite.models import _name_tokenizer_class
 
     tokenizer.save_pretrained(out)
     if (out / "tokenizer.json").is_file():
@@ -385,7 +385,7 @@ def merge_adapter(base_name: str, adapter_dir: str | os.PathLike) -> Any:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from ..models import standalone_copy
+    from openmanus_lite.models import standalone_copy
 
     base = AutoModelForCausalLM.from_pretrained(base_name, dtype=torch.float32)
     if getattr(base, "hf_quantizer", None) is not None:
@@ -410,7 +410,7 @@ def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, prefe
         model.save_pretrained(out)
         _finish_tokenizer(tokenizer, out)
         return out
-    from ..generation import is_unsloth_model
+    from openmanus_lite.engine.generation import is_unsloth_model
 
     if prefer_unsloth and is_unsloth_model(model) and hasattr(model, "save_pretrained_merged"):
         try:
@@ -419,7 +419,7 @@ def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, prefe
             return out
         except Exception as e:  # fall back to a PEFT merge, and say why
             print(f"Unsloth save_pretrained_merged failed ({type(e).__name__}: {e}); merging with PEFT instead")
-    from ..precision import resolve_precision
+    from openmanus_lite.engine.precision import resolve_precision
 
     half = torch.bfloat16 if resolve_precision().bf16 else torch.float16
     tmp = out / "_adapter_tmp"
@@ -434,7 +434,7 @@ def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, prefe
 def load_trained(path: str | os.PathLike, *, backend: str = "hf", **load_kwargs) -> tuple[Any, Any]:
     """(model, tokenizer) for inference from a saved adapter folder or a merged / full checkpoint,
     on the GPU when there is one (`models.load_adapter`, `models.load_model`)."""
-    from ..models import load_adapter, load_model
+    from openmanus_lite.models import load_adapter, load_model
 
     folder = Path(path)
     if (folder / "adapter_config.json").is_file():

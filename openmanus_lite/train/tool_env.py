@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from ..envs import make_env, turn_limit
-from ..react import format_turn
-from ..schema import Task
+from openmanus_lite.envs import make_env, turn_limit
+from openmanus_lite.react import format_turn
+from openmanus_lite.schema import Task
 
 TOOL_INSTRUCTIONS = (
     "Act only by calling the tools you are given, one call at a time; each call returns what happened. "

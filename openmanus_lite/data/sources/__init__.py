@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import agent_flan, agentbank, agentinstruct, agenttraj_l, openmanus_rl, taskcraft
-from .base import InputError, RawRow, RowRejected, read_rows
+from openmanus_lite.data.sources import agent_flan, agentbank, agentinstruct, agenttraj_l, openmanus_rl, taskcraft
+from openmanus_lite.data.sources.base import InputError, RawRow, RowRejected, read_rows
 
 SOURCES: dict[str, ModuleType] = {
     m.NAME: m for m in (agentinstruct, agent_flan, agenttraj_l, agentbank, taskcraft, openmanus_rl)

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ...schema import Trajectory
-from .base import RawRow, read_rows
-from .normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
+from openmanus_lite.data.sources.base import RawRow, read_rows
+from openmanus_lite.data.sources.normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
+from openmanus_lite.schema import Trajectory
 
 NAME = "agentinstruct"
 HUB_ID = "THUDM/AgentInstruct"

@@ -28,9 +28,17 @@ from __future__ import annotations
 import re
 from typing import Any, NoReturn
 
-from ...react import DOMAIN_ACTION_KINDS, Action, ParsedTurn, format_action, format_turn, parse_action, parse_turn
-from ...schema import Trajectory, Turn
-from .base import RawRow, RowRejected, field_error
+from openmanus_lite.data.sources.base import RawRow, RowRejected, field_error
+from openmanus_lite.react import (
+    DOMAIN_ACTION_KINDS,
+    Action,
+    ParsedTurn,
+    format_action,
+    format_turn,
+    parse_action,
+    parse_turn,
+)
+from openmanus_lite.schema import Trajectory, Turn
 
 ROLE_MAP: dict[str, str] = {
     "human": "user",

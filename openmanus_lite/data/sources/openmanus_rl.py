@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ...schema import Trajectory
-from . import agentinstruct, agenttraj_l
-from .base import RawRow, read_rows
-from .normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
+from openmanus_lite.data.sources import agentinstruct, agenttraj_l
+from openmanus_lite.data.sources.base import RawRow, read_rows
+from openmanus_lite.data.sources.normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
+from openmanus_lite.schema import Trajectory
 
 NAME = "openmanus_rl"
 HUB_ID = "CharlieDreemur/OpenManus-RL"

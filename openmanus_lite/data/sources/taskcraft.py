@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ...react import Action, format_action, format_turn
-from ...schema import Task, Trajectory, Turn
-from .base import RawRow, field_error, read_rows
-from .normalize import attach_actions, require_str
+from openmanus_lite.data.sources.base import RawRow, field_error, read_rows
+from openmanus_lite.data.sources.normalize import attach_actions, require_str
+from openmanus_lite.react import Action, format_action, format_turn
+from openmanus_lite.schema import Task, Trajectory, Turn
 
 NAME = "taskcraft"
 HUB_ID = "PersonalAILab/TaskCraft"

@@ -1,0 +1,275 @@
+"""`python -m openmanus_lite eval ...`: evaluate policies on frozen suites, compare runs, freeze suites.
+
+    eval --model expert --model random --model PATH --suite dev --domains db,kg --limit 10
+    eval --model random --suite dev --strategy mcts --budget_calls 40   (test-time search)
+    eval compare runs/eval/a.json runs/eval/b.json --plot cmp.png   (with the paired sign test)
+    eval verify                              (check the frozen suites' checksums)
+    eval freeze --output_dir DIR [--force]   (write new frozen suites; never needed for evaluation)
+
+Options take `--x_y` or `--x-y`; `--out` and `--batch-size` are the old names of `--output_dir`
+and `--per_device_eval_batch_size`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from openmanus_lite.cli.args import DEPRECATED, make_parser, parse
+
+RENAMED = {**DEPRECATED, "batch_size": "per_device_eval_batch_size"}
+"""Old spellings: here the batch is of episodes evaluated together, TrainingArguments' eval batch."""
+
+
+def _csv(s: str | None) -> list[str] | None:
+    return [x.strip() for x in s.split(",") if x.strip()] if s else None
+
+
+def find_checkpoint(tag: str, root: str | Path | None = None) -> Path | None:
+    """The newest model folder under `runs/` whose path mentions `tag` (e.g. 'sft', 'grpo'):
+    one holding a config.json or a LoRA adapter_config.json. None when there is none."""
+    from openmanus_lite.paths import RUNS_DIR
+
+    root = Path(root or RUNS_DIR)
+    if not root.is_dir():
+        return None
+    found = {p.parent for name in ("config.json", "adapter_config.json") for p in root.rglob(name)
+             if tag.lower() in str(p.parent.relative_to(root)).lower()}
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def resolve_model_spec(spec: str) -> str:
+    """'latest:<tag>' -> the newest matching checkpoint under runs/ (FileNotFoundError if none)."""
+    if spec.startswith("latest:"):
+        tag = spec.split(":", 1)[1]
+        found = find_checkpoint(tag)
+        if found is None:
+            raise FileNotFoundError(f"no checkpoint under runs/ mentions {tag!r}: train one first (notebooks 04 / 06 "
+                                    f"or `python -m openmanus_lite {tag}`), or pass its path")
+        return str(found)
+    return spec
+
+
+def make_policy(spec: str, *, max_new_tokens: int = 96, temperature: float = 0.0, batch_size: int = 32,
+                seed: int = 0):
+    """'expert', 'random', 'default' (the embedded default model), 'latest:sft' / 'latest:grpo'
+    (the newest such checkpoint under runs/), or a checkpoint path / hub name (loaded lazily)."""
+    if spec in ("expert", "random"):
+        from openmanus_lite.eval.benchmark import resolve_policy
+
+        return resolve_policy(spec, seed)
+    from openmanus_lite.models import load_model, prepare_default_model
+    from openmanus_lite.policies import ModelPolicy
+
+    if spec == "default":
+        spec = str(prepare_default_model())
+    spec = resolve_model_spec(spec)
+
+    model, tokenizer = load_model(spec)
+    return ModelPolicy(model, tokenizer, name=Path(spec).name or spec, max_new_tokens=max_new_tokens,
+                       temperature=temperature, batch_size=batch_size, seed=seed)
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_") or "policy"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `eval` itself (the subcommands build their own)."""
+    p = make_parser("python -m openmanus_lite eval", __doc__, (
+        "python -m openmanus_lite eval --model expert --model random --suite dev --limit 1 --output_dir runs/eval",
+        "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json",
+        "python -m openmanus_lite eval verify",
+    ))
+    p.add_argument("--model", action="append", required=True,
+                   help="expert | random | default | latest:sft | checkpoint path or hub name; repeat to compare")
+    p.add_argument("--suite", default="dev", help="frozen suite: dev, test or agentbench_db (default dev)")
+    p.add_argument("--domains", help="comma-separated subset, e.g. db,kg")
+    p.add_argument("--difficulties", help="comma-separated subset of easy,medium,hard")
+    p.add_argument("--limit", type=int, help="at most this many tasks per domain x difficulty")
+    p.add_argument("--max_turns", type=_turn_limits, help="turn limits: N, domain=N,... or 'easy' (the recipes' "
+                   "limits, which their training prompts state); default: each environment's own")
+    p.add_argument("--per_device_eval_batch_size", type=int, default=32, help="episodes per batched policy call")
+    p.add_argument("--max_new_tokens", type=int, default=96)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--strategy", choices=["best_of_n", "beam", "mcts", "dfsdt"], help="run test-time search")
+    p.add_argument("--budget_calls", type=int, help="search budget in generated turns per task")
+    p.add_argument("--budget_tokens", type=int, help="search budget in generated tokens per task")
+    p.add_argument("--oracle", action="store_true", help="select by the true score: oracle pass@k, an upper bound")
+    p.add_argument("--output_dir", default="runs/eval", help="folder for JSON/CSV results and the plot")
+    p.add_argument("--no_progress", action="store_true")
+    return p
+
+
+def _run(argv: list[str]) -> int:
+    a, _ = parse(build_parser(), argv, deprecated=RENAMED)
+    from openmanus_lite.eval.benchmark import run_benchmark
+    from openmanus_lite.eval.compare import comparison_table
+    from openmanus_lite.eval.plots import plot_comparison
+    from openmanus_lite.eval.suites import SuiteError, load_suite
+
+    try:
+        suite = load_suite(a.suite, domains=_csv(a.domains), difficulties=_csv(a.difficulties), limit=a.limit)
+    except SuiteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.strategy and not (a.budget_calls or a.budget_tokens):
+        print("error: --strategy needs --budget_calls or --budget_tokens", file=sys.stderr)
+        return 2
+    out = Path(a.output_dir)
+    results = []
+    for spec in a.model:
+        policy = make_policy(spec, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
+                             batch_size=a.per_device_eval_batch_size, seed=a.seed)
+        search = {}
+        if a.strategy:
+            from openmanus_lite.search import Budget
+
+            search = {"search": a.strategy, "budget": Budget(tokens=a.budget_tokens, calls=a.budget_calls),
+                      "search_options": {"oracle": a.oracle}}
+        res = run_benchmark(policy, suite, max_turns=a.max_turns, batch_size=a.per_device_eval_batch_size,
+                            progress=not a.no_progress, seed=a.seed, meta={"model": spec},
+                            label=f"{a.strategy}:{spec}" if a.strategy else spec, **search)
+        stem = out / f"{_slug(res.label)}_{suite.name}"
+        res.save(stem.with_suffix(".json"))
+        res.save(stem.with_suffix(".csv"))
+        results.append(res)
+        print(f"\n== {res.label} on {suite.name} ({len(res.records)} tasks, {res.wall_s:.1f}s) -> {stem}.json")
+        cols = ["domain", "difficulty", "n", "success_rate", "ci_low", "ci_high", "mean_score", "mean_turns",
+                "invalid_action_rate", "tokens_per_episode"]
+        print(res.table()[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if len(results) > 1:
+        print("\n== comparison (success rate, 95% Wilson CI)")
+        print(comparison_table(results).to_string())
+        for other in results[1:]:
+            print_sign_tests(results[0], other)
+        import matplotlib
+
+        matplotlib.use("Agg")
+        fig_path = out / f"comparison_{suite.name}.png"
+        plot_comparison(results, path=fig_path)
+        print(f"plot: {fig_path}")
+    return 0
+
+
+def print_sign_tests(a, b) -> None:
+    """The paired exact sign test of b against a, per domain and overall (eval.compare.sign_tests)."""
+    from openmanus_lite.eval.compare import sign_tests
+
+    print(f"\n== paired sign test, {b.label} vs {a.label} (tasks that changed outcome; two-sided exact p)")
+    print(sign_tests(a, b).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+
+
+def _compare(argv: list[str]) -> int:
+    p = make_parser("python -m openmanus_lite eval compare", "Rates side by side, the tasks that flipped, "
+                    "and the paired exact sign test on them (per domain and overall).", (
+                        "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json",
+                        "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json --level overall "
+                        "--plot runs/eval/cmp.png",
+                    ))
+    p.add_argument("results", nargs="+", help="result files (.json or .csv) written by `eval`")
+    p.add_argument("--level", default="domain", choices=["domain", "cell", "overall"])
+    p.add_argument("--plot", help="write a grouped bar chart here (.png)")
+    a, _ = parse(p, argv, deprecated=RENAMED)
+    from openmanus_lite.eval.benchmark import load_result
+    from openmanus_lite.eval.compare import comparison_table, flipped_tasks
+
+    results = []
+    for path in a.results:
+        try:
+            results.append(load_result(path))
+        except (OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    seen: dict[str, int] = {}
+    for r in results:  # same labels from different files: make them distinct
+        seen[r.label] = seen.get(r.label, 0) + 1
+        if seen[r.label] > 1:
+            r.label = f"{r.label} ({seen[r.label]})"
+    print(comparison_table(results, level=a.level).to_string())
+    for other in results[1:]:
+        flips = flipped_tasks(results[0], other)
+        print(f"\n{len(flips)} tasks changed between {results[0].label} and {other.label}")
+        if len(flips):
+            print(flips.to_string(index=False))
+        print_sign_tests(results[0], other)
+    if a.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from openmanus_lite.eval.plots import plot_comparison
+
+        plot_comparison(results, level=a.level, path=a.plot)
+        print(f"plot: {a.plot}")
+    return 0
+
+
+def _verify(argv: list[str]) -> int:
+    p = make_parser("python -m openmanus_lite eval verify", "Check the frozen suites' checksums.",
+                    ("python -m openmanus_lite eval verify", "python -m openmanus_lite eval verify --root openmanus_lite/resources/benchmark"))
+    p.add_argument("--root", help="suite folder (default: the suites shipped in the package)")
+    a, _ = parse(p, argv, deprecated=RENAMED)
+    from openmanus_lite.eval.suites import SuiteError, list_suites, load_suite, verify_suites
+
+    try:
+        problems = verify_suites(a.root)
+    except SuiteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr)
+    if not problems:
+        for name in list_suites(a.root):
+            s = load_suite(name, root=a.root)
+            print(f"{name}: {len(s)} tasks, domains {s.domains}, difficulties {s.difficulties}: checksums ok")
+    return 1 if problems else 0
+
+
+def freeze_parser() -> argparse.ArgumentParser:
+    p = make_parser("python -m openmanus_lite eval freeze", "Write new frozen suites (never needed for evaluation).",
+                    ("python -m openmanus_lite eval freeze --output_dir /tmp/suites --per_cell 2 --domains db",
+                     "python -m openmanus_lite eval freeze --output_dir /tmp/suites --no_agentbench --force"))
+    p.add_argument("--output_dir", help="folder (default: the package's suite folder, from a clone only)")
+    p.add_argument("--per_cell", type=int, default=None, help="tasks per split x domain x difficulty")
+    p.add_argument("--domains", help="comma-separated subset (default: every registered domain)")
+    p.add_argument("--agentbench", help="AgentBench dbbench JSONL to import (default: the shared real samples)")
+    p.add_argument("--no_agentbench", action="store_true", help="freeze without the agentbench_db suite")
+    p.add_argument("--force", action="store_true", help="replace existing frozen suites")
+    return p
+
+
+def _freeze(argv: list[str]) -> int:
+    a, _ = parse(freeze_parser(), argv, deprecated=RENAMED)
+    from openmanus_lite.eval.suites import TASKS_PER_CELL, SuiteError, freeze_suites
+
+    try:
+        m = freeze_suites(a.output_dir, domains=_csv(a.domains), per_cell=a.per_cell or TASKS_PER_CELL,
+                          agentbench_path=False if a.no_agentbench else a.agentbench, force=a.force)
+    except SuiteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for name, files in m["suites"].items():
+        print(f"{name}: {sum(m['files'][f]['tasks'] for f in files)} tasks in {len(files)} files")
+    if m["skipped"]:
+        print(f"skipped while freezing: {m['skipped']}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sub = {"compare": _compare, "verify": _verify, "freeze": _freeze}
+    if argv and argv[0] in sub:
+        return sub[argv[0]](argv[1:])
+    return _run(argv)
+
+
+def _turn_limits(text: str):
+    from openmanus_lite.envs.base import parse_turn_limits
+
+    try:
+        return parse_turn_limits(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

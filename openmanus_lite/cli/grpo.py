@@ -1,0 +1,295 @@
+"""`python -m openmanus_lite grpo ...`: GRPO from the command line, in the three modes.
+
+    # single-turn on environment value questions (default rewards: answer_match format tag_count)
+    python -m openmanus_lite grpo --model default --envs kg,db,os
+    # the seed's line: open-r1's rewards; its accuracy is math_verify's (answers in \boxed{} or $...$)
+    python -m openmanus_lite grpo --model default --envs kg,db,os --reward_funcs accuracy format tag_count
+    # multi-turn in the environments, from an SFT checkpoint
+    python -m openmanus_lite grpo --mode multi --model runs/sft/checkpoint --envs db,kg --max_steps 60
+    # tool calling through TRL's environment_factory
+    python -m openmanus_lite grpo --mode tool --model default --envs os,db
+
+The OpenManus-RL script's flag names are accepted too (--model_name_or_path, --dataset_name,
+--num_train_epochs, ...), both as `--x_y` and `--x-y`; `--config run.yaml` holds any option, and
+any other GRPOConfig field (`--num_iterations 2`, `--log_completions`) passes through to TRL.
+`--reward_funcs` takes registered names and `package.module:function`, each with an optional
+`:weight`. Writes checkpoints, `log_history.json`, `reward_curves.png` and the
+final adapter / model under --output_dir; `--resume` continues from the newest checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from openmanus_lite.cli.args import (
+    add_tracking_args,
+    check_tracking_args,
+    make_parser,
+    push_saved,
+    split_overrides,
+    trainer_overrides,
+)
+from openmanus_lite.cli.args import parse as parse_args
+from openmanus_lite.schema import DOMAINS
+
+SEED_FLAGS_WITHOUT_EFFECT = ("packing", "max_seq_length", "max_prompt_length", "dataset_config", "attn_implementation")
+
+
+EXAMPLES = (
+    "python -m openmanus_lite grpo --preset cpu_debug --envs kg,db --n_tasks 3 --max_steps 1 --output_dir runs/grpo_try",
+    "python -m openmanus_lite grpo --preset cpu_debug --envs db --max_steps 2 --num_iterations 2 "
+    "--reward_funcs answer_match:2 format openmanus_lite.rewards:tag_count_reward:0.5",
+    "python -m openmanus_lite grpo --config configs/examples/grpo_quick.yaml --push_to_hub --hub_model_id me/agent-grpo",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = make_parser("openmanus_lite grpo", __doc__.split("\n\n")[0], EXAMPLES)
+    p.add_argument("--config", default=None, help="YAML file of option: value (the command line wins)")
+    p.add_argument("--model", "--model_name_or_path", dest="model", default=None,
+                   help="checkpoint folder, hub name, or 'default' (SmolLM2-135M-Instruct); default: the preset's")
+    p.add_argument("--preset", default=None, help="t4 | gpu8 | cpu | cpu_debug (default: cpu without a GPU, t4 with)")
+    p.add_argument("--mode", choices=("single", "multi", "tool"), default="single")
+    p.add_argument("--envs", default=None,
+                   help="comma list of domains (default kg,db,os); 'none' with --data uses only the trajectories")
+    p.add_argument("--data", "--dataset_name", dest="data", default=None,
+                   help="single-turn: merged-dataset trajectories (JSON lines); rows ending in an answer are used")
+    p.add_argument("--n_tasks", type=int, default=64, help="generated tasks per domain")
+    p.add_argument("--difficulty", default="easy", choices=("easy", "medium", "hard"))
+    p.add_argument("--reward_funcs", nargs="+", default=None,
+                   help="registered rewards or package.module:function, optionally :weight (default per mode: "
+                        "single 'answer_match format tag_count', multi 'env_outcome', tool "
+                        "'env_outcome invalid_action:0.25'; shaped react_format / invalid_action terms in multi "
+                        "were measured to reward-hack, see docs/RESULTS.md)")
+    p.add_argument("--output_dir", default=None, help="default runs/grpo_<mode>")
+    p.add_argument("--max_steps", type=int, default=None)
+    p.add_argument("--num_train_epochs", type=float, default=None, help="instead of --max_steps: passes over the prompts")
+    p.add_argument("--learning_rate", type=float, default=None)
+    p.add_argument("--num_generations", type=int, default=None)
+    p.add_argument("--per_device_train_batch_size", type=int, default=None)
+    p.add_argument("--gradient_accumulation_steps", type=int, default=None)
+    p.add_argument("--max_completion_length", type=int, default=None,
+                   help="single: answer tokens; multi/tool: tokens of the whole episode (same as --max_episode_tokens)")
+    p.add_argument("--max_episode_tokens", type=int, default=None)
+    p.add_argument("--max_new_tokens", type=int, default=None, help="multi-turn: tokens per assistant turn")
+    p.add_argument("--max_turns", type=int, default=None, help="multi-turn / tool: turn limit per episode")
+    p.add_argument("--beta", type=float, default=None)
+    p.add_argument("--loss_type", default=None)
+    p.add_argument("--temperature", type=float, default=None)
+    p.add_argument("--logging_steps", type=int, default=None)
+    p.add_argument("--save_steps", type=int, default=None)
+    p.add_argument("--sample_every", type=int, default=None, help="print sample episodes every N steps")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lora_r", type=int, default=None, help="LoRA rank; 0 = full fine-tuning")
+    p.add_argument("--load_in_4bit", action="store_true", default=None)
+    p.add_argument("--use_vllm", action="store_true", default=None,
+                   help="GPU only: generate with vLLM (Unsloth fast_inference) when installed")
+    p.add_argument("--gradient_checkpointing", action="store_true", default=None)
+    p.add_argument("--bf16", action="store_true", default=None)
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output_dir")
+    p.add_argument("--resume_from", default=None, help="continue from this checkpoint folder")
+    p.add_argument("--no_plot", action="store_true", help="do not write reward_curves.png")
+    p.add_argument("--no_save", action="store_true", help="do not save the final model")
+    add_tracking_args(p)
+    for flag in SEED_FLAGS_WITHOUT_EFFECT:
+        p.add_argument(f"--{flag}", nargs="?", const=True, default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """(the kit's options, the rest for GRPOConfig): see openmanus_lite/cli/args.py."""
+    return parse_args(build_parser(), argv, passthrough=True, config=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, extras = parse(argv)
+    for flag in SEED_FLAGS_WITHOUT_EFFECT:
+        if getattr(args, flag) is not None:
+            print(f"note: --{flag} has no effect on GRPO here (prompt lengths come from the data; "
+                  f"completion budgets from --max_completion_length)", file=sys.stderr)
+    try:
+        return run(args, extras)
+    except (ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def _domains(args) -> list[str]:
+    if args.envs is None:
+        return ["kg", "db", "os"]
+    if args.envs.strip().lower() == "none":
+        return []
+    out = [d.strip() for d in args.envs.split(",") if d.strip()]
+    unknown = [d for d in out if d not in DOMAINS]
+    if unknown:
+        raise ValueError(f"unknown domains {unknown} in --envs; choose from {', '.join(DOMAINS)}")
+    return out
+
+
+def settings(args: argparse.Namespace, extras: list[str] = ()):
+    """(preset name, preset, GRPORunConfig) for parsed options: the preset's settings, then the flags,
+    then any other GRPOConfig field given (`--num_iterations 2`), kept in `trainer_args`."""
+    from dataclasses import fields
+
+    from openmanus_lite.train.grpo import GRPORunConfig, import_trl
+    from openmanus_lite.train.presets import default_preset_name, get_preset
+
+    import_trl()  # unsloth before trl
+    from trl import GRPOConfig
+
+    check_tracking_args(args)
+    preset_name = args.preset or default_preset_name()
+    preset = get_preset(preset_name)
+    overrides = {k: getattr(args, k) for k in (
+        "max_steps", "learning_rate", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
+        "max_completion_length", "max_new_tokens", "max_turns", "beta", "loss_type", "temperature", "logging_steps",
+        "save_steps", "sample_every", "use_vllm", "gradient_checkpointing", "bf16",
+    ) if getattr(args, k) is not None}
+    if args.mode != "single" and "max_completion_length" in overrides:
+        overrides.setdefault("max_episode_tokens", overrides.pop("max_completion_length"))
+    if args.max_episode_tokens is not None:
+        overrides["max_episode_tokens"] = args.max_episode_tokens
+    overrides["mode"] = args.mode
+    overrides["seed"] = args.seed
+    overrides["output_dir"] = args.output_dir or f"runs/grpo_{args.mode}"
+    overrides["report_to"] = args.report_to
+    if args.reward_funcs:
+        overrides["rewards"] = " ".join(args.reward_funcs)
+    kit, trainer = split_overrides(trainer_overrides(extras, GRPOConfig, command="grpo"),
+                                   [f.name for f in fields(GRPORunConfig)])
+    return preset_name, preset, preset.grpo.replace(**{**kit, **overrides}, trainer_args=trainer)
+
+
+def run(args, extras: list[str] = ()) -> int:
+    from openmanus_lite.models import LoraSpec
+    from openmanus_lite.rewards import reward_weights
+    from openmanus_lite.splits import GRPO_TRAIN_SEED, training_tasks
+    from openmanus_lite.train.grpo import (
+        build_env_dataset,
+        build_single_turn_dataset,
+        load_for_grpo,
+        make_grpo_config,
+        plot_reward_curves,
+        reward_curves,
+        run_grpo,
+        trajectory_rows,
+        value_task_rows,
+    )
+
+    domains = _domains(args)  # bad input fails before the slow imports
+    preset_name, preset, cfg = settings(args, extras)
+    make_grpo_config(cfg, reward_weights(cfg.reward_spec))  # a bad setting fails here, before data and model
+
+    # ---- data
+    env_rollout = environment_factory = None
+    if args.mode == "single":
+        rows, report = [], {}
+        if domains:
+            rows += value_task_rows(domains, n=args.n_tasks, seed=GRPO_TRAIN_SEED + args.seed, difficulty=args.difficulty,
+                                   report=report, for_training=True)
+        if args.data:
+            traj_report: dict = {}
+            rows += trajectory_rows(_load_data(args.data), report=traj_report)
+            report["trajectories"] = traj_report
+        print(f"single-turn prompts: {len(rows)} ({json.dumps(report)})")
+        _note_accuracy_skips(cfg.reward_spec, [r["solution"] for r in rows])
+        dataset = build_single_turn_dataset(rows, shuffle_seed=args.seed)
+    else:
+        if not domains:
+            raise ValueError(f"--mode {args.mode} needs --envs")
+        if args.data:
+            raise ValueError("--data is for single-turn mode; multi-turn and tool modes train on generated tasks")
+        tasks, _ = training_tasks("grpo_train", domains, args.n_tasks, seed=GRPO_TRAIN_SEED + args.seed,
+                                  difficulty=args.difficulty)
+        if args.mode == "multi":
+            dataset, env_rollout = build_env_dataset(tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
+            if env_rollout.duplicates:
+                print(f"note: {env_rollout.duplicates} tasks repeat an earlier task's prompt and were dropped")
+        else:
+            from openmanus_lite.train.tool_env import tool_dataset, tool_env_factory
+
+            dataset = tool_dataset(tasks, max_turns=cfg.max_turns)
+            environment_factory = tool_env_factory(domains, max_turns=cfg.max_turns)
+        print(f"{args.mode} tasks: {len(dataset)} ({', '.join(domains)}, {args.difficulty})")
+    if args.num_train_epochs is not None and args.max_steps is None:
+        per_step = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps // cfg.num_generations
+        cfg = cfg.replace(max_steps=max(1, math.ceil(args.num_train_epochs * len(dataset) / per_step)))
+
+    # ---- model
+    if args.lora_r is not None:
+        gc = preset.lora.gradient_checkpointing if preset.lora else False
+        preset = preset.replace(lora=LoraSpec(r=args.lora_r, alpha=2 * args.lora_r, gradient_checkpointing=gc)
+                                if args.lora_r else None)
+    if args.load_in_4bit is not None:
+        preset = preset.replace(load_in_4bit=args.load_in_4bit)
+    model, tokenizer = load_for_grpo(args.model, preset)
+    print(f"model {args.model or preset.model} (LoRA r={preset.lora.r if preset.lora else 'none'}, "
+          f"4-bit={preset.load_in_4bit}); preset {preset_name}; {cfg.max_steps} steps, rewards: {cfg.reward_spec}")
+
+    resume = args.resume_from or args.resume
+    result = run_grpo(model, tokenizer, dataset, cfg, rollout_func=env_rollout,
+                      environment_factory=environment_factory, resume=resume)
+
+    # ---- outputs
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "log_history.json").write_text(json.dumps(result.log_history, indent=1, default=float))
+    curves = reward_curves(result.log_history)
+    if not args.no_plot and len(curves):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        plot_reward_curves(result.log_history, title=f"GRPO {args.mode}").savefig(out / "reward_curves.png", dpi=100)
+    if not args.no_save:
+        from openmanus_lite.models import _name_tokenizer_class
+
+        result.trainer.save_model(str(out / "final"))
+        tokenizer.save_pretrained(str(out / "final"))
+        if (out / "final" / "tokenizer.json").is_file():
+            _name_tokenizer_class(out / "final")  # reload through models.load_tokenizer unchanged
+        pushed = push_saved(args, {"adapter" if preset.lora else "merged": out / "final"})
+        if pushed:
+            print(f"pushed: {json.dumps(pushed)}")
+    summary = {"steps": result.global_step, "wall_s": round(result.wall_s, 1), "output_dir": str(out)}
+    if len(curves):
+        n = min(10, max(1, len(curves) // 2))
+        summary["reward_first"] = round(float(curves["reward"].head(n).mean()), 4)
+        summary["reward_last"] = round(float(curves["reward"].tail(n).mean()), 4)
+    if result.rollout_stats is not None and result.rollout_stats.seconds:
+        summary["rollout_tokens_per_s"] = round(result.rollout_stats.tokens_per_s, 1)
+    print("done: " + json.dumps(summary))
+    return 0
+
+
+def _note_accuracy_skips(spec: str, solutions: list) -> None:
+    """Say when open-r1's accuracy cannot score most of the golds (the seed's reward line on the
+    kit's agent answers): the run still trains, on the other rewards."""
+    from openmanus_lite.rewards import accuracy_skips, parse_reward_spec
+
+    if "accuracy" in parse_reward_spec(spec) and solutions:
+        skipped = accuracy_skips(solutions)
+        if skipped:
+            print(f"note: accuracy (open-r1's, math_verify) cannot parse {skipped} of {len(solutions)} golds "
+                  "and skips them; it also wants answers in LaTeX (\\boxed{...}). The kit's check for agent "
+                  "answers is answer_match (--reward_funcs answer_match format tag_count)", file=sys.stderr)
+
+
+def _load_data(path: str) -> list[dict]:
+    from openmanus_lite.train.grpo import load_trajectories
+
+    p = Path(path)
+    if p.is_file():
+        return load_trajectories(p)
+    if p.is_dir():
+        files = sorted(p.glob("*.jsonl"))
+        if not files:
+            raise FileNotFoundError(f"{path} is a folder without .jsonl files of trajectories")
+        return [r for f in files for r in load_trajectories(f)]
+    raise FileNotFoundError(
+        f"--data {path!r} is not a local file or folder; export the merged dataset first "
+        "(python -m openmanus_lite merge ...) and pass its .jsonl file"
+    )

@@ -1,0 +1,225 @@
+"""`python -m openmanus_lite sft --data ... --model ... --preset ...`: build the data, train, save.
+
+`--recipe NAME` (openmanus_lite/recipes: cpu_60min, cpu_30min, t4, gpu8) takes the data and SFT
+settings of a measured run: its preset, its synthesized tasks (weights, recovery episodes, turn limits)
+and its schedule, dtype, batch, length and budget; any flag given still overrides the recipe.
+Data comes from a merged dataset (`--data`, a JSONL/parquet file or a merge output folder)
+and/or expert trajectories synthesized in the environments (`--synth N` per domain), with
+`--recovery K` episodes per synthesized task in which the expert recovers from an injected
+mistake (see `train.measure.recovery_trajectories`). A run resumes from the last checkpoint in
+its output folder unless `--no_resume`. Options follow TRL's spelling (`--x_y` or `--x-y`);
+`--config run.yaml` holds any of them, and any other SFTConfig field passes through to TRL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from openmanus_lite.cli.args import (
+    add_tracking_args,
+    check_tracking_args,
+    make_parser,
+    push_saved,
+    split_overrides,
+    trainer_overrides,
+)
+from openmanus_lite.cli.args import parse as parse_args
+from openmanus_lite.hub import HubPushError
+
+
+def _parse_mix(text: str | None) -> dict[str, float] | None:
+    from openmanus_lite.train.data import parse_domain_weights
+
+    try:
+        return parse_domain_weights(text) or None
+    except ValueError as e:
+        raise SystemExit(f"--mix: {e} (e.g. --mix os=1,db=2)") from None
+
+
+EXAMPLES = (
+    "python -m openmanus_lite sft --recipe cpu_60min --output_dir runs/sft_60min",
+    "python -m openmanus_lite sft --preset cpu_debug --synth 4 --domains os,db --max_steps 2 --output_dir runs/sft_try",
+    "python -m openmanus_lite sft --config configs/examples/sft_quick.yaml --learning_rate 1e-4 --adam_beta2 0.9",
+    "python -m openmanus_lite sft --data runs/merged --preset t4 --push_to_hub --hub_model_id me/agent-sft",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from openmanus_lite.recipes import list_recipes
+    from openmanus_lite.train.presets import PRESETS
+
+    p = make_parser("openmanus_lite sft", __doc__, EXAMPLES)
+    p.add_argument("--config", default=None, help="YAML file of option: value (the command line wins)")
+    p.add_argument("--recipe", default=None, choices=list_recipes(),
+                   help="a measured recipe's data and settings (openmanus_lite/recipes); flags override it")
+    p.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                   help="hardware preset (default: the recipe's, else cpu)")
+    p.add_argument("--model", "--model_name_or_path", dest="model", default=None,
+                   help="hub name, local checkpoint, 'default' or 'tiny' (default: preset's)")
+    p.add_argument("--data", default=None, help="merged dataset: .jsonl / .parquet file or merge output folder")
+    p.add_argument("--split", default="train", help="split to read from a merge output folder (default: train)")
+    p.add_argument("--synth", type=int, default=None,
+                   help="expert trajectories to synthesize per domain (default: the recipe's tasks, else 0)")
+    p.add_argument("--recovery", type=int, default=None,
+                   help="with --synth: episodes per task that recover from an injected mistake (default: recipe's, else 0)")
+    p.add_argument("--domains", default=None, help="comma-separated domains for --synth (default: all registered)")
+    p.add_argument("--difficulty", default=None, choices=["easy", "medium", "hard"],
+                   help="of the synthesized tasks (default: the recipe's, else easy)")
+    p.add_argument("--synth_seed", type=int, default=None,
+                   help="task seed for --synth (default: the split's, splits.SFT_TRAIN_SEED, plus the recipe's seed; "
+                        "held-out tasks are left out)")
+    p.add_argument("--mix", default=None, help="domain mix weights, e.g. os=1,db=1,household=2")
+    p.add_argument("--total", type=int, default=None, help="records after mixing (default: all)")
+    p.add_argument("--max_length", type=int, default=None, help="tokens per conversation (default: preset's)")
+    p.add_argument("--overflow", default="truncate", choices=["truncate", "drop"],
+                   help="over-long conversations: cut at a turn boundary or drop (default: truncate)")
+    p.add_argument("--output_dir", default=None, help="run folder (default: preset's)")
+    p.add_argument("--max_steps", type=int, default=None)
+    p.add_argument("--num_train_epochs", type=float, default=None)
+    p.add_argument("--max_minutes", type=float, default=None, help="stop after this much training time")
+    p.add_argument("--learning_rate", type=float, default=None)
+    p.add_argument("--per_device_train_batch_size", type=int, default=None)
+    p.add_argument("--gradient_accumulation_steps", type=int, default=None)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--save", default="adapter,merged",
+                   help="what to save at the end: any of adapter, merged, gguf (default: adapter,merged)")
+    p.add_argument("--no_resume", action="store_true", help="start fresh even if the output folder has checkpoints")
+    p.add_argument("--no_progress", action="store_true", help="no progress bar (log lines instead)")
+    add_tracking_args(p)
+    return p
+
+
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """(the kit's options, the rest for SFTConfig): see openmanus_lite/cli/args.py."""
+    return parse_args(build_parser(), argv, passthrough=True, config=True)
+
+
+def synth_recipe(args: argparse.Namespace):
+    """The Recipe whose tasks this run synthesizes: --recipe's (or a plain one of the `sft_train` split, expert
+    episodes under the environments' own turn limits) with --synth/--recovery/--domains/--difficulty/--synth_seed
+    on top. None when nothing is synthesized."""
+    from openmanus_lite.recipes import Recipe, get_recipe
+    from openmanus_lite.splits import get_split
+
+    recipe = (get_recipe(args.recipe) if args.recipe else
+              Recipe(name="cli", preset=args.preset or "cpu", about="sft command flags", tasks_per_domain=0))
+    changes = {k: v for k, v in (("tasks_per_domain", args.synth), ("recovery", args.recovery),
+                                 ("difficulty", args.difficulty)) if v is not None}
+    if args.domains:
+        domains = tuple(d.strip() for d in args.domains.split(",") if d.strip())
+        changes["domains"] = domains
+    if args.synth_seed is not None:
+        changes["seed"] = args.synth_seed - get_split(recipe.split).seed
+    recipe = recipe.replace(**changes)
+    return recipe if recipe.tasks_per_domain else None
+
+
+def settings(args: argparse.Namespace, extras: list[str]):
+    """(preset, SFTRunConfig) for parsed options: the recipe's settings (or the preset's), then the flags,
+    then any other SFTConfig field given (`--adam_beta2 0.95`), kept in `trainer_args`."""
+    from dataclasses import fields
+
+    from openmanus_lite.recipes import get_recipe, recipe_preset, sft_config
+    from openmanus_lite.train.presets import get_preset
+    from openmanus_lite.train.sft import SFTRunConfig, import_trl
+
+    import_trl()  # unsloth before trl and transformers' trainer
+    from trl import SFTConfig
+
+    if args.recipe:
+        recipe = get_recipe(args.recipe).on_preset(args.preset)  # other hardware: its model, LoRA and dtype
+        preset, base = recipe_preset(recipe), sft_config(recipe)
+    else:
+        preset = get_preset(args.preset or "cpu")
+        base = preset.sft
+    changes = {k: getattr(args, k) for k in (
+        "output_dir", "max_steps", "num_train_epochs", "max_minutes", "learning_rate", "per_device_train_batch_size",
+        "gradient_accumulation_steps", "seed", "max_length",
+    ) if getattr(args, k) is not None}
+    changes["report_to"] = args.report_to
+    if args.no_resume:
+        changes["resume"] = False
+    if args.no_progress:
+        changes["disable_tqdm"] = True
+    kit, trainer = split_overrides(trainer_overrides(extras, SFTConfig, command="sft"),
+                                   [f.name for f in fields(SFTRunConfig)])
+    cfg = base.replace(**{**kit, **changes}, trainer_args=trainer)
+    return preset, cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, extras = parse(argv)
+    if args.recovery and not (args.synth or args.recipe):
+        print("error: --recovery builds on the synthesized tasks: give --synth N (or --recipe NAME) too", file=sys.stderr)
+        return 2
+    if not args.data and not args.synth and not args.recipe:
+        print("error: give training data with --data PATH and/or --synth N (expert trajectories per domain) "
+              "or --recipe NAME", file=sys.stderr)
+        return 2
+    saves = {s.strip() for s in args.save.split(",") if s.strip()}
+    unknown = saves - {"adapter", "merged", "gguf"}
+    if unknown:
+        print(f"error: --save: unknown {sorted(unknown)}; choose from adapter, merged, gguf", file=sys.stderr)
+        return 2
+    try:
+        check_tracking_args(args)
+        recipe = synth_recipe(args)
+        if recipe is not None:
+            recipe.task_counts()  # an unknown domain fails here, before any model is loaded
+        preset, cfg = settings(args, extras)
+        from openmanus_lite.train.sft import make_sft_config
+
+        make_sft_config(cfg)  # a bad setting fails here, before data and model are built
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    from openmanus_lite.recipes import recipe_trajectories
+    from openmanus_lite.train.data import build_sft_dataset, load_trajectories, save_report
+    from openmanus_lite.train.sft import GGUFExportUnavailable, export_gguf, run_sft, save_adapter, save_merged
+
+    trajs = []
+    if args.data:
+        trajs += load_trajectories(args.data, split=args.split)
+        print(f"loaded {len(trajs)} trajectories from {args.data}")
+    if recipe is not None:
+        synth, info = recipe_trajectories(recipe)
+        print(f"synthesized {info['expert']} expert trajectories ({info['removed_held_out']} tasks equal to held-out "
+              f"ones left out)" + (f" and {info['recovery']} recovery trajectories ({info['recovery_counts']})"
+                                    if recipe.recovery else ""))
+        trajs += synth
+    model, tok = preset.load(args.model)
+    ds, report = build_sft_dataset(trajs, tok, max_length=cfg.max_length, overflow=args.overflow,
+                                   domain_mix=_parse_mix(args.mix), total=args.total, seed=cfg.seed, progress=True)
+    print(f"data: {report.summary()}")
+    out = Path(cfg.output_dir)
+    save_report(report, out / "data_report.json")
+    result = run_sft(model, tok, ds, cfg)
+    losses = result.losses()
+    print(f"trained {result.global_step} steps in {result.train_seconds / 60:.1f} min "
+          f"({result.tokens_per_second:.0f} tokens/s); loss {losses[0]:.3f} -> {losses[-1]:.3f}" if losses else
+          f"no new steps (already at step {result.global_step})")
+    saved = {}
+    if "adapter" in saves and preset.lora is not None:
+        saved["adapter"] = str(save_adapter(result.model, tok, out / "adapter"))
+    if "merged" in saves or ("adapter" in saves and preset.lora is None):
+        saved["merged"] = str(save_merged(result.model, tok, out / "merged"))
+    if "gguf" in saves:
+        try:
+            saved["gguf"] = str(export_gguf(result.model, tok, out / "gguf"))
+        except GGUFExportUnavailable as e:
+            print(f"GGUF export skipped: {e}", file=sys.stderr)
+    try:
+        pushed = push_saved(args, saved)
+    except HubPushError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps({"saved": saved, **({"pushed": pushed} if pushed else {}),
+                      "loss_history": str(out / "loss_history.json")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

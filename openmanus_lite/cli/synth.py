@@ -1,0 +1,74 @@
+"""`python -m openmanus_lite synth`: expert trajectories from the in-process environments, as JSONL.
+
+    python -m openmanus_lite synth --domain os --n 100 --seed 0 --difficulty easy --output_file synth_os.jsonl
+    python -m openmanus_lite synth --domain all --difficulty all --n 20 --output_file synth_all.jsonl
+
+Each line is a unified `Trajectory` (source "synth") with the episode outcome in `meta`
+(`success`, `score`, `task_id`, `difficulty`), ready for SFT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+from openmanus_lite.cli.args import make_parser, parse
+from openmanus_lite.envs.base import DIFFICULTIES, list_domains, synthesize_trajectories
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = make_parser("python -m openmanus_lite synth", __doc__.split("\n\n")[0] + " Options take --x_y or --x-y.",
+                    [line.strip() for line in __doc__.split("\n\n")[1].splitlines()])
+    p.add_argument("--domain", default="all", help="an environment domain, or 'all' (default: all)")
+    p.add_argument("--n", type=int, default=100, help="trajectories per domain and difficulty (default: 100)")
+    p.add_argument("--seed", type=int, default=0, help="task-generation seed (default: 0)")
+    p.add_argument("--difficulty", default="easy", help=f"one of {', '.join(DIFFICULTIES)}, or 'all' (default: easy)")
+    p.add_argument("--output_file", required=True, help="output JSONL file (overwritten)")
+    p.add_argument("--only_success", action="store_true", help="drop episodes the expert did not solve")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, _ = parse(build_parser(), argv, deprecated={"out": "output_file"})
+    available = list_domains()
+    domains = available if args.domain == "all" else [args.domain]
+    unknown = [d for d in domains if d not in available]
+    if unknown:
+        print(f"error: unknown domain {unknown[0]!r}; available: {', '.join(available)} (or 'all')", file=sys.stderr)
+        return 2
+    difficulties = list(DIFFICULTIES) if args.difficulty == "all" else [args.difficulty]
+    if any(d not in DIFFICULTIES for d in difficulties):
+        print(f"error: unknown difficulty {args.difficulty!r}; use one of {', '.join(DIFFICULTIES)} or 'all'",
+              file=sys.stderr)
+        return 2
+    if args.n < 1:
+        print("error: --n must be at least 1", file=sys.stderr)
+        return 2
+    out = Path(args.output_file)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    counts: Counter = Counter()
+    dropped = 0
+    with out.open("w", encoding="utf-8") as f:
+        for domain in domains:
+            for difficulty in difficulties:
+                trajs = synthesize_trajectories(domain, args.n, seed=args.seed, difficulty=difficulty)
+                for traj in trajs:
+                    ok = bool(traj.meta.get("success"))
+                    if args.only_success and not ok:
+                        dropped += 1
+                        continue
+                    f.write(traj.validate().to_json() + "\n")
+                    counts[(domain, difficulty, ok)] += 1
+                solved = counts[(domain, difficulty, True)]
+                total = solved + counts[(domain, difficulty, False)]
+                print(f"{domain:<10} {difficulty:<7} {total:>6} trajectories, expert solved {solved}/{args.n}")
+    written = sum(counts.values())
+    note = f" ({dropped} unsolved dropped)" if dropped else ""
+    print(f"wrote {written} trajectories to {out}{note}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

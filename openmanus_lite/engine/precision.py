@@ -1,0 +1,124 @@
+"""One decision of the training and compute dtype from the device, used by every loader and trainer.
+
+Why one function: `torch.cuda.is_bf16_supported()` defaults to `including_emulation=True` and says
+True on a T4 (compute capability 7.5), where bfloat16 is only emulated. Unsloth loads the model in
+float16 there and its rewritten trainers then refuse a bf16 run, and TRL turns `bf16=None` into
+True. So bfloat16 is chosen only where the GPU multiplies it natively (capability >= 8.0, Ampere
+and newer); older GPUs get float16; a CPU gets float32 (or bfloat16 where the CPU is native and
+the caller asked for it: `cpu_bf16=True`; benchmarks/cpu_bf16.py measured emulated bf16 ~28x slower).
+
+An explicit request the device cannot do natively:
+  - bfloat16 on a GPU without native bf16 (T4, V100): a ValueError (Unsloth's trainers refuse it
+    anyway, after minutes of loading);
+  - float16 on a CPU: a ValueError (no float16 mixed precision on CPU);
+  - bfloat16 on a CPU that emulates it: a warning (it runs, slowly), or a ValueError with `strict=True`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+NATIVE_BF16_CAPABILITY = (8, 0)
+"""CUDA compute capability from which bfloat16 matrix products run natively (Ampere)."""
+
+_NAMES = {"float32": "float32", "fp32": "float32", "float": "float32",
+          "bfloat16": "bfloat16", "bf16": "bfloat16",
+          "float16": "float16", "fp16": "float16", "half": "float16"}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """What to load and train in. `dtype`: weights and 4-bit compute dtype for the loaders.
+    `bf16` / `fp16`: the mixed-precision flags for TRL / transformers trainer configs (on a CPU they
+    stay False unless a trainer setting asked for them: the CPU trains in the weights' dtype)."""
+
+    dtype: Any
+    bf16: bool
+    fp16: bool
+    device: str
+    """'cuda' or 'cpu'."""
+
+    @property
+    def name(self) -> str:
+        return str(self.dtype).removeprefix("torch.")
+
+    def trainer_kwargs(self) -> dict[str, bool]:
+        """bf16 / fp16 / use_cpu for a TRL config; both flags explicit, so TRL never turns None into bf16."""
+        return {"bf16": self.bf16, "fp16": self.fp16, "use_cpu": self.device == "cpu"}
+
+
+def gpu_has_native_bf16() -> bool:
+    """Whether the current CUDA device multiplies bfloat16 natively (compute capability >= 8.0)."""
+    import torch
+
+    return torch.cuda.is_available() and tuple(torch.cuda.get_device_capability()) >= NATIVE_BF16_CAPABILITY
+
+
+def _dtype_name(requested: Any) -> str | None:
+    if requested is None or requested == "auto":
+        return None
+    key = str(requested).removeprefix("torch.").lower()
+    if key not in _NAMES:
+        raise ValueError(f"unknown dtype {requested!r}: use 'auto', 'float32', 'bfloat16' or 'float16'")
+    return _NAMES[key]
+
+
+def resolve_precision(requested: Any = None, *, cpu_bf16: bool = False, strict: bool = False) -> Precision:
+    """The `Precision` for this device. `requested`: None / 'auto' (choose), a dtype name or a torch.dtype.
+
+    `cpu_bf16`: with 'auto' on a CPU, take bfloat16 where the CPU has it natively (default: float32,
+    the measured choice of the cpu preset). `strict`: emulated bfloat16 on a CPU is an error, not a warning.
+    """
+    import torch
+
+    from openmanus_lite.models import cpu_has_native_bf16
+
+    name = _dtype_name(requested)
+    if torch.cuda.is_available():
+        native = gpu_has_native_bf16()
+        if name is None:
+            name = "bfloat16" if native else "float16"
+        elif name == "bfloat16" and not native:
+            major, minor = torch.cuda.get_device_capability()
+            raise ValueError(
+                f"bfloat16 was asked for, but this GPU ({torch.cuda.get_device_name()}, compute capability "
+                f"{major}.{minor}) only emulates it (native from {NATIVE_BF16_CAPABILITY[0]}.0, Ampere). Unsloth "
+                "loads float16 here and its trainers refuse bf16: use float16 or leave the dtype unset (auto).")
+        return Precision(getattr(torch, name), bf16=name == "bfloat16", fp16=name == "float16", device="cuda")
+    explicit = name is not None
+    if name is None:
+        name = "bfloat16" if cpu_bf16 and cpu_has_native_bf16() else "float32"
+    elif name == "float16":
+        raise ValueError("float16 was asked for on a CPU, which has no float16 training: use float32 (or "
+                         "bfloat16 on a CPU with AVX512-BF16/AMX), or run on a GPU")
+    elif name == "bfloat16" and not cpu_has_native_bf16():
+        message = (f"bfloat16 was asked for, but this CPU has no native bfloat16 (torch reports "
+                   f"{torch.backends.cpu.get_cpu_capability()}, no AVX512-BF16/AMX): matrix products are emulated "
+                   "and training is many times slower than in float32 (measure: python benchmarks/cpu_bf16.py). "
+                   "Use float32 on this machine.")
+        if strict:
+            raise ValueError(message)
+        warnings.warn(message, stacklevel=2)
+    return Precision(getattr(torch, name), bf16=explicit and name == "bfloat16", fp16=False, device="cpu")
+
+
+def trainer_precision(bf16: bool | None = None, fp16: bool | None = None) -> Precision:
+    """The precision for a trainer config from its `bf16` / `fp16` settings (None = auto).
+
+    True asks for that precision (refused where the device cannot do it natively, see the module
+    doc); False rules it out: `bf16=False` on an Ampere GPU trains in fp16, both False in float32.
+    """
+    if bf16 and fp16:
+        raise ValueError("bf16 and fp16 are both True: choose one (or leave both unset for the device's choice)")
+    if bf16:
+        return resolve_precision("bfloat16")
+    if fp16:
+        return resolve_precision("float16")
+    auto = resolve_precision()
+    if auto.bf16 and bf16 is False:
+        return resolve_precision("float16" if fp16 is None else "float32")
+    if auto.fp16 and fp16 is False:
+        return resolve_precision("float32")
+    return auto

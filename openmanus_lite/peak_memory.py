@@ -1,0 +1,109 @@
+"""Peak memory of a stage, one way for every stage: the process's resident memory on a CPU, torch's allocated
+and reserved memory on a GPU.
+
+Linux lets a process reset its resident high-water mark (`/proc/self/clear_refs`), so a stage's peak is its own,
+not the largest of every stage before it; elsewhere the lifetime peak (`getrusage`) is reported and said so.
+
+    with PeakMemory() as peak:
+        run_stage()
+    print(peak.summary())          # "peak 3.1 GB resident"
+    record = peak.as_dict()        # {"rss_gb": 3.1, "rss_kind": "stage", ...}
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import resource
+import sys
+from pathlib import Path
+from typing import Any
+
+_STATUS = Path("/proc/self/status")
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def _status_kb(field: str) -> int | None:
+    try:
+        for line in _STATUS.read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def reset_peak_rss() -> bool:
+    """Start a new resident-memory high-water mark (Linux); False where the OS cannot, and peaks are lifetime ones."""
+    try:
+        _CLEAR_REFS.write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_gb() -> float | None:
+    """The resident high-water mark in GB: since the last `reset_peak_rss` on Linux, the process's lifetime elsewhere."""
+    kb = _status_kb("VmHWM")
+    if kb is not None:
+        return round(kb / 1e6, 3)
+    try:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux, bytes on macOS
+    except (OSError, ValueError):
+        return None
+    return round(peak / (1e9 if sys.platform == "darwin" else 1e6), 3)
+
+
+def _cuda():
+    torch = sys.modules.get("torch")  # never import torch just to measure
+    return torch.cuda if torch is not None and torch.cuda.is_available() else None
+
+
+def release_memory() -> None:
+    """Give freed memory back to the OS between stages (Python objects, glibc's heap, torch's CUDA cache)."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+    cuda = _cuda()
+    if cuda is not None:
+        cuda.empty_cache()
+
+
+class PeakMemory:
+    """A context manager measuring one stage's peak memory; `as_dict()` is what logs and reports store."""
+
+    def __init__(self) -> None:
+        self.rss_gb: float | None = None
+        self.per_stage = False
+        self.cuda_allocated_gb: float | None = None
+        self.cuda_reserved_gb: float | None = None
+
+    def __enter__(self) -> "PeakMemory":
+        self.per_stage = reset_peak_rss()
+        cuda = _cuda()
+        if cuda is not None:
+            cuda.reset_peak_memory_stats()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.rss_gb = peak_rss_gb()
+        cuda = _cuda()
+        if cuda is not None:
+            self.cuda_allocated_gb = round(cuda.max_memory_allocated() / 1e9, 3)
+            self.cuda_reserved_gb = round(cuda.max_memory_reserved() / 1e9, 3)
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rss_gb": self.rss_gb, "rss_kind": "stage" if self.per_stage else "process lifetime"}
+        if self.cuda_allocated_gb is not None:
+            out.update(cuda_allocated_gb=self.cuda_allocated_gb, cuda_reserved_gb=self.cuda_reserved_gb)
+        return out
+
+    def summary(self) -> str:
+        text = "peak " + ("unknown" if self.rss_gb is None else f"{self.rss_gb:.1f} GB resident")
+        if not self.per_stage:
+            text += " (process lifetime)"
+        if self.cuda_allocated_gb is not None:
+            text += f", GPU {self.cuda_allocated_gb:.1f} GB allocated / {self.cuda_reserved_gb:.1f} GB reserved"
+        return text

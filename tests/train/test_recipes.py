@@ -1,0 +1,107 @@
+"""Recipes as code (openmanus_lite/recipes): the registry, the data a recipe builds, its SFT settings, the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from openmanus_lite.recipes import Recipe, get_recipe, list_recipes, recipe_tasks, recipe_trajectories, sft_config
+
+
+def test_registry_lists_the_recipes_and_names_an_unknown_one():
+    assert {"cpu_60min", "cpu_30min", "t4", "gpu8"} <= set(list_recipes())
+    assert all(isinstance(get_recipe(n), Recipe) and get_recipe(n).name == n for n in list_recipes())
+    with pytest.raises(KeyError, match="unknown recipe 'cpu_5min'"):
+        get_recipe("cpu_5min")
+    with pytest.raises(ValueError, match=r"unknown recipe fields \['minutes'\]"):
+        get_recipe("cpu_60min").replace(minutes=3)
+    with pytest.raises(AttributeError):  # frozen: a recipe is changed by .replace, never in place
+        get_recipe("cpu_60min").batch_size = 8
+
+
+def test_recipes_share_the_measured_data_and_differ_in_budget_and_hardware():
+    r60, r30, t4, gpu8 = (get_recipe(n) for n in ("cpu_60min", "cpu_30min", "t4", "gpu8"))
+    data = ("split", "tasks_per_domain", "domain_weights", "recovery", "recovery_kinds", "recovery_repeats",
+            "turn_limits", "difficulty")
+    assert all(getattr(r, f) == getattr(r60, f) for r in (r30, t4, gpu8) for f in data)
+    assert dict(r60.domain_weights) == {"household": 3.0, "web": 2.0} and r60.recovery_repeats == (1, 2)
+    c60, c30 = sft_config(r60), sft_config(r30)
+    assert (c60.lr_scheduler_type, c60.max_minutes, c30.max_minutes) == ("cosine_by_time", 60.0, 30.0)
+    assert c30.mark_minutes == (15.0, 30.0) and c60.learning_rate == c30.learning_rate == 1e-3
+    ct4, c8 = sft_config(t4), sft_config(gpu8)
+    assert ct4.max_minutes is None and ct4.num_train_epochs == 2 and ct4.optim == "adamw_8bit"  # the preset's
+    assert (c8.per_device_train_batch_size * c8.gradient_accumulation_steps, c8.max_length) == (16, 1536)
+    assert sft_config(r60, output_dir="x", learning_rate=5e-4).learning_rate == 5e-4
+
+
+def test_recipe_data_weights_domains_and_adds_recovery_episodes():
+    r = get_recipe("cpu_60min").replace(tasks_per_domain=2, domains=("os", "household"))
+    assert r.task_counts() == {"os": 2, "household": 6}
+    tasks, removed = recipe_tasks(r)
+    assert len(tasks) + removed == 8 and {t.domain for t in tasks} == {"os", "household"}  # web's weight: no web
+    trajs, info = recipe_trajectories(r, tasks)
+    assert info["expert"] + info["recovery"] == len(trajs) and info["recovery"] > 0
+    again, _ = recipe_trajectories(r)
+    assert [t.id for t in again] == [t.id for t in trajs]  # deterministic
+    with pytest.raises(ValueError, match=r"domain_weights name \['shop'\]"):
+        get_recipe("cpu_60min").replace(domain_weights=(("shop", 2.0),)).task_counts()
+
+
+def test_sft_command_takes_a_recipe_and_its_flags_override_it():
+    from openmanus_lite.cli.sft import parse, settings, synth_recipe
+
+    args, extras = parse(["--recipe", "cpu_30min", "--learning_rate", "5e-4"])
+    preset, cfg = settings(args, extras)
+    assert preset.name == "cpu" and preset.lora.r == 16
+    assert cfg == sft_config(get_recipe("cpu_30min"), learning_rate=5e-4)
+    r = synth_recipe(args)
+    assert r.tasks_per_domain == 250 and r.recovery == 1 and r.recovery_repeats == (1, 2)
+    args, _ = parse(["--recipe", "cpu_60min", "--synth", "3", "--domains", "os,web", "--recovery", "0"])
+    assert synth_recipe(args).task_counts() == {"os": 3, "web": 6} and synth_recipe(args).recovery == 0
+    args, _ = parse(["--synth", "2"])  # no recipe: the plain sft_train split, no recovery
+    assert synth_recipe(args).task_counts()["os"] == 2 and synth_recipe(parse(["--data", "x"])[0]) is None
+
+
+def test_sft_command_trains_a_recipe_on_the_debug_preset(tmp_path, monkeypatch):
+    import openmanus_lite.paths as paths
+    from openmanus_lite.cli import main
+
+    monkeypatch.setattr(paths, "CACHE_DIR", tmp_path / "cache")
+    out = tmp_path / "run"
+    code = main(["sft", "--recipe", "cpu_30min", "--preset", "cpu_debug", "--synth", "2", "--domains", "os,household",
+                 "--max_minutes", "0.2", "--max_steps", "2", "--max_length", "512", "--output_dir", str(out),
+                 "--no_progress", "--save", "merged"])
+    assert code == 0
+    report = json.loads((out / "data_report.json").read_text())
+    assert report["records_in"] > 2 + 6  # 2 os + 6 household (tripled) expert episodes and recovery episodes
+    with pytest.raises(SystemExit):
+        main(["sft", "--recipe", "cpu_90min"])  # argparse names the choices
+
+
+@pytest.mark.parametrize("cuda, name", [(True, "t4"), (False, "cpu_30min")])
+def test_notebook_04_default_recipe_follows_cuda(monkeypatch, cuda, name):
+    torch = pytest.importorskip("torch")
+    from openmanus_lite.recipes import default_recipe_name
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    assert default_recipe_name() == name
+
+
+def test_demo_trains_the_30_minute_recipe_on_tasks_apart_from_its_evaluation():
+    from openmanus_lite.demo import DemoConfig, _eval_suite
+    from openmanus_lite.splits import check_disjoint
+
+    cfg = DemoConfig()
+    r = cfg.sft_recipe()
+    assert r == get_recipe("cpu_30min").replace(domains=cfg.domains)  # the recipe as it is, all six domains
+    assert (r.split, r.max_minutes, r.recovery) == ("sft_train", 30.0, 1)
+    # its training tasks (a few per domain; the split drops every held-out task) miss the demo's dev tasks
+    tasks, _ = recipe_tasks(r.replace(tasks_per_domain=40))
+    check_disjoint({r.split: tasks}, {"dev": _eval_suite(cfg).tasks})
+    assert len(_eval_suite(cfg).tasks) == 60  # 10 easy dev tasks per domain
+    assert cfg.planned_minutes() == {"prepare": 1.0, "eval_untrained": 5.0, "sft": 30.0, "eval_sft": 1.5,
+                                     "grpo": 6.0, "eval_grpo": 1.5}
+    assert sum(cfg.planned_minutes().values()) <= 45
+    quick = DemoConfig.quick().sft_recipe()
+    assert (quick.preset, quick.tasks_per_domain, quick.max_minutes, quick.max_turns()) == ("cpu_debug", 12, 0.6, 3)

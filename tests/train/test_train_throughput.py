@@ -1,0 +1,60 @@
+"""benchmarks/train_throughput.py: a real bf16 measurement at a small size, and interleaved rounds with medians."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import train_throughput
+    finally:
+        sys.path.pop(0)
+    return train_throughput
+
+
+def _result(capsys) -> dict:
+    out = capsys.readouterr().out
+    return json.loads(next(x for x in out.splitlines() if x.startswith("RESULT "))[len("RESULT "):])
+
+
+def test_a_bf16_measurement_of_the_tiny_model(bench, capsys):
+    code = bench.main(["--models", "tiny", "--backends", "unsloth", "--dtype", "bfloat16", "--steps", "1",
+                       "--warmup", "0", "--batch-size", "2", "--seq-len", "512", "--threads", "1"])
+    result = _result(capsys)
+    assert code == 0 and result["failures"] == []
+    (row,) = result["results"]
+    assert row["dtype"] == "bfloat16" and row["tokens_per_s"] > 0 and row["trainable"] > 0
+    assert result["medians"] == [{"model": Path(row["model"]).name, "backend": "unsloth", "variant": "all",
+                                  "dtype": "bfloat16", "rounds": 1, "median_tokens_per_s": row["tokens_per_s"],
+                                  "ratio_to_first": 1.0}]
+
+
+def test_rounds_interleave_the_dtypes_and_report_medians(bench, capsys, monkeypatch):
+    speeds = iter([100.0, 150.0, 120.0, 170.0, 90.0, 160.0])  # fp32, bf16, fp32, bf16, ...
+
+    def fake_run_one(spec, timeout, failures):
+        return {"model": spec["model"], "backend": spec["backend"], "variant": spec["variant"],
+                "dtype": spec["dtype"], "tokens_per_s": next(speeds)}
+
+    monkeypatch.setattr(bench, "run_one", fake_run_one)
+    assert bench.main(["--models", "tiny", "--backends", "unsloth", "--dtype", "float32,bfloat16",
+                       "--rounds", "3", "--threads", "1"]) == 0
+    result = _result(capsys)
+    assert [r["dtype"] for r in result["results"]] == ["float32", "bfloat16"] * 3
+    medians = {m["dtype"]: m for m in result["medians"]}
+    assert medians["float32"]["median_tokens_per_s"] == 100.0 and medians["float32"]["ratio_to_first"] == 1.0
+    assert medians["bfloat16"]["median_tokens_per_s"] == 160.0 and medians["bfloat16"]["ratio_to_first"] == 1.6
+    assert all(m["rounds"] == 3 for m in medians.values())
