@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from openmanus_lite.rewards.answers import answer_match_reward
+from openmanus_lite.schema import Task
+from openmanus_lite.search import replay
 from openmanus_lite.verl_export import DATA_SOURCE_PREFIX
 
 _ASSISTANT_TURN = re.compile(r"<\|im_start\|>assistant\n(.*?)(?:<\|im_end\|>|$)", re.DOTALL)
@@ -30,9 +33,6 @@ def split_assistant_turns(solution_str: str) -> list[str]:
 def score_env_response(task_json: str, solution_str: str) -> float:
     """Replay the response's assistant turns in a fresh environment (`search.replay`, the kit's replay of
     fixed turns); the checker's final score, 0.0 when the turns end before the episode does."""
-    from openmanus_lite.schema import Task
-    from openmanus_lite.search import replay
-
     _, last, _ = replay(Task.from_json(task_json), split_assistant_turns(solution_str))
     return float(last.info.get("score", 0.0)) if last is not None and last.done else 0.0
 
@@ -41,9 +41,6 @@ def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_
     """verl's reward signature. Never raises on what a model wrote: malformed text scores 0."""
     if data_source.startswith(f"{DATA_SOURCE_PREFIX}/env/"):
         return score_env_response(ground_truth, solution_str)
-    from openmanus_lite.rewards import get_reward_funcs
-
-    (answer_match,) = get_reward_funcs(["answer_match"])
-    value = answer_match([None], [solution_str or ""], solution=[ground_truth])[0]
+    value = answer_match_reward([None], [solution_str or ""], solution=[ground_truth])[0]
     return float(value or 0.0)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
@@ -16,8 +17,9 @@ import nbformat
 import pytest
 
 from openmanus_lite.eval.suites import SUITE_DIR
-from openmanus_lite.paths import DATA_DIR, REPO_ROOT, SAMPLES_DIR
+from openmanus_lite.paths import DATA_DIR, IN_CHECKOUT, MERGED_DIR, REPO_ROOT, SAMPLES_DIR
 
+README = REPO_ROOT / "README.md"
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 TESTED_STACK = ("unsloth==2026.10.9", "gguf==0.19.0")
@@ -42,11 +44,33 @@ def _install_cell(nb) -> str:
     return cell
 
 
-def test_shipped_data_lives_in_the_package():
-    assert DATA_DIR.is_relative_to(REPO_ROOT / "openmanus_lite")
+def test_shipped_data_lives_in_the_top_level_data_folder():
+    assert IN_CHECKOUT and DATA_DIR == REPO_ROOT / "data" and MERGED_DIR == DATA_DIR / "merged"
     assert SUITE_DIR == DATA_DIR / "benchmark" and (SUITE_DIR / "MANIFEST.json").is_file()
     assert sorted(p.name for p in SAMPLES_DIR.iterdir() if p.is_dir()) == [
         "agent_flan", "agentbank", "agentinstruct", "agenttraj_l", "openmanus_rl", "taskcraft"]
+    assert "data/merged/" in (REPO_ROOT / ".gitignore").read_text().split()
+
+
+def test_every_package_folder_is_listed_for_the_wheel():
+    """pyproject.toml lists the packages by hand (data/ is mapped in), so a new subpackage must be added there."""
+    folders = {".".join(p.parent.relative_to(REPO_ROOT).parts) for p in (REPO_ROOT / "openmanus_lite").rglob("__init__.py")}
+    listed = PYPROJECT["tool"]["setuptools"]["packages"]
+    assert sorted(folders | {"openmanus_lite.resources"}) == sorted(listed)
+    assert PYPROJECT["tool"]["setuptools"]["package-dir"] == {"openmanus_lite.resources": "data"}
+
+
+def test_the_editable_install_finds_the_data_from_elsewhere(tmp_path):
+    """The .venv's `pip install -e .` imports the clone's package, which reads the clone's data/."""
+    installs = [json.loads(d.read_text("direct_url.json") or "{}")  # the clone's stale *.egg-info has none
+                for d in importlib.metadata.distributions(name="openmanus_lite")]
+    if not any(i.get("dir_info", {}).get("editable") for i in installs):
+        pytest.skip("openmanus_lite is not installed in editable mode here")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = "from openmanus_lite.paths import SAMPLES_DIR; from openmanus_lite.eval.suites import SUITE_DIR; " \
+           "print(SAMPLES_DIR, SUITE_DIR, (SUITE_DIR / 'MANIFEST.json').is_file())"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == [str(SAMPLES_DIR), str(SUITE_DIR), "True"], proc.stderr[-2000:]
 
 
 def test_wheel_carries_the_data_and_evaluates_outside_the_checkout(tmp_path):
@@ -55,15 +79,18 @@ def test_wheel_carries_the_data_and_evaluates_outside_the_checkout(tmp_path):
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO_ROOT / name, src / name)
-    shutil.copytree(REPO_ROOT / "openmanus_lite", src / "openmanus_lite",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("openmanus_lite", "data"):
+        shutil.copytree(REPO_ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "merged"))
+    (src / "data" / "merged").mkdir()
+    (src / "data" / "merged" / "train.jsonl").write_text("{}\n")  # a notebook's output: stays out of the wheel
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                     "-w", str(tmp_path / "dist"), str(src)], check=True, capture_output=True, timeout=300)
     wheel, = (tmp_path / "dist").glob("openmanus_lite-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    shipped = {str(p.relative_to(REPO_ROOT)) for p in DATA_DIR.rglob("*") if p.is_file()
-               and "__pycache__" not in p.parts}
+    shipped = {f"openmanus_lite/resources/{p.relative_to(DATA_DIR).as_posix()}" for p in DATA_DIR.rglob("*")
+               if p.is_file() and "merged" not in p.relative_to(DATA_DIR).parts}
     assert shipped and shipped <= set(names), sorted(shipped - set(names))[:5]
+    assert not [n for n in names if "/merged/" in n]
 
     site = tmp_path / "site"
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
@@ -179,3 +206,19 @@ def test_a_damaged_shipped_suite_says_how_to_restore_it(monkeypatch, tmp_path):
         suites.load_suite("dev")
     with pytest.raises(suites.SuiteError, match="git checkout"):  # a folder of the user's own
         suites.load_suite("dev", root=shutil.copytree(tmp_path / "benchmark", tmp_path / "mine"))
+
+
+def test_every_public_name_imports_from_the_flat_namespace():
+    """`from openmanus_lite import X` works for every name in __all__ and every name the docs promise."""
+    import openmanus_lite
+    from openmanus_lite import data
+
+    for package in (openmanus_lite, data):
+        missing = [n for n in package.__all__ if not hasattr(package, n)]
+        assert not missing and set(package.__all__) <= set(dir(package)), missing
+    promised = re.findall(r"from openmanus_lite import (?:\(([^)]*)\)|([\w, ]+))", openmanus_lite.__doc__ + README.read_text())
+    names = {n.strip() for groups in promised for n in ",".join(groups).split(",") if n.strip()}
+    assert {"run_sft", "run_grpo", "make_env", "load_model"} <= names <= set(openmanus_lite.__all__), \
+        sorted(names - set(openmanus_lite.__all__))
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        openmanus_lite.not_a_name  # noqa: B018

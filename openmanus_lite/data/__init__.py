@@ -11,9 +11,7 @@ from it with `from openmanus_lite.data.merge import ...`).
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from openmanus_lite._lazy import lazy_exports
 from openmanus_lite.data.checks import REASONS, CheckConfig, Deduper, Issue, Validator, approx_tokens, validate
 from openmanus_lite.data.merge import (
     MergeConfig,
@@ -44,14 +42,7 @@ _LAZY: dict[str, str] = {
     "plot_overview": "stats", "save_plots": "stats",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'openmanus_lite.data' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
 
 
 __all__ = [

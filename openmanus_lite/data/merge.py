@@ -2,8 +2,8 @@
 
     from openmanus_lite.data import merge, SourceSpec, MergeConfig
     result = merge([SourceSpec("agentinstruct", "THUDM/AgentInstruct"),
-                    SourceSpec("agenttraj_l", "openmanus_lite/resources/samples/agenttraj_l")], MergeConfig(seed=0))
-    result.report.summary(); result.save("runs/merged", formats=("jsonl", "parquet"))
+                    SourceSpec("agenttraj_l", "data/samples/agenttraj_l")], MergeConfig(seed=0))
+    result.report.summary(); result.save("data/merged", formats=("jsonl", "parquet"))
 
 Every input row ends up in exactly one place of `result.report.outcomes`, keyed by
 (source, domain, reason), where reason is `kept` or a rejection code (`checks.REASONS`):
@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import multiprocessing
 import os
 import pickle
 import queue
 import random
 import shutil
+import tempfile
 import traceback
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from openmanus_lite.data.checks import CheckConfig, Deduper, Issue, Validator
+from openmanus_lite.data.negatives import make_negatives
 from openmanus_lite.data.sources import get_source
 from openmanus_lite.data.sources.base import (
     InputError,
@@ -53,7 +56,13 @@ from openmanus_lite.data.sources.base import (
 from openmanus_lite.schema import DOMAINS, EXTRA_LABELS, SchemaError, Trajectory, Turn
 
 SPLITS = ("train", "validation", "test")
+MAX_UPSAMPLED_ROWS = 20_000_000
+"""The most rows weights above 1 may make of the training split (the whole of AgentTraj-L is 14,485 rows)."""
 LENIENT_HINT = " (run with lenient mode, --lenient, to count such rows as rejected and go on)"
+
+
+class MergeTooLarge(ValueError):
+    """The merge as configured would make more rows than `MAX_UPSAMPLED_ROWS`; says how many."""
 
 
 @dataclass
@@ -80,14 +89,17 @@ class SourceSpec:
 
 
 @dataclass
-class MergeConfig:
+class MergeConfig(CheckConfig):
     """Everything a merge can be told. Defaults keep every label and drop nothing on purpose.
 
+    The validation knobs are `CheckConfig`'s (a merge validates with its own config):
+    allow_free_text      keep training turns that hold no action (Agent-FLAN's chat-style parts)
+    max_turns / max_chars / max_tokens (+ tokenizer)    length limits (`length.*`)
+    answer_domains       the domains whose episodes must end with answer(...)
+    and the merge's own:
     include / exclude    domain labels to keep / drop (`filter.label_excluded`)
     strict               stop at the first unreadable row or schema error (InputError); False counts them
-    allow_free_text      keep training turns that hold no action (Agent-FLAN's chat-style parts)
     dedup                "normalized" (default), "exact" or "none"
-    max_turns / max_chars / max_tokens (+ tokenizer)    length limits (`length.*`)
     source_weights / domain_weights   below 1: keep that share; above 1: repeat training rows
     source_caps / domain_caps         at most that many rows
     seed, split_ratios   deterministic shuffle and train/validation/test shares (stratified by domain)
@@ -102,12 +114,7 @@ class MergeConfig:
     include: tuple[str, ...] | None = None
     exclude: tuple[str, ...] = ()
     strict: bool = True
-    allow_free_text: bool = False
     dedup: str = "normalized"
-    max_turns: int | None = None
-    max_chars: int | None = None
-    max_tokens: int | None = None
-    tokenizer: Any = None
     source_weights: dict[str, float] = field(default_factory=dict)
     domain_weights: dict[str, float] = field(default_factory=dict)
     source_caps: dict[str, int] = field(default_factory=dict)
@@ -129,12 +136,8 @@ class MergeConfig:
             raise ValueError(f"split_ratios must be three non-negative numbers (train, validation, test), "
                              f"got {self.split_ratios}")
         for name, weights in (("source_weights", self.source_weights), ("domain_weights", self.domain_weights)):
-            if any(w < 0 for w in weights.values()):
-                raise ValueError(f"{name} must be >= 0, got {weights}")
-
-    def check_config(self) -> CheckConfig:
-        return CheckConfig(allow_free_text=self.allow_free_text, max_turns=self.max_turns, max_chars=self.max_chars,
-                           max_tokens=self.max_tokens, tokenizer=self.tokenizer)
+            if any(not 0 <= w < math.inf for w in weights.values()):
+                raise ValueError(f"{name} must be finite numbers >= 0, got {weights}")
 
 
 # --------------------------------------------------------------------------- report
@@ -254,14 +257,19 @@ class MergeResult:
 
 
 class _RejectSink:
-    """Writes rejected rows (with reason, detail and where they came from) to a JSONL file."""
+    """Writes rejected rows (with reason, detail and where they came from) to a JSONL file.
+
+    The rows go to `<path>.partial`, which replaces `path` only when the merge succeeds: a merge
+    that fails leaves the rejected rows of the previous merge beside its report.
+    """
 
     def __init__(self, path: str | Path | None):
         self.path = Path(path) if path else None
         self._f = None
         if self.path:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._f = open(self.path, "w", encoding="utf-8")
+            self._partial = self.path.with_name(self.path.name + ".partial")
+            self._f = open(self._partial, "w", encoding="utf-8")
 
     def write(self, source: str, domain: str, issue: Issue, *, row: RawRow | None = None,
               traj: Trajectory | None = None) -> None:
@@ -276,9 +284,13 @@ class _RejectSink:
                 rec.update(file=traj.meta.get("file"), line=traj.meta.get("line"), trajectory=traj.to_dict())
         self._f.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
 
-    def close(self) -> None:
+    def close(self, succeeded: bool) -> None:
         if self._f is not None:
             self._f.close()
+            if succeeded:
+                os.replace(self._partial, self.path)
+            else:
+                self._partial.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- merge
@@ -311,19 +323,26 @@ class _Ctx:
 Outcome = tuple
 
 
-def _process_row(module, ctx: _Ctx, validator: Validator, deduper: Deduper, row: RawRow) -> Outcome:
-    raw = row.data if ctx.keep_raw else None
+def _convert_row(module, row: RawRow, label: str) -> tuple[Trajectory | Issue, tuple[str, str] | None]:
+    """The row's trajectory (labelled), or the Issue why it has none with the (where, message) that
+    strict mode raises as an `InputError`."""
     if row.error is not None:
         reason = "input.not_object" if row.error.startswith(("expected a JSON", "item ")) else "input.invalid_json"
-        return (row.line, row.file, row.split, "unknown", reason, f"{row.where()}: {row.error}", raw, None, None,
-                (row.where(), row.error))
+        return Issue(reason, f"{row.where()}: {row.error}"), (row.where(), row.error)
     try:
         traj = module.convert(row)
     except RowRejected as e:
-        return (row.line, row.file, row.split, "unknown", e.reason, e.detail, raw, None, None,
-                (row.where(e.field), e.message))
-    if traj.source != ctx.label:
-        traj.source = ctx.label
+        return Issue(e.reason, e.detail), (row.where(e.field), e.message)
+    if traj.source != label:
+        traj.source = label
+    return traj, None
+
+
+def _process_row(module, ctx: _Ctx, validator: Validator, deduper: Deduper, row: RawRow) -> Outcome:
+    raw = row.data if ctx.keep_raw else None
+    traj, fatal = _convert_row(module, row, ctx.label)
+    if fatal is not None:
+        return (row.line, row.file, row.split, "unknown", traj.reason, traj.detail, raw, None, None, fatal)
     domain = traj.domain
     if (ctx.include is not None and domain not in ctx.include) or domain in ctx.exclude:
         return (row.line, row.file, row.split, domain, "filter.label_excluded", f"label {domain!r} excluded", raw,
@@ -335,10 +354,10 @@ def _process_row(module, ctx: _Ctx, validator: Validator, deduper: Deduper, row:
     return (row.line, row.file, row.split, domain, "ok", "", raw, traj, deduper.keys(traj), None)
 
 
-def _serial_outcomes(spec: SourceSpec, ctx: _Ctx) -> Iterator[Outcome]:
-    module = get_source(spec.name)
+def _outcomes(ctx: _Ctx, rows: Iterable[RawRow]) -> Iterator[Outcome]:
+    module = get_source(ctx.name)
     validator, deduper = Validator(ctx.check), Deduper(ctx.dedup)
-    for row in module.load(spec.path, splits=spec.splits, config=spec.config):
+    for row in rows:
         yield _process_row(module, ctx, validator, deduper, row)
 
 
@@ -376,10 +395,7 @@ def _unpack(packed: tuple | Trajectory | None) -> Trajectory | None:
 def _chunk_outcomes(task: tuple) -> Iterator[Outcome]:
     """Read one byte range of a JSONL file and process its rows."""
     ctx, file, start, end, first_line, split = task
-    module = get_source(ctx.name)
-    validator, deduper = Validator(ctx.check), Deduper(ctx.dedup)
-    for row in read_jsonl_range(file, start, end, first_line, ctx.label, split):
-        yield _process_row(module, ctx, validator, deduper, row)
+    return _outcomes(ctx, read_jsonl_range(file, start, end, first_line, ctx.label, split))
 
 
 _CLAIMS: tuple = ()  # in a worker: (the shared next-chunk counter, the results queue), given at its start
@@ -521,23 +537,10 @@ def convert_source(spec: SourceSpec, *, strict: bool = True) -> Iterator[tuple[R
     line, field) instead of yielding an input or schema Issue.
     """
     module = get_source(spec.name)
-    label = spec.label or module.NAME
     for row in module.load(spec.path, splits=spec.splits, config=spec.config):
-        if row.error is not None:
-            reason = "input.not_object" if row.error.startswith(("expected a JSON", "item ")) else "input.invalid_json"
-            if strict:
-                raise InputError(row.where(), row.error + LENIENT_HINT, reason)
-            yield row, Issue(reason, f"{row.where()}: {row.error}")
-            continue
-        try:
-            traj = module.convert(row)
-        except RowRejected as e:
-            if strict:
-                raise InputError(row.where(e.field), e.message + LENIENT_HINT, e.reason) from None
-            yield row, Issue(e.reason, e.detail)
-            continue
-        if label != traj.source:
-            traj.source = label
+        traj, fatal = _convert_row(module, row, spec.label or module.NAME)
+        if fatal is not None and strict:
+            raise InputError(fatal[0], fatal[1] + LENIENT_HINT, traj.reason)
         yield row, traj
 
 
@@ -580,26 +583,29 @@ def merge(sources: Iterable[SourceSpec | str] | dict[str, str], config: MergeCon
 
 
 def _merge(sources: Iterable[SourceSpec | str] | dict[str, str], cfg: MergeConfig) -> MergeResult:
-    specs = [SourceSpec.parse(s) if isinstance(s, str) else s for s in specs_list(sources)]
+    if isinstance(sources, dict):  # {name: path}
+        sources = [SourceSpec(name, str(path)) for name, path in sources.items()]
+    specs = [SourceSpec.parse(s) if isinstance(s, str) else s for s in sources]
     report = MergeReport()
     sink = _RejectSink(cfg.rejected_path)
     deduper = Deduper(cfg.dedup)
-    check = cfg.check_config()
     kept: list[Trajectory] = []
     used_ids: set[str] = set()
     workers = _workers_for(specs, cfg)
     pool = None
+    succeeded = False
     try:
         if workers:
             pool = _ChunkPool.start(workers - 1)  # the main process is one of them
         for spec in specs:
             label = spec.label or get_source(spec.name).NAME
-            ctx = _Ctx(spec.name, label, check, frozenset(cfg.include) if cfg.include else None,
+            ctx = _Ctx(spec.name, label, cfg, frozenset(cfg.include) if cfg.include else None,
                        frozenset(cfg.exclude), cfg.dedup, sink.path is not None)
             if pool is not None and _parallel_files(spec):
                 outcomes = _parallel_outcomes(spec, ctx, pool)
             else:
-                outcomes = _serial_outcomes(spec, ctx)
+                outcomes = _outcomes(ctx, get_source(spec.name).load(spec.path, splits=spec.splits,
+                                                                     config=spec.config))
             for line, file, split, domain, reason, detail, raw, traj, keys, fatal in _progress(
                 outcomes, cfg.progress, label
             ):
@@ -629,8 +635,6 @@ def _merge(sources: Iterable[SourceSpec | str] | dict[str, str], cfg: MergeConfi
         splits = split_trajectories(kept, cfg.split_ratios, cfg.seed)
         splits["train"] = _upsample(splits["train"], cfg, report, rng)
         if cfg.negatives:
-            from openmanus_lite.data.negatives import make_negatives
-
             negs = make_negatives(splits["train"], cfg.negatives, cfg.seed)
             for t in negs:
                 report.added[(t.source, t.domain, f"negative:{t.meta['negative']['kind']}")] += 1
@@ -638,19 +642,13 @@ def _merge(sources: Iterable[SourceSpec | str] | dict[str, str], cfg: MergeConfi
         for name in SPLITS:
             random.Random(f"{cfg.seed}-{name}").shuffle(splits[name])
             report.splits[name] = len(splits[name])
+        succeeded = True
     finally:
-        sink.close()
+        sink.close(succeeded)
         if pool is not None:
             pool.close()
     report.verify()
     return MergeResult(splits, report, workers)
-
-
-def specs_list(sources: Iterable[SourceSpec | str] | dict[str, str]) -> list[SourceSpec | str]:
-    """Accept a list of specs / 'name=path' strings, or a {name: path} dict."""
-    if isinstance(sources, dict):
-        return [SourceSpec(name, str(path)) for name, path in sources.items()]
-    return list(sources)
 
 
 def _unique(tid: str, line: int, used: set[str]) -> str:
@@ -670,14 +668,10 @@ def _round(x: float) -> int:
     return int(x + 0.5)
 
 
-def _drop(trajs: list[Trajectory], keep_n: int, rng: random.Random) -> tuple[list[Trajectory], list[Trajectory]]:
-    """Keep `keep_n` of `trajs` chosen by `rng`, in their original order; return (kept, dropped)."""
-    if keep_n >= len(trajs):
-        return trajs, []
+def _dropped(trajs: list[Trajectory], keep_n: int, rng: random.Random) -> list[Trajectory]:
+    """The members of `trajs` left out when `rng` keeps `keep_n` of them (fewer than there are)."""
     keep_idx = set(rng.sample(range(len(trajs)), keep_n))
-    kept = [t for i, t in enumerate(trajs) if i in keep_idx]
-    dropped = [t for i, t in enumerate(trajs) if i not in keep_idx]
-    return kept, dropped
+    return [t for i, t in enumerate(trajs) if i not in keep_idx]
 
 
 def _downsample(kept: list[Trajectory], cfg: MergeConfig, report: MergeReport, sink: _RejectSink,
@@ -703,7 +697,7 @@ def _downsample(kept: list[Trajectory], cfg: MergeConfig, report: MergeReport, s
             keep_n = _round(len(members) * limit) if is_weight else int(limit)
             if len(members) <= keep_n:
                 continue
-            _, dropped = _drop(members, keep_n, rng)
+            dropped = _dropped(members, keep_n, rng)
             reject(dropped, reason, f"{key} {'weight' if is_weight else 'cap'} {limit:g} for {name}")
             gone = {id(t) for t in dropped}
             kept = [t for t in kept if id(t) not in gone]
@@ -711,16 +705,29 @@ def _downsample(kept: list[Trajectory], cfg: MergeConfig, report: MergeReport, s
 
 
 def _upsample(train: list[Trajectory], cfg: MergeConfig, report: MergeReport, rng: random.Random) -> list[Trajectory]:
-    """Weights above 1 repeat training rows: factor source weight x domain weight (each counted only above 1)."""
+    """Weights above 1 repeat training rows: factor source weight x domain weight (each counted only above 1).
+
+    The copies are counted before any is made: past `MAX_UPSAMPLED_ROWS` the merge stops with
+    `MergeTooLarge` and the estimate, instead of filling the memory.
+    """
     if not any(w > 1 for w in list(cfg.source_weights.values()) + list(cfg.domain_weights.values())):
         return train
     groups: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
     for t in train:
         groups[(t.source, t.domain)].append(t)
+    weights = {key: max(cfg.source_weights.get(key[0], 1.0), 1.0) * max(cfg.domain_weights.get(key[1], 1.0), 1.0)
+               for key in groups}
+    planned = sum(len(trajs) * weights[key] for key, trajs in groups.items())
+    if planned > MAX_UPSAMPLED_ROWS:
+        weights_above_1 = {k: w for k, w in {**cfg.source_weights, **cfg.domain_weights}.items() if w > 1}
+        line_bytes = sum(len(dump_line(t)) for t in train) / len(train)
+        raise MergeTooLarge(
+            f"the weights above 1 ({', '.join(f'{k}={w:g}' for k, w in weights_above_1.items())}) would make the training "
+            f"split {planned:,.0f} rows (about {planned * line_bytes / 1e9:,.1f} GB as JSONL) from {len(train):,}; "
+            f"the limit is {MAX_UPSAMPLED_ROWS:,} rows: lower the weights")
     extra: list[Trajectory] = []
     for (source, domain), trajs in sorted(groups.items()):
-        w = max(cfg.source_weights.get(source, 1.0), 1.0) * max(cfg.domain_weights.get(domain, 1.0), 1.0)
-        n_extra = _round(len(trajs) * w) - len(trajs)
+        n_extra = _round(len(trajs) * weights[(source, domain)]) - len(trajs)
         order = list(trajs)
         rng.shuffle(order)
         for k in range(max(n_extra, 0)):
@@ -763,17 +770,13 @@ def split_trajectories(trajs: list[Trajectory], ratios: tuple[float, float, floa
 # --------------------------------------------------------------------------- export / load
 
 
-def _meta_json(meta: dict[str, Any]) -> str:
-    return json.dumps(meta, ensure_ascii=False, sort_keys=True)
-
-
 def _columns(trajs: list[Trajectory]) -> dict[str, list]:
     return {
         "id": [t.id for t in trajs],
         "source": [t.source for t in trajs],
         "domain": [t.domain for t in trajs],
         "messages": [[{"role": m.role, "content": m.content, "train": m.train} for m in t.messages] for t in trajs],
-        "meta": [_meta_json(t.meta) for t in trajs],
+        "meta": [json.dumps(t.meta, ensure_ascii=False, sort_keys=True) for t in trajs],
     }
 
 
@@ -790,19 +793,14 @@ def _from_record(rec: dict[str, Any], where: str) -> Trajectory:
         raise SchemaError(f"{where}: {e}") from None
 
 
-def arrow_schema():
-    """The Arrow schema of exported trajectories (parquet and HF datasets)."""
+def to_arrow(trajs: list[Trajectory]):
+    """The trajectories as an Arrow table (parquet and HF datasets); meta is a JSON string."""
     import pyarrow as pa
 
     turn = pa.struct([("role", pa.string()), ("content", pa.string()), ("train", pa.bool_())])
-    return pa.schema([("id", pa.string()), ("source", pa.string()), ("domain", pa.string()),
-                      ("messages", pa.list_(turn)), ("meta", pa.string())])
-
-
-def to_arrow(trajs: list[Trajectory]):
-    import pyarrow as pa
-
-    return pa.Table.from_pydict(_columns(trajs), schema=arrow_schema())
+    schema = pa.schema([("id", pa.string()), ("source", pa.string()), ("domain", pa.string()),
+                        ("messages", pa.list_(turn)), ("meta", pa.string())])
+    return pa.Table.from_pydict(_columns(trajs), schema=schema)
 
 
 PARALLEL_WRITE_ROWS = 20_000
@@ -936,14 +934,39 @@ def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, format
                 report: MergeReport | None = None, workers: int = 0) -> dict[str, list[Path]]:
     """Write each split as `<split>.jsonl` / `<split>.parquet` / `hf/` (DatasetDict), and `report.json`.
 
-    `workers` >= 2 writes large JSONL splits with that many processes (see `write_jsonl`).
+    `workers` >= 2 writes large JSONL splits with that many processes (see `write_jsonl`). The files
+    are written into a temporary folder inside `out_dir` and move into place only when all are
+    written, so a failed save leaves the previous outputs as they were.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     formats = tuple(formats)
     unknown = set(formats) - {"jsonl", "parquet", "hf"}
     if unknown:
         raise ValueError(f"unknown export formats {sorted(unknown)}; expected jsonl, parquet, hf")
+    final = Path(out_dir)
+    final.mkdir(parents=True, exist_ok=True)
+    with _staged(final) as out:
+        written = _write_splits(splits, out, formats, report, workers)
+    return {kind: [final / p.relative_to(out) for p in paths] for kind, paths in written.items()}
+
+
+@contextmanager
+def _staged(final: Path) -> Iterator[Path]:
+    """A temporary folder inside `final`; on success each entry replaces the one of the same name in
+    `final`, on failure the folder is removed and `final` keeps what it held."""
+    stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=final))
+    try:
+        yield stage
+        for entry in stage.iterdir():
+            dest = final / entry.name
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest)  # hf/: a folder does not replace a folder by rename
+            os.replace(entry, dest)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _write_splits(splits: dict[str, list[Trajectory]], out: Path, formats: tuple[str, ...],
+                  report: MergeReport | None, workers: int) -> dict[str, list[Path]]:
     written: dict[str, list[Path]] = defaultdict(list)
     for name, trajs in splits.items():
         if "jsonl" in formats:
@@ -975,15 +998,13 @@ def load_splits(out_dir: str | Path, fmt: str = "jsonl") -> dict[str, list[Traje
     """
     out = Path(out_dir)
     manifest = out / "splits.json"
+    names = list(json.loads(manifest.read_text(encoding="utf-8"))["splits"]) if manifest.exists() else None
     if fmt == "hf":
         import datasets
 
         dd = datasets.load_from_disk(str(out / "hf"))
-        names = list(json.loads(manifest.read_text(encoding="utf-8"))["splits"]) if manifest.exists() else list(dd)
-        return {name: from_hf_dataset(dd[name]) for name in names}
-    if manifest.exists():
-        names = list(json.loads(manifest.read_text(encoding="utf-8"))["splits"])
-    else:
+        return {name: from_hf_dataset(dd[name]) for name in (list(dd) if names is None else names)}
+    if names is None:
         names = [n for n in SPLITS if (out / f"{n}.{fmt}").exists()]
         if not names:
             raise FileNotFoundError(f"no splits.json and no train/validation/test .{fmt} files in {out}")

@@ -11,7 +11,9 @@ tests and notebooks alike.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from openmanus_lite.data.checks import token_counter
@@ -88,14 +90,24 @@ def _figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (6, 4)):
     return fig, axes
 
 
-def plot_counts(df, ax=None):
+def _on_axes(draw: Callable) -> Callable:
+    """Let a panel function draw into a given `ax`, or into a figure of its own; it returns the figure."""
+
+    @functools.wraps(draw)
+    def plot(data, ax=None):
+        if ax is None:
+            ax = _figure()[1][0][0]
+        draw(data, ax)
+        return ax.figure
+
+    return plot
+
+
+@_on_axes
+def plot_counts(df, ax):
     """Stacked bars: trajectories per source, split by domain."""
     import pandas as pd
 
-    fig = None
-    if ax is None:
-        fig, axes = _figure()
-        ax = axes[0][0]
     table = pd.crosstab(df["source"], df["domain"])
     bottom = None
     for domain in table.columns:
@@ -106,45 +118,33 @@ def plot_counts(df, ax=None):
     ax.tick_params(axis="x", labelrotation=30)
     if len(table.columns):
         ax.legend(fontsize="small", ncols=2, loc="upper right")
-    return fig or ax.figure
 
 
-def _hist_by_domain(df, column: str, ax, title: str, xlabel: str) -> None:
+def _hist_by_domain(df, ax, column: str) -> None:
     for domain, group in df.groupby("domain"):
         ax.hist(group[column], bins=20, histtype="step", linewidth=1.5, label=domain)
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
+    ax.set_title(f"{column} per trajectory")
+    ax.set_xlabel(column)
     ax.set_ylabel("trajectories")
     if df["domain"].nunique():
         ax.legend(fontsize="small", loc="upper right")
 
 
-def plot_turns(df, ax=None):
+@_on_axes
+def plot_turns(df, ax):
     """Histogram of turns per trajectory, by domain."""
-    fig = None
-    if ax is None:
-        fig, axes = _figure()
-        ax = axes[0][0]
-    _hist_by_domain(df, "turns", ax, "turns per trajectory", "turns")
-    return fig or ax.figure
+    _hist_by_domain(df, ax, "turns")
 
 
-def plot_tokens(df, ax=None):
+@_on_axes
+def plot_tokens(df, ax):
     """Histogram of tokens per trajectory, by domain."""
-    fig = None
-    if ax is None:
-        fig, axes = _figure()
-        ax = axes[0][0]
-    _hist_by_domain(df, "tokens", ax, "tokens per trajectory", "tokens")
-    return fig or ax.figure
+    _hist_by_domain(df, ax, "tokens")
 
 
-def plot_train_share(df, ax=None):
+@_on_axes
+def plot_train_share(df, ax):
     """Share of tokens that receive loss, per domain."""
-    fig = None
-    if ax is None:
-        fig, axes = _figure()
-        ax = axes[0][0]
     sums = df.groupby("domain")[["tokens", "train_tokens"]].sum()
     share = sums["train_tokens"] / sums["tokens"].where(sums["tokens"] > 0)
     ax.bar(share.index, share.fillna(0).values)
@@ -152,15 +152,11 @@ def plot_train_share(df, ax=None):
     ax.set_title("train-token share")
     ax.set_ylabel("tokens with loss / all tokens")
     ax.tick_params(axis="x", labelrotation=30)
-    return fig or ax.figure
 
 
-def plot_rejections(report, ax=None):
+@_on_axes
+def plot_rejections(report, ax):
     """Horizontal bars: rejected rows per reason."""
-    fig = None
-    if ax is None:
-        fig, axes = _figure()
-        ax = axes[0][0]
     reasons = {r: n for r, n in report.by_reason().items() if r != "kept"}
     items = sorted(reasons.items(), key=lambda x: x[1])
     ax.barh([r for r, _ in items], [n for _, n in items], color="tab:red")
@@ -168,7 +164,6 @@ def plot_rejections(report, ax=None):
     ax.set_xlabel("rows")
     if not items:
         ax.text(0.5, 0.5, "no rejections", ha="center", va="center", transform=ax.transAxes)
-    return fig or ax.figure
 
 
 def plot_overview(df, report=None):
@@ -194,16 +189,11 @@ def plot_overview(df, report=None):
 
 def save_plots(df, out_dir, report=None) -> list:
     """Write the overview figure (and the rejections, with a report) as PNG files; returns their paths."""
-    from pathlib import Path
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     figures = {"overview": plot_overview(df, report)}
     if report is not None:
         figures["rejections"] = plot_rejections(report)
-    paths = []
     for name, fig in figures.items():
-        path = out / f"{name}.png"
-        fig.savefig(path, dpi=72)
-        paths.append(path)
-    return paths
+        fig.savefig(out / f"{name}.png", dpi=72)
+    return [out / f"{name}.png" for name in figures]

@@ -100,10 +100,9 @@ class BufferLayer(DynamicLayer):
 
 def supports_buffer_cache(model: Any) -> bool:
     """True when every decoder layer is full attention (sliding windows and linear attention keep other state)."""
-    cfg = getattr(model, "config", None)
-    if cfg is None:
+    if getattr(model, "config", None) is None:
         return False
-    text = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+    text = _text_config(model)
     types = getattr(text, "layer_types", None)
     if types and any(t != "full_attention" for t in types):
         return False
@@ -157,7 +156,7 @@ def decode(
     """
     device = input_ids.device
     steps = max(r.limit for r in rows)
-    layers = [BufferLayer(attention.shape[1] + steps) for _ in range(_num_layers(model))]
+    layers = [BufferLayer(attention.shape[1] + steps) for _ in range(int(_text_config(model).num_hidden_layers))]
     cache = Cache(layers=layers)
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     live = list(range(len(rows)))  # batch row -> index into rows
@@ -262,7 +261,6 @@ def _row_reader(layers: list[BufferLayer], mask: torch.Tensor, b: int):
     return read
 
 
-def _num_layers(model: Any) -> int:
+def _text_config(model: Any) -> Any:
     cfg = model.config
-    text = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
-    return int(text.num_hidden_layers)
+    return cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg

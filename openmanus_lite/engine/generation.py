@@ -19,9 +19,20 @@ turns 16 times without it).
 from __future__ import annotations
 
 import contextlib
+import copy
+import logging
+import math
+import os
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterator
+
+import torch
+from transformers import DynamicCache
+from transformers.initialization import no_init_weights
+
+from openmanus_lite.engine import precision
+from openmanus_lite.engine.decoding import Row, decode, supports_buffer_cache
 
 Messages = list[dict[str, str]]
 
@@ -46,9 +57,7 @@ class GenerationResult:
 
     @property
     def num_generated_tokens(self) -> int:
-        if self.completion_ids is not None:
-            return sum(len(c) for c in self.completion_ids)
-        return 0
+        return sum(len(c) for c in self.completion_ids or [])
 
 
 def is_unsloth_model(model: Any) -> bool:
@@ -69,23 +78,18 @@ def is_unsloth_model(model: Any) -> bool:
 def inference_mode(model: Any) -> Iterator[Any]:
     """Put the model in eval / inference mode for the block; restore train mode after if it was on."""
     was_training = bool(getattr(model, "training", False))
-    unsloth = is_unsloth_model(model)
-    if unsloth:
-        from unsloth import FastLanguageModel
+    fast = None
+    if is_unsloth_model(model):
+        from unsloth import FastLanguageModel as fast
 
-        FastLanguageModel.for_inference(model)
+        fast.for_inference(model)
     else:
         model.eval()
     try:
         yield model
     finally:
         if was_training:
-            if unsloth:
-                from unsloth import FastLanguageModel
-
-                FastLanguageModel.for_training(model)
-            else:
-                model.train()
+            fast.for_training(model) if fast is not None else model.train()
 
 
 def render_prompts(tokenizer: Any, conversations: list[Messages]) -> list[list[int]]:
@@ -130,9 +134,9 @@ class PrefixCache:
         self.max_bytes = max_bytes
         self.key_tokens = key_tokens
         self.min_reuse = min_reuse
-        self._entries: dict[int, tuple[Any, list]] = {}  # id -> (ids tensor, [(k, v) per layer])
+        self._entries: dict[int, tuple[Any, list, int]] = {}  # id -> (ids tensor, [(k, v) per layer], bytes)
         self._by_key: dict[tuple, list[int]] = {}
-        self._bytes: dict[int, int] = {}
+        self.nbytes = 0
         self._shared: set[int] = set()  # prefixes several prompts share: never superseded by one of them
         self._next = 0
         self.reused_tokens = 0
@@ -146,17 +150,11 @@ class PrefixCache:
         """Entries holding a prefix several prompts share (see `share_prefixes`), not one conversation's turns."""
         return len(self._shared)
 
-    @property
-    def nbytes(self) -> int:
-        return sum(self._bytes.values())
-
     def _key(self, ids: list[int]) -> tuple:
         return tuple(ids[: self.key_tokens])
 
     def match(self, ids: list[int]) -> tuple[int | None, int]:
         """(entry id, reusable prefix length) of the entry sharing the longest prefix with `ids`."""
-        import torch
-
         best, best_len = None, 0
         cands = self._by_key.get(self._key(ids), [])
         if not cands:
@@ -187,21 +185,20 @@ class PrefixCache:
                 self.drop(eid)
 
     def add(self, ids: list[int], kv: list, shared: bool = False) -> None:
-        import torch
-
         eid = self._next
         self._next += 1
-        self._entries[eid] = (torch.tensor(ids, dtype=torch.long), kv)
+        size = sum(k.nbytes + v.nbytes for k, v in kv)
+        self._entries[eid] = (torch.tensor(ids, dtype=torch.long), kv, size)
         self._by_key.setdefault(self._key(ids), []).append(eid)
-        self._bytes[eid] = sum(k.nbytes + v.nbytes for k, v in kv)
+        self.nbytes += size
         if shared:
             self._shared.add(eid)
         while self.nbytes > self.max_bytes and len(self._entries) > 1:
             self.drop(next(iter(self._entries)))  # dicts keep insertion order: the oldest first
 
     def drop(self, eid: int) -> None:
-        ids, _ = self._entries.pop(eid)
-        self._bytes.pop(eid, None)
+        ids, _, size = self._entries.pop(eid)
+        self.nbytes -= size
         self._shared.discard(eid)
         key = self._key(ids.tolist())
         rest = [e for e in self._by_key.get(key, []) if e != eid]
@@ -216,7 +213,7 @@ class PrefixCache:
     def clear(self) -> None:
         self._entries.clear()
         self._by_key.clear()
-        self._bytes.clear()
+        self.nbytes = 0
         self._shared.clear()
 
 
@@ -249,8 +246,6 @@ class ChosenLogprobs:
         self._steps: list[Any] = []  # one [batch] tensor per finished step
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
-        import torch
-
         if self._prev is not None:
             self._steps.append(self._prev.gather(-1, input_ids[:, -1:].to(self._prev.device)).squeeze(-1))
         self._prev = torch.log_softmax(scores.float() / self.temperature, dim=-1)
@@ -258,8 +253,6 @@ class ChosenLogprobs:
 
     def finish(self, sequences: Any) -> Any:
         """[batch, steps] float32 log-probabilities of the generated tokens (on the CPU)."""
-        import torch
-
         if self._prev is None:
             raise RuntimeError("ChosenLogprobs.finish called before generate ran a step")
         last = sequences[:, -1:].to(self._prev.device)
@@ -300,24 +293,12 @@ def generate_turns(
     """
     if not conversations:
         return GenerationResult([], [] if return_ids else None, [], [] if return_logprobs else None, [])
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     prompts = render_prompts(tokenizer, conversations)
     if max_prompt_tokens:
         prompts = [p[-max_prompt_tokens:] for p in prompts]
-    result = generate_from_ids(
-        model,
-        tokenizer,
-        prompts,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        seed=seed,
-        batch_size=batch_size,
-        return_logprobs=return_logprobs,
-        kv_cache=kv_cache,
-        engine=engine,
-    )
+    result = generate_from_ids(model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
+                               top_p=top_p, seed=seed, batch_size=batch_size, return_logprobs=return_logprobs,
+                               kv_cache=kv_cache, engine=engine)
     result.prompt_ids = prompts if return_ids else None
     return result
 
@@ -340,8 +321,6 @@ def generate_from_ids(
     the exact sampled ids instead of re-rendering text). `max_new_tokens` may be one limit per
     prompt (a rollout's remaining token budget); each row is cut at its own. Returns prompt_ids
     as given and completion_ids always. `engine` overrides `select_engine`'s choice."""
-    import torch
-
     n = len(prompts)
     if not n:
         return GenerationResult([], [], [], [] if return_logprobs else None, [])
@@ -379,10 +358,6 @@ def reply_logprobs(model: Any, tokenizer: Any, conversations: list[Messages]) ->
     decoding loop uses (bf16 on CPUs with native bf16), one conversation per forward pass with logits only at
     the reply positions (a 3,000-token episode's full logits would be ~0.6 GB). A conversation without an
     assistant reply scores -inf."""
-    import math
-
-    import torch
-
     dtype = _loop_dtype(model, _device_type(model), False)
     runner = inference_copy(model, dtype) if dtype is not None else model
     device = next(runner.parameters()).device
@@ -434,8 +409,6 @@ def select_engine(model: Any, engine: str | None = None, *, return_logprobs: boo
     bf16 copy of float32 weights (about 4x the matmul rate, measured in benchmarks/generation_throughput.py),
     except when log-probabilities are requested: those must match what the trainer recomputes in its own dtype.
     `engine` (or the OPENMANUS_ENGINE environment variable) forces one of ENGINES."""
-    import os
-
     forced = engine or os.environ.get("OPENMANUS_ENGINE") or None
     if forced is not None and forced not in ENGINES:
         raise ValueError(f"unknown generation engine {forced!r}; choose one of {ENGINES}")
@@ -449,17 +422,14 @@ def select_engine(model: Any, engine: str | None = None, *, return_logprobs: boo
         choice = EngineChoice("generate", reason="asked for")
     elif forced is None and is_unsloth_model(model) and device == "cuda":
         choice = EngineChoice("generate", reason="Unsloth model on a GPU without vLLM: its patched generate")
+    elif not supports_buffer_cache(model):
+        if forced == "loop":
+            raise ValueError("engine 'loop' needs full-attention layers only (this model has sliding-window ones)")
+        choice = EngineChoice("generate", reason="sliding-window or linear-attention layers")
     else:
-        from openmanus_lite.engine.decoding import supports_buffer_cache
-
-        if not supports_buffer_cache(model):
-            if forced == "loop":
-                raise ValueError("engine 'loop' needs full-attention layers only (this model has sliding-window ones)")
-            choice = EngineChoice("generate", reason="sliding-window or linear-attention layers")
-        else:
-            dtype = _loop_dtype(model, device, return_logprobs)
-            reason = "the kit's decoding loop" + (f" on a {str(dtype).replace('torch.', '')} copy" if dtype else "")
-            choice = EngineChoice("loop", dtype, reason)
+        dtype = _loop_dtype(model, device, return_logprobs)
+        reason = "the kit's decoding loop" + (f" on a {str(dtype).replace('torch.', '')} copy" if dtype else "")
+        choice = EngineChoice("loop", dtype, reason)
     _log_choice(model, choice)
     return choice
 
@@ -475,27 +445,19 @@ def _loop_dtype(model: Any, device: str, return_logprobs: bool) -> Any:
     """bf16 for a float32 model, or a LoRA-adapted one (its merged copy decodes without the adapters' extra
     matmuls), on a CPU with native bf16, unless OPENMANUS_INFERENCE_DTYPE=model (the model's own dtype: for
     checking that bf16 inference does not change results, docs/RESULTS.md)."""
-    import os
-
-    import torch
-
     choice = os.environ.get("OPENMANUS_INFERENCE_DTYPE", "auto")
     if choice not in ("auto", "model"):
         raise ValueError(f"OPENMANUS_INFERENCE_DTYPE={choice!r}: choose 'auto' or 'model'")
     if device != "cpu" or return_logprobs or choice == "model":
         return None
-    from openmanus_lite.models import cpu_has_native_bf16
-
     params = [p for p in model.parameters() if p.is_floating_point()]
     adapted = hasattr(model, "peft_config")
-    if params and (params[0].dtype == torch.float32 or adapted) and cpu_has_native_bf16():
+    if params and (params[0].dtype == torch.float32 or adapted) and precision.cpu_has_native_bf16():
         return torch.bfloat16
     return None
 
 
 def _log_choice(model: Any, choice: EngineChoice) -> None:
-    import logging
-
     try:
         if _LOGGED_CHOICE.get(model) == choice:
             return
@@ -516,8 +478,6 @@ def weights_fingerprint(model: Any) -> tuple:
     parameter is summed over an even stride of its elements: summing all 135M of SmolLM2 in float64 took
     about 0.25 s, twice per generation call; an optimizer step moves every sampled element it touches, and
     weight decay touches them all."""
-    import torch
-
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]
     sums = ()
@@ -558,8 +518,6 @@ def inference_copy(model: Any, dtype: Any) -> Any:
 def merged_state_dict(model: Any) -> dict[str, Any]:
     """The base model's state dict with the active LoRA adapters merged in (new tensors for the merged
     weights; the model is not modified). A model without adapters: its own state dict."""
-    import torch
-
     if not hasattr(model, "peft_config") or not hasattr(model, "get_base_model"):
         return dict(model.state_dict())
     from peft.tuners.lora import LoraLayer
@@ -593,11 +551,6 @@ def _active_adapters(model: Any) -> list[str]:
 
 def _empty_copy(model: Any, dtype: Any) -> Any:
     """A model of the base model's class and config, parameters uninitialised (they are loaded next)."""
-    import copy
-
-    import torch
-    from transformers.initialization import no_init_weights
-
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     config = copy.deepcopy(base.config)
     before = torch.get_default_dtype()
@@ -626,10 +579,6 @@ def _tied_names(model: Any) -> set[str]:
 def _generate_hf(model, choice, prompts, limits, stop, pad_id, temperature, top_p, batch_size, return_logprobs,
                  kv_cache):
     """The loop or `generate` engine over length-sorted batches, reusing cached prefixes."""
-    import torch
-
-    from openmanus_lite.engine.decoding import Row, decode
-
     n = len(prompts)
     completions: list[list[int]] = [[] for _ in range(n)]
     logps: list[list[float]] = [[] for _ in range(n)]
@@ -686,9 +635,7 @@ def _generate_batch(model, input_ids, attention, past, width, idx, limits, stop,
     if recorder is not None:
         gen_kwargs["logits_processor"] = [recorder]
     if past is not None:
-        from transformers import DynamicCache
-
-        gen_kwargs["past_key_values"] = DynamicCache(past, config=_config(model))
+        gen_kwargs["past_key_values"] = DynamicCache(past, config=getattr(model, "config", None))
     if sample:
         gen_kwargs.update(temperature=float(temperature), top_p=float(top_p), top_k=0)
     else:
@@ -737,10 +684,7 @@ def _generate_vllm(model, prompts, limits, stop, temperature, top_p, seed, retur
         ids = list(seq.token_ids)
         completions.append(ids)
         stopped.append(bool(ids) and ids[-1] in stop)
-        if return_logprobs:
-            logps.append([float(step[t].logprob) for step, t in zip(seq.logprobs or [], ids)])
-        else:
-            logps.append([])
+        logps.append([float(step[t].logprob) for step, t in zip(seq.logprobs or [], ids)] if return_logprobs else [])
     return completions, logps, stopped
 
 
@@ -793,8 +737,6 @@ def _plan_prefixes(seqs: list[list[int]], base: int, cache: PrefixCache, levels:
 
 def _encode_prefixes(model: Any, prefixes: list[list[int]], cache: PrefixCache, pad_id: int) -> int:
     """One prefill of `prefixes` (reusing cached parents); each prefix's keys/values kept as a shared entry."""
-    from openmanus_lite.engine.decoding import Row, decode
-
     idx = list(range(len(prefixes)))
     input_ids, attention, past, _, _ = _batch_inputs(prefixes, idx, pad_id, cache, next(model.parameters()),
                                                      full=True)
@@ -819,8 +761,6 @@ def _batch_inputs(prompts: list[list[int]], idx: list[int], pad_id: int, kv_cach
     `full`: the prompts themselves are being cached, so a prompt never reuses all of itself.
     Everything is returned on `param`'s device, the keys/values in its dtype.
     """
-    import torch
-
     hits, matched = [], []
     for i in idx:
         eid, common = kv_cache.match(prompts[i]) if kv_cache is not None else (None, 0)
@@ -859,15 +799,9 @@ def _batch_inputs(prompts: list[list[int]], idx: list[int], pad_id: int, kv_cach
     return input_ids, attention, layers, width, matched
 
 
-def _config(model: Any) -> Any:
-    return getattr(model, "config", None)
-
-
 def _store(kv_cache: PrefixCache, past: Any, attention: Any, width: int, prompts: list[list[int]],
            completions: list[list[int]]) -> None:
     """Keep each row's keys/values of prompt + reply (all but the last reply token, never fed back)."""
-    import torch
-
     if past is None or not hasattr(past, "layers"):
         return
     for row, (prompt, completion) in enumerate(zip(prompts, completions)):

@@ -49,6 +49,19 @@ class Precision:
         return {"bf16": self.bf16, "fp16": self.fp16, "use_cpu": self.device == "cpu"}
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX), as oneDNN reports it.
+
+    Why: elsewhere torch emulates bfloat16 and a training step is many times slower than in float32
+    (benchmarks/cpu_bf16.py), so bf16 training pays only on a CPU where this is True."""
+    import torch
+
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a torch without oneDNN: no native path either
+        return False
+
+
 def gpu_has_native_bf16() -> bool:
     """Whether the current CUDA device multiplies bfloat16 natively (compute capability >= 8.0)."""
     import torch
@@ -72,8 +85,6 @@ def resolve_precision(requested: Any = None, *, cpu_bf16: bool = False, strict: 
     the measured choice of the cpu preset). `strict`: emulated bfloat16 on a CPU is an error, not a warning.
     """
     import torch
-
-    from openmanus_lite.models import cpu_has_native_bf16
 
     name = _dtype_name(requested)
     if torch.cuda.is_available():

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from openmanus_lite.cli.merge import main
 from openmanus_lite.data import load_report, load_splits
@@ -65,3 +68,67 @@ def test_merge_throughput_benchmark_small(capsys):
     result = json.loads(line[len("RESULT "):])
     assert result["rows"] >= 290 and result["kept"] + result["rejected"] == result["rows"]
     assert result["trajectories_per_s"] > 0 and result["peak_rss_mb"] > 0
+
+
+def test_a_failed_strict_merge_leaves_the_previous_outputs_intact(tmp_path, capsys):
+    """Issue #44 BAD 8: a strict merge that stops on a bad row used to empty the old rejected.jsonl while the old
+    report.json still counted its rows; now nothing in the output folder changes."""
+    out = tmp_path / "merged"
+    assert main(["--source", f"agent_flan={SAMPLES / 'agent_flan'}", "--output_dir", str(out),
+                 "--formats", "jsonl,hf"]) == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert load_report(out).rejected > 0 and (out / "rejected.jsonl").read_text().count("\n") == load_report(out).rejected
+
+    bad = tmp_path / "db.jsonl"
+    bad.write_text('{"id": "db_1", "conversations": [{"from": "human", "value": "hi"}]}\nnot json\n')
+    assert main(["--source", f"agentinstruct={bad}", "--output_dir", str(out), "--formats", "jsonl,hf"]) == 2
+    assert "db.jsonl, line 2" in capsys.readouterr().err
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before  # no partial file, no staging folder, the same bytes
+
+
+def test_a_failed_save_leaves_the_previous_outputs_intact(tmp_path, monkeypatch):
+    merge_mod = importlib.import_module("openmanus_lite.data.merge")  # the package's `merge` is the function
+    out = tmp_path / "merged"
+    result = merge_mod.merge([f"taskcraft={SAMPLES / 'taskcraft'}"])
+    result.save(out, formats=("jsonl",))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def broken(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(merge_mod, "write_parquet", broken)
+    other = merge_mod.merge([f"taskcraft={SAMPLES / 'taskcraft'}"], merge_mod.MergeConfig(seed=3))
+    assert other.splits != result.splits  # so writing its train.jsonl over the old one would show
+    with pytest.raises(OSError, match="No space"):
+        other.save(out, formats=("jsonl", "parquet"))
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+HUGE_WEIGHT = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # a regression fails with MemoryError, not the machine
+from openmanus_lite.cli.merge import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_huge_source_weight_is_refused_with_an_estimate(tmp_path):
+    """Issue #44 BAD 6: `--source_weight agenttraj_l=1e9` on a 9-row file was OOM-killed at 22.7 GB after 95 s."""
+    proc = subprocess.run(
+        [sys.executable, "-c", HUGE_WEIGHT, "--source", f"agenttraj_l={SAMPLES / 'agenttraj_l'}",
+         "--source_weight", "agenttraj_l=1e9", "--output_dir", str(tmp_path / "o")],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: the weights above 1 (agenttraj_l=1e+09) would make the training split")
+    assert "GB as JSONL" in error and "the limit is 20,000,000 rows" in error
+    assert not (tmp_path / "o" / "train.jsonl").exists()
+
+
+def test_weights_must_be_finite(tmp_path, capsys):
+    for weight in ("nan", "inf", "-1"):
+        assert main(["--source", f"taskcraft={SAMPLES / 'taskcraft'}", "--source_weight", f"taskcraft={weight}",
+                     "--output_dir", str(tmp_path)]) == 2
+        assert "source_weights must be finite numbers >= 0" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""Each source converter on the shipped samples (openmanus_lite/resources/samples), and the raw-row loaders."""
+"""Each source converter on the shipped samples (data/samples), and the raw-row loaders."""
 
 from __future__ import annotations
 

@@ -115,11 +115,11 @@ def test_choose_tokens_greedy_top_p_and_sampling():
 
 def test_select_engine_decisions(untrained, monkeypatch, fake_gpu):
     model, _ = untrained
-    monkeypatch.setattr("openmanus_lite.models.cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr("openmanus_lite.engine.precision.cpu_has_native_bf16", lambda: True)
     choice = select_engine(model)
     assert (choice.name, choice.dtype) == ("loop", torch.bfloat16)
     assert select_engine(model, return_logprobs=True).dtype is None  # log-probs in the trainer's own dtype
-    monkeypatch.setattr("openmanus_lite.models.cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr("openmanus_lite.engine.precision.cpu_has_native_bf16", lambda: False)
     assert select_engine(model).dtype is None
     assert select_engine(model, "generate").name == "generate"
     monkeypatch.setenv("OPENMANUS_ENGINE", "generate")
@@ -183,7 +183,7 @@ def test_inference_copy_merges_lora_out_of_place_and_follows_training(untrained)
 
 def test_bf16_loop_generates_on_a_copy(untrained, monkeypatch):
     model, tok = untrained
-    monkeypatch.setattr("openmanus_lite.models.cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr("openmanus_lite.engine.precision.cpu_has_native_bf16", lambda: True)
     res = generate_turns(model, tok, CONVS[:2], max_new_tokens=6)
     assert len(res.completion_ids[0]) == 6
     assert next(model.parameters()).dtype == torch.float32
@@ -204,13 +204,13 @@ def test_a_lora_model_in_bf16_decodes_on_its_merged_copy(untrained, monkeypatch)
     base, tok = untrained
     model = get_peft_model(copy.deepcopy(base).to(torch.bfloat16),
                            LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
-    monkeypatch.setattr("openmanus_lite.models.cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr("openmanus_lite.engine.precision.cpu_has_native_bf16", lambda: True)
     assert select_engine(model).dtype == torch.bfloat16
     res = generate_turns(model, tok, CONVS[:2], max_new_tokens=4)
     assert [len(c) for c in res.completion_ids] == [4, 4]
     assert generation._INFERENCE_COPIES[model][1].dtype == torch.bfloat16
     assert select_engine(copy.deepcopy(base).to(torch.bfloat16)).dtype is None  # no adapter: decoded as it is
-    monkeypatch.setattr("openmanus_lite.models.cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr("openmanus_lite.engine.precision.cpu_has_native_bf16", lambda: False)
     assert select_engine(model).dtype is None
 
 

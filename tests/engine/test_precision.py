@@ -1,8 +1,8 @@
 """Precision on simulated GPUs (the `fake_gpu` fixture in conftest.py): a T4 (7.5, bf16 only emulated),
 an 8 GB Ampere card (8.6) and an A100 (8.0), and a CPU.
 
-Trainer configs are checked on the keyword arguments the kit hands to TRL's config classes (recorded by
-replacing the class): in this CPU process Unsloth has patched those classes to force CPU settings, and
+Trainer configs are checked on the settings the kit's configs hand to TRL's own config checks (recorded by
+replacing TRL's `__post_init__`): in this CPU process Unsloth has patched those classes to force CPU settings, and
 stock TRL accepts bf16 on a T4 (transformers asks `is_bf16_supported()`, which counts emulation). What
 refuses it is Unsloth's GPU trainer (unsloth/models/rl.py: "Model is in float16 precision but you want
 to use bfloat16"), so the kit's own choice is what has to be right.
@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from openmanus_lite import models
+from openmanus_lite.engine import precision
 from openmanus_lite.engine.precision import resolve_precision, trainer_precision
 from openmanus_lite.train import presets
-from openmanus_lite.train.grpo import GRPORunConfig, make_grpo_config
+from openmanus_lite.train.configs import DPORunConfig, GRPORunConfig, RewardRunConfig, SFTRunConfig
 from openmanus_lite.train.presets import PRESETS, get_preset
-from openmanus_lite.train.sft import SFTRunConfig, make_sft_config
 
 EXPECTED = {"t4": torch.float16, "rtx3070": torch.bfloat16, "a100": torch.bfloat16}
 
@@ -40,10 +40,12 @@ def recorder(calls: list, stop: bool = False):
 
 
 def record_trl(monkeypatch, name: str, stop: bool = False) -> list:
+    """The settings each kit config of TRL's class `name` reaches TRL's own `__post_init__` with."""
     import trl
 
     calls: list = []
-    monkeypatch.setattr(trl, name, recorder(calls, stop))
+    record = recorder(calls, stop)
+    monkeypatch.setattr(getattr(trl, name), "__post_init__", lambda self: record(**vars(self)))
     return calls
 
 
@@ -98,7 +100,7 @@ def test_trainer_flags_rule_out_what_is_set_false(fake_gpu):
 @pytest.mark.parametrize("native", [True, False])
 def test_cpu_keeps_float32_unless_asked(monkeypatch, native):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
     auto = resolve_precision()
     assert (auto.dtype, auto.bf16, auto.fp16, auto.device) == (torch.float32, False, False, "cpu")
     assert resolve_precision(cpu_bf16=True).dtype == (torch.bfloat16 if native else torch.float32)
@@ -117,7 +119,7 @@ def test_preset_with_dtype_on_a_cpu(monkeypatch, native):
     from openmanus_lite.train.presets import get_preset
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
     cpu = get_preset("cpu")
     assert cpu.with_dtype(None) is cpu
     assert cpu.with_dtype("auto").dtype == ("bfloat16" if native else "float32")
@@ -135,38 +137,33 @@ def test_preset_with_dtype_on_a_cpu(monkeypatch, native):
 def test_sft_config_on_a_t4_is_fp16(fake_gpu, monkeypatch):
     fake_gpu("t4")
     calls = record_trl(monkeypatch, "SFTConfig")
-    make_sft_config(SFTRunConfig())
+    SFTRunConfig()
     assert (calls[0]["bf16"], calls[0]["fp16"], calls[0]["use_cpu"]) == (False, True, False)
     with pytest.raises(ValueError, match="only emulates"):
-        make_sft_config(SFTRunConfig(bf16=True))
+        SFTRunConfig(bf16=True)
 
 
 def test_grpo_config_on_a_t4_is_fp16(fake_gpu, monkeypatch):
     fake_gpu("t4")
     calls = record_trl(monkeypatch, "GRPOConfig")
-    make_grpo_config(GRPORunConfig(use_vllm=False), [1.0])
+    GRPORunConfig(use_vllm=False)
     assert (calls[0]["bf16"], calls[0]["fp16"], calls[0]["use_cpu"]) == (False, True, False)
-    make_grpo_config(GRPORunConfig(use_vllm=False, bf16=False), [1.0])  # False: no mixed precision, as before
+    GRPORunConfig(use_vllm=False, bf16=False)  # False: no mixed precision, as before
     assert (calls[1]["bf16"], calls[1]["fp16"]) == (False, False)
 
 
-def test_dpo_config_on_a_t4_is_fp16(fake_gpu, monkeypatch, tmp_path, tiny_path):
-    from openmanus_lite.train.dpo import DPOSettings, run_dpo
-
-    tok = models.load_tokenizer(tiny_path)
+def test_dpo_config_on_a_t4_is_fp16(fake_gpu, monkeypatch):
     fake_gpu("t4")
-    calls = record_trl(monkeypatch, "DPOConfig", stop=True)
-    with pytest.raises(Recorded):
-        run_dpo((object(), tok), [PAIR], DPOSettings(max_length=128), output_dir=tmp_path / "out")
+    calls = record_trl(monkeypatch, "DPOConfig")
+    DPORunConfig(max_length=128)
     assert (calls[0]["bf16"], calls[0]["fp16"], calls[0]["use_cpu"]) == (False, True, False)
 
 
-def test_reward_model_configs_on_a_t4_are_fp16(fake_gpu):
-    from openmanus_lite.train.reward_model import RMSettings, _common_args
-
+def test_reward_model_configs_on_a_t4_are_fp16(fake_gpu, monkeypatch):
     fake_gpu("t4")
-    args = _common_args(RMSettings(), "out")  # what RewardConfig (ORM) and the PRM's TrainingArguments get
-    assert (args["bf16"], args["fp16"], args["use_cpu"]) == (False, True, False)
+    calls = record_trl(monkeypatch, "RewardConfig")
+    RewardRunConfig()  # the ORM's RewardConfig, and the PRM's TrainingArguments
+    assert (calls[0]["bf16"], calls[0]["fp16"], calls[0]["use_cpu"]) == (False, True, False)
 
 
 def test_hf_backend_4bit_computes_in_fp16_on_a_t4(fake_gpu, monkeypatch, tiny_path):
@@ -229,8 +226,6 @@ def test_the_numbers_table_covers_every_preset():
 def test_what_each_preset_builds_on_each_card(fake_gpu, monkeypatch, card, name):
     """Load arguments, trainer precision and sizes; the loaded dtype and the trainers' mixed precision agree
     (the condition Unsloth's GPU trainers check), and every budget fits the sequence length."""
-    from openmanus_lite.train.reward_model import RMSettings, _common_args
-
     fake_gpu(card)
     preset = get_preset(name)
     loads: list = []
@@ -253,11 +248,12 @@ def test_what_each_preset_builds_on_each_card(fake_gpu, monkeypatch, card, name)
     assert dtype == (torch.float32 if preset.dtype == "float32" else EXPECTED[card])
     sft_calls = record_trl(monkeypatch, "SFTConfig")
     grpo_calls = record_trl(monkeypatch, "GRPOConfig")
-    make_sft_config(preset.sft)
-    make_grpo_config(preset.grpo.replace(use_vllm=False), [1.0])
-    make_grpo_config(preset.grpo.replace(use_vllm=False, mode="multi"), [1.0])
-    sft, single, multi = sft_calls[0], grpo_calls[0], grpo_calls[1]
-    rm = _common_args(RMSettings(), "out")
+    rm_calls = record_trl(monkeypatch, "RewardConfig")
+    preset.sft_config()
+    preset.grpo_config(use_vllm=False)
+    preset.grpo_config(use_vllm=False, mode="multi")
+    preset.reward_config()
+    sft, single, multi, rm = sft_calls[0], grpo_calls[0], grpo_calls[1], rm_calls[0]
     for kwargs in (sft, single, rm):
         assert amp_dtype(kwargs) == EXPECTED[card] and kwargs["use_cpu"] is False
     if preset.dtype is None:  # the model is loaded in the dtype the trainers autocast to
@@ -282,12 +278,10 @@ def test_a_bf16_preset_on_a_t4_is_refused_before_loading(fake_gpu, monkeypatch):
 @pytest.mark.parametrize("card", sorted(EXPECTED))
 @pytest.mark.parametrize("name", ["t4", "gpu8"])
 def test_dpo_and_reward_model_settings_of_each_gpu_preset(fake_gpu, monkeypatch, tmp_path, tiny_path, card, name):
-    """What run_dpo and train_orm hand to TRL and the loader under a GPU preset's `dpo` / `reward_model`."""
+    """What the DPO and reward-model configs hand to TRL, and run_dpo to the loader, under a GPU preset's `dpo` / `reward_model`."""
     from openmanus_lite.train.dpo import run_dpo
-    from openmanus_lite.train.reward_model import train_orm
 
     preset = get_preset(name)
-    tok = models.load_tokenizer(tiny_path)
     fake_gpu(card)
     loads: list = []
 
@@ -297,19 +291,17 @@ def test_dpo_and_reward_model_settings_of_each_gpu_preset(fake_gpu, monkeypatch,
 
     monkeypatch.setattr(models, "unsloth_available", lambda: True)
     monkeypatch.setattr(models, "_load_unsloth", load_unsloth)
+    dpo_calls = record_trl(monkeypatch, "DPOConfig")
+    rm_calls = record_trl(monkeypatch, "RewardConfig")
+    dpo_cfg = preset.dpo_config()
+    preset.reward_config()
     with pytest.raises(Recorded):
-        run_dpo(str(tiny_path), [PAIR], preset.dpo, output_dir=tmp_path / "dpo")
+        run_dpo(str(tiny_path), [PAIR], dpo_cfg, output_dir=tmp_path / "dpo")
     _, load_in_4bit, max_seq_length, lora, dtype, _ = loads[0]
-    assert (load_in_4bit, max_seq_length, dtype) == (True, preset.dpo.max_length, EXPECTED[card])
+    assert (load_in_4bit, max_seq_length, dtype) == (True, preset.dpo["max_length"], EXPECTED[card])
     assert lora.gradient_checkpointing is True
-    dpo_calls = record_trl(monkeypatch, "DPOConfig", stop=True)
-    with pytest.raises(Recorded):
-        run_dpo((object(), tok), [PAIR], preset.dpo, output_dir=tmp_path / "dpo")
-    rm_calls = record_trl(monkeypatch, "RewardConfig", stop=True)
-    with pytest.raises(Recorded):
-        train_orm(str(tiny_path), [PAIR], preset.reward_model, output_dir=tmp_path / "rm")
     for kwargs, settings in ((dpo_calls[0], preset.dpo), (rm_calls[0], preset.reward_model)):
         assert amp_dtype(kwargs) == EXPECTED[card] and kwargs["use_cpu"] is False
         assert (kwargs["per_device_train_batch_size"], kwargs["gradient_accumulation_steps"]) == (
-            settings.batch_size, settings.grad_accum)
+            settings["per_device_train_batch_size"], settings["gradient_accumulation_steps"])
         assert kwargs["gradient_checkpointing"] is True

@@ -10,6 +10,8 @@ import pytest
 
 from openmanus_lite import react
 from openmanus_lite import rewards as R
+from openmanus_lite.eval.plots import plot_reward_distributions
+from openmanus_lite.rewards import answers, environment, open_r1, react_format, registry
 
 
 def conv(text):
@@ -23,7 +25,7 @@ GOOD = "<think>\nSome reasoning\n</think>\n<answer>\nThe answer\n</answer>"
 
 
 def test_format_correct():
-    assert R.format_reward(completions=[conv(GOOD)]) == [1.0]
+    assert open_r1.format_reward(completions=[conv(GOOD)]) == [1.0]
 
 
 @pytest.mark.parametrize(
@@ -41,7 +43,7 @@ def test_format_correct():
     ],
 )
 def test_format_incorrect(text):
-    assert R.format_reward(completions=[conv(text)]) == [0.0]
+    assert open_r1.format_reward(completions=[conv(text)]) == [0.0]
 
 
 def test_format_specific_multiline():
@@ -49,13 +51,13 @@ def test_format_specific_multiline():
         "<think>\nI will count each distinct object in the image:\n1. Purple scooter\n2. Red bicycle\n"
         "\nThere are 9 distinct objects in total.\n</think>\n<answer>\n9\n</answer>"
     )
-    assert R.format_reward(completions=[conv(text)]) == [1.0]
+    assert open_r1.format_reward(completions=[conv(text)]) == [1.0]
 
 
 def test_format_multiline_dollar_quirk_kept():
     # MULTILINE `$` also matches before a newline, so open-r1 accepts text after a line break
-    assert R.format_reward(completions=[GOOD + "\nmore text"]) == [1.0]
-    assert R.format_reward(completions=["<think>\n\n</think>\n<answer>\n\n</answer>"]) == [1.0]
+    assert open_r1.format_reward(completions=[GOOD + "\nmore text"]) == [1.0]
+    assert open_r1.format_reward(completions=["<think>\n\n</think>\n<answer>\n\n</answer>"]) == [1.0]
 
 
 def test_format_is_the_open_r1_regex():
@@ -64,7 +66,7 @@ def test_format_is_the_open_r1_regex():
     pattern = re.compile(r"^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$", re.DOTALL | re.MULTILINE)
     cases = [GOOD, GOOD + "\n", GOOD + "x", "<think>\n\n</think>\n<answer>\n\n</answer>\n</answer>x\n</answer>"]
     for t in cases:
-        assert R._format_ok(t) == bool(pattern.match(t)), t
+        assert open_r1._format_ok(t) == bool(pattern.match(t)), t
 
 
 # --------------------------------------------------------------------------- open-r1: tag_count
@@ -84,30 +86,30 @@ def test_format_is_the_open_r1_regex():
     ],
 )
 def test_tag_count(text, expected):
-    assert R.tag_count_reward(completions=[conv(text)]) == [expected]
+    assert open_r1.tag_count_reward(completions=[conv(text)]) == [expected]
 
 
 def test_multiple_think_blocks_score_lower():
     one = "<think>\na\n</think>\n<answer>\nx\n</answer>"
     two = "<think>\na\n</think>\n<think>\nb\n</think>\n<answer>\nx\n</answer>"
-    assert R.tag_count_reward(completions=[one, two]) == [1.0, 0.5]
-    assert R.format_reward(completions=[two]) == [1.0]  # format alone does not see the second block
+    assert open_r1.tag_count_reward(completions=[one, two]) == [1.0, 0.5]
+    assert open_r1.format_reward(completions=[two]) == [1.0]  # format alone does not see the second block
 
 
 # --------------------------------------------------------------------------- open-r1: accuracy (math path)
 
 
 def test_accuracy_boxed_fraction():
-    assert R.accuracy_reward(completions=[conv(r"\boxed{\frac{63}{400}}")], solution=[r"\frac{63}{400}"]) == [1.0]
+    assert open_r1.accuracy_reward(completions=[conv(r"\boxed{\frac{63}{400}}")], solution=[r"\frac{63}{400}"]) == [1.0]
 
 
 def test_accuracy_wrong_answer():
-    assert R.accuracy_reward(completions=[conv(r"\boxed{\frac{64}{400}}")], solution=[r"\frac{63}{400}"]) == [0.0]
+    assert open_r1.accuracy_reward(completions=[conv(r"\boxed{\frac{64}{400}}")], solution=[r"\frac{63}{400}"]) == [0.0]
 
 
 def test_accuracy_multiple_completions():
     comps = [conv(r"\boxed{\frac{63}{400}}"), conv(r"\boxed{\frac{64}{400}}")]
-    assert R.accuracy_reward(completions=comps, solution=[r"\frac{63}{400}"] * 2) == [1.0, 0.0]
+    assert open_r1.accuracy_reward(completions=comps, solution=[r"\frac{63}{400}"] * 2) == [1.0, 0.0]
 
 
 def test_accuracy_math_in_answer_tags_and_equivalent_forms():
@@ -117,16 +119,16 @@ def test_accuracy_math_in_answer_tags_and_equivalent_forms():
         react.format_tagged("decimal", r"$0.5$"),
         "no latex anchor here: 1/2",  # try_extract_without_anchor=False: nothing extracted
     ]
-    assert R.accuracy_reward(completions=comps, solution=[sol] * 3) == [1.0, 1.0, 0.0]
+    assert open_r1.accuracy_reward(completions=comps, solution=[sol] * 3) == [1.0, 1.0, 0.0]
 
 
 def test_accuracy_unparseable_gold_is_skipped():
-    assert R.accuracy_reward(completions=[r"\boxed{1}"], solution=[r"\unparseable{"]) == [None]
-    assert R.accuracy_reward(completions=["x", "y"], solution=[None, "  "]) == [None, None]
+    assert open_r1.accuracy_reward(completions=[r"\boxed{1}"], solution=[r"\unparseable{"]) == [None]
+    assert open_r1.accuracy_reward(completions=["x", "y"], solution=[None, "  "]) == [None, None]
 
 
 def test_accuracy_positional_call_like_verl():
-    assert R.accuracy_reward([None], [r"\boxed{3}"], solution=[r"$3$"]) == [1.0]
+    assert open_r1.accuracy_reward([None], [r"\boxed{3}"], solution=[r"$3$"]) == [1.0]
 
 
 # --------------------------------------------------------------------------- answer_match: which path
@@ -152,21 +154,21 @@ def test_accuracy_positional_call_like_verl():
     ],
 )
 def test_answer_match_path(solution, path):
-    assert R.answer_match_path(solution) == path
+    assert answers.answer_match_path(solution) == path
 
 
 def test_answer_match_path_override_column():
-    assert R.answer_match_path("42", "math") == "math"
-    assert R.answer_match_path(r"\frac{1}{2}", "agent") == "agent"
+    assert answers.answer_match_path("42", "math") == "math"
+    assert answers.answer_match_path(r"\frac{1}{2}", "agent") == "agent"
     with pytest.raises(ValueError, match="answer_type"):
-        R.answer_match_path("42", "maths")
+        answers.answer_match_path("42", "maths")
     # the math path is open-r1's accuracy: a plain number needs a LaTeX anchor in the completion
     comps = ["answer: 42", r"\boxed{42}", "The answer is $42$."]
-    got = R.answer_match_reward(completions=comps, solution=["42"] * 3, answer_type="math")
+    got = answers.answer_match_reward(completions=comps, solution=["42"] * 3, answer_type="math")
     assert got == [0.0, 1.0, 1.0]
-    assert got == R.accuracy_reward(completions=comps, solution=["42"] * 3)
+    assert got == open_r1.accuracy_reward(completions=comps, solution=["42"] * 3)
     # "agent" on a LaTeX gold: compared as text after unwrapping \boxed{}
-    got = R.answer_match_reward(completions=[r"\boxed{x^2}", r"\boxed{x^{2}}"], solution=["x^2"] * 2,
+    got = answers.answer_match_reward(completions=[r"\boxed{x^2}", r"\boxed{x^{2}}"], solution=["x^2"] * 2,
                                 answer_type="agent")
     assert got == [1.0, 0.0]
 
@@ -202,13 +204,13 @@ def test_answer_match_path_override_column():
     ],
 )
 def test_answer_match_agent_answers(completion, solution, expected):
-    assert R.answer_match_reward(completions=[completion], solution=[solution]) == [expected]
+    assert answers.answer_match_reward(completions=[completion], solution=[solution]) == [expected]
 
 
 def test_answer_match_order_column():
     comp = "Final Answer: [2, 1]"
-    assert R.answer_match_reward(completions=[comp], solution=[[1, 2]]) == [1.0]
-    assert R.answer_match_reward(completions=[comp], solution=[[1, 2]], answer_ordered=[True]) == [0.0]
+    assert answers.answer_match_reward(completions=[comp], solution=[[1, 2]]) == [1.0]
+    assert answers.answer_match_reward(completions=[comp], solution=[[1, 2]], answer_ordered=[True]) == [0.0]
 
 
 def test_answer_match_reads_last_assistant_turn():
@@ -217,14 +219,14 @@ def test_answer_match_reads_last_assistant_turn():
         {"role": "user", "content": "[(7,)]"},
         {"role": "assistant", "content": "Think: got it.\nAct: answer([7])"},
     ]
-    assert R.answer_match_reward(completions=[completion], solution=[["7"]]) == [1.0]
+    assert answers.answer_match_reward(completions=[completion], solution=[["7"]]) == [1.0]
 
 
 def test_answers_match_edge_cases():
-    assert R.answers_match("[1, 2, 2]", [2, 1, 2])
-    assert not R.answers_match("[1, 2]", [1, 2, 2])
-    assert R.answers_match("[\"a, b\", 'c']", ["c", "A, B"])  # quoted items keep their commas
-    assert not R.answers_match("[]", ["x"])
+    assert answers.answers_match("[1, 2, 2]", [2, 1, 2])
+    assert not answers.answers_match("[1, 2]", [1, 2, 2])
+    assert answers.answers_match("[\"a, b\", 'c']", ["c", "A, B"])  # quoted items keep their commas
+    assert not answers.answers_match("[]", ["x"])
 
 
 # --------------------------------------------------------------------------- other open-r1 rewards
@@ -316,7 +318,7 @@ def test_soft_overlong_punishment():
     ],
 )
 def test_reasoning_steps(text, expected):
-    assert R.reasoning_steps_reward(completions=[conv(text)]) == [pytest.approx(expected)]
+    assert open_r1.reasoning_steps_reward(completions=[conv(text)]) == [pytest.approx(expected)]
 
 
 # --------------------------------------------------------------------------- ReAct rewards
@@ -353,19 +355,19 @@ def episode(*assistant_turns):
     ],
 )
 def test_react_turn_score(text, domain, expected):
-    assert R.react_turn_score(text, domain) == expected
+    assert react_format.react_turn_score(text, domain) == expected
 
 
 def test_react_format_partial_credit_per_turn():
     comp = episode(GOOD_OS, "Act: bash\n```bash\nls\n```", "garbage")
-    assert R.react_format_reward(completions=[comp], domain=["os"]) == [pytest.approx((1.0 + 0.5 + 0.0) / 3)]
-    assert R.react_format_reward(completions=[GOOD_OS, [], [{"role": "user", "content": "x"}]]) == [1.0, 0.0, 0.0]
+    assert react_format.react_format_reward(completions=[comp], domain=["os"]) == [pytest.approx((1.0 + 0.5 + 0.0) / 3)]
+    assert react_format.react_format_reward(completions=[GOOD_OS, [], [{"role": "user", "content": "x"}]]) == [1.0, 0.0, 0.0]
 
 
 def test_react_tag_count():
-    assert R.react_tag_count_reward(completions=[GOOD_OS]) == [1.0]
-    assert R.react_tag_count_reward(completions=["Think: a\nThink: b\nAct: answer(1)"]) == [0.5]
-    assert R.react_tag_count_reward(completions=[episode(GOOD_OS, "nothing")]) == [0.5]
+    assert react_format.react_tag_count_reward(completions=[GOOD_OS]) == [1.0]
+    assert react_format.react_tag_count_reward(completions=["Think: a\nThink: b\nAct: answer(1)"]) == [0.5]
+    assert react_format.react_tag_count_reward(completions=[episode(GOOD_OS, "nothing")]) == [0.5]
 
 
 # --------------------------------------------------------------------------- environment rewards
@@ -373,13 +375,13 @@ def test_react_tag_count():
 
 def test_env_rewards_read_rollout_columns():
     comps = [episode(GOOD_OS, GOOD_OS), episode(GOOD_OS), "x"]
-    assert R.env_outcome_reward(completions=comps, env_outcome=[1.0, 0.25, float("nan")]) == [1.0, 0.25, None]
-    assert R.env_outcome_reward(completions=comps[:2], env_outcome=[7, -3]) == [1.0, 0.0]
-    assert R.env_success_reward(completions=comps, env_success=[True, False, None]) == [1.0, 0.0, None]
-    got = R.invalid_action_reward(completions=comps, invalid_actions=[1, 0, 3], num_turns=[4, 1, 0])
+    assert environment.env_outcome_reward(completions=comps, env_outcome=[1.0, 0.25, float("nan")]) == [1.0, 0.25, None]
+    assert environment.env_outcome_reward(completions=comps[:2], env_outcome=[7, -3]) == [1.0, 0.0]
+    assert environment.env_success_reward(completions=comps, env_success=[True, False, None]) == [1.0, 0.0, None]
+    got = environment.invalid_action_reward(completions=comps, invalid_actions=[1, 0, 3], num_turns=[4, 1, 0])
     assert got == [-0.25, 0.0, -1.0]
     # without num_turns, the completion's assistant turns count
-    assert R.invalid_action_reward(completions=comps[:1], invalid_actions=[1]) == [-0.5]
+    assert environment.invalid_action_reward(completions=comps[:1], invalid_actions=[1]) == [-0.5]
 
 
 def test_env_rewards_read_trl_environments():
@@ -392,18 +394,18 @@ def test_env_rewards_read_trl_environments():
             return 0.5
 
     envs = [Episode()]
-    assert R.env_outcome_reward(completions=["x"], environments=envs) == [0.5]
-    assert R.env_success_reward(completions=["x"], environments=envs) == [1.0]
-    assert R.invalid_action_reward(completions=["x"], environments=envs) == [-0.5]
+    assert environment.env_outcome_reward(completions=["x"], environments=envs) == [0.5]
+    assert environment.env_success_reward(completions=["x"], environments=envs) == [1.0]
+    assert environment.invalid_action_reward(completions=["x"], environments=envs) == [-0.5]
 
 
 def test_missing_column_is_a_clear_error():
     with pytest.raises(ValueError, match="'accuracy' needs the column 'solution'"):
-        R.accuracy_reward(completions=["x"])
+        open_r1.accuracy_reward(completions=["x"])
     with pytest.raises(ValueError, match="env_outcome"):
-        R.env_outcome_reward(completions=["x"], solution=["y"])
+        environment.env_outcome_reward(completions=["x"], solution=["y"])
     with pytest.raises(ValueError, match="2 values for 1 completions"):
-        R.accuracy_reward(completions=["x"], solution=["a", "b"])
+        open_r1.accuracy_reward(completions=["x"], solution=["a", "b"])
 
 
 # --------------------------------------------------------------------------- registry
@@ -414,7 +416,7 @@ def test_spec_parsing_and_weights():
     assert R.parse_reward_spec(["accuracy=0.5,format", "tag_count"]) == {"accuracy": 0.5, "format": 1.0, "tag_count": 1.0}
     assert R.parse_reward_spec({"format": 3}) == {"format": 3.0}
     funcs, weights = R.build_rewards("accuracy:2 format tag_count")
-    assert funcs == [R.accuracy_reward, R.format_reward, R.tag_count_reward]
+    assert funcs == [open_r1.accuracy_reward, open_r1.format_reward, open_r1.tag_count_reward]
     assert [f.__name__ for f in funcs] == ["accuracy", "format", "tag_count"]
     assert weights == [2.0, 1.0, 1.0]
 
@@ -463,7 +465,7 @@ def test_register_custom_reward():
             R.check_reward_columns("test_short_answers", ["prompt"])
         assert any(row["name"] == "test_short_answers" for row in R.describe_rewards())
     finally:
-        R._REGISTRY.pop("test_short_answers", None)
+        registry._REGISTRY.pop("test_short_answers", None)
 
 
 def test_check_reward_columns():
@@ -497,12 +499,12 @@ def test_expert_episodes_score_full_marks_in_every_domain():
     assert expert["domain"] == [t.domain for t in tasks]
     assert all(expert["env_success"]) and expert["num_turns"][0] >= 1
     R.check_reward_columns("react_format react_tag_count env_outcome invalid_action", list(expert))
-    assert R.react_format_reward(**expert) == [1.0] * len(tasks)
-    assert R.react_tag_count_reward(**expert) == [1.0] * len(tasks)
-    assert R.env_outcome_reward(**expert) == [1.0] * len(tasks)
-    assert R.invalid_action_reward(**expert) == [0.0] * len(tasks)
+    assert react_format.react_format_reward(**expert) == [1.0] * len(tasks)
+    assert react_format.react_tag_count_reward(**expert) == [1.0] * len(tasks)
+    assert environment.env_outcome_reward(**expert) == [1.0] * len(tasks)
+    assert environment.invalid_action_reward(**expert) == [0.0] * len(tasks)
     randoms = R.trajectory_reward_inputs(run_episodes(RandomPolicy(0), tasks, progress=False))
-    assert sum(R.env_outcome_reward(**randoms)) < len(tasks)
+    assert sum(environment.env_outcome_reward(**randoms)) < len(tasks)
 
 
 def test_plot_reward_distributions():
@@ -511,7 +513,7 @@ def test_plot_reward_distributions():
     matplotlib.use("Agg")
     table = R.reward_table("format tag_count react_format", [GOOD, "x", GOOD_OS])
     table["source"] = ["a", "b", "a"]
-    fig = R.plot_reward_distributions(table)
+    fig = plot_reward_distributions(table)
     assert [ax.get_title() for ax in fig.axes[:3]] == ["format", "tag_count", "react_format"]
 
 
@@ -521,5 +523,5 @@ def test_math_path_works_off_the_main_thread():
 
     comps = [conv(r"\boxed{\frac{63}{400}}"), conv(r"\boxed{\frac{64}{400}}")]
     with ThreadPoolExecutor(1) as pool:
-        got = pool.submit(R.accuracy_reward, completions=comps, solution=[r"\frac{63}{400}"] * 2).result()
+        got = pool.submit(open_r1.accuracy_reward, completions=comps, solution=[r"\frac{63}{400}"] * 2).result()
     assert got == [1.0, 0.0]

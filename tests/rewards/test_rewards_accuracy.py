@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from openmanus_lite import rewards as R
+from openmanus_lite.rewards import answers, open_r1
 
 pytest.importorskip("math_verify")
 
@@ -64,32 +65,32 @@ OPEN_R1_TABLE = [
 
 @pytest.mark.parametrize("gold, completion, expected", OPEN_R1_TABLE)
 def test_accuracy_equals_open_r1(gold, completion, expected):
-    assert R.accuracy_reward(completions=[[{"content": completion}]], solution=[gold]) == [expected]
+    assert open_r1.accuracy_reward(completions=[[{"content": completion}]], solution=[gold]) == [expected]
 
 
 def test_accuracy_one_batch_equals_the_table():
     comps = [[{"role": "assistant", "content": c}] for _, c, _ in OPEN_R1_TABLE]
-    got = R.accuracy_reward(prompts=None, completions=comps, solution=[g for g, _, _ in OPEN_R1_TABLE])
+    got = open_r1.accuracy_reward(prompts=None, completions=comps, solution=[g for g, _, _ in OPEN_R1_TABLE])
     assert got == [e for _, _, e in OPEN_R1_TABLE]
 
 
 def test_issue_examples_differ_from_answer_match():
     golds = ["0.5", "10", "6"]
     comps = [r"The answer is $\boxed{\frac{1}{2}}$", r"$\boxed{10\%}$", "<answer>\n6\n</answer>"]
-    assert R.accuracy_reward(completions=comps, solution=golds) == [1.0, 1.0, 0.0]
-    assert R.answer_match_reward(completions=comps, solution=golds) == [0.0, 0.0, 1.0]
+    assert open_r1.accuracy_reward(completions=comps, solution=golds) == [1.0, 1.0, 0.0]
+    assert answers.answer_match_reward(completions=comps, solution=golds) == [0.0, 0.0, 1.0]
 
 
 def test_number_golds_are_read_as_their_text_and_other_types_skip_with_a_warning():
     comps = [r"$\boxed{6}$", r"$\boxed{0.5}$", r"$\boxed{6}$"]
-    assert R.accuracy_reward(completions=comps, solution=[6, 0.5, float("nan")]) == [1.0, 1.0, None]
-    R._warn_gold_type.cache_clear()
+    assert open_r1.accuracy_reward(completions=comps, solution=[6, 0.5, float("nan")]) == [1.0, 1.0, None]
+    open_r1._warn_gold_type.cache_clear()
     with pytest.warns(UserWarning, match="got a list in column 'solution'.*answer_match"):
-        assert R.accuracy_reward(completions=comps[:1], solution=[[6]]) == [None]
+        assert open_r1.accuracy_reward(completions=comps[:1], solution=[[6]]) == [None]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # warned once per type
-        assert R.accuracy_reward(completions=comps[:1], solution=[[6]]) == [None]
-    assert R.answer_match_reward(completions=comps[:1], solution=[[6]]) == [1.0]
+        assert open_r1.accuracy_reward(completions=comps[:1], solution=[[6]]) == [None]
+    assert answers.answer_match_reward(completions=comps[:1], solution=[[6]]) == [1.0]
 
 
 def test_accuracy_skips_counts_the_golds_math_verify_cannot_parse():
@@ -99,8 +100,8 @@ def test_accuracy_skips_counts_the_golds_math_verify_cannot_parse():
 
 def test_accuracy_ignores_the_answer_match_columns():
     comps = ["<answer>\n6\n</answer>", r"$\boxed{6}$"]
-    plain = R.accuracy_reward(completions=comps, solution=["6", "6"])
-    with_cols = R.accuracy_reward(
+    plain = open_r1.accuracy_reward(completions=comps, solution=["6", "6"])
+    with_cols = open_r1.accuracy_reward(
         completions=comps, solution=["6", "6"], answer_type=["agent", "agent"], answer_ordered=[True, True]
     )
     assert plain == with_cols == [0.0, 1.0]
@@ -118,7 +119,7 @@ def boxed(x: str) -> str:
 
 
 def score(gold: str, completion: str):
-    return R.accuracy_reward(completions=[completion], solution=[gold])[0]
+    return open_r1.accuracy_reward(completions=[completion], solution=[gold])[0]
 
 
 @SETTINGS

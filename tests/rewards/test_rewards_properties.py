@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from openmanus_lite import react
 from openmanus_lite import rewards as R
+from openmanus_lite.rewards import answers, open_r1, react_format
 
 SETTINGS = settings(derandomize=True, deadline=None, max_examples=100, suppress_health_check=list(HealthCheck))
 
@@ -75,7 +76,7 @@ NEEDS_ARTIFACTS = {"orm"}  # a trained reward model; its own tests cover it
 
 
 def all_rewards():
-    return [R.get_reward_func(n, **PARAMS.get(n, {})) for n in R.list_rewards() if n not in NEEDS_ARTIFACTS]
+    return [R.get_reward_func(n, **PARAMS.get(n, {})) for n in (r["name"] for r in R.describe_rewards()) if n not in NEEDS_ARTIFACTS]
 
 
 def check(values, func, n):
@@ -114,9 +115,9 @@ def test_huge_and_foreign_completions():
     for func in all_rewards():
         check(func(**batch), func, 4)
     assert time.perf_counter() - t0 < 60
-    assert R.answer_match_reward(completions=[foreign], solution=["答案"]) == [1.0]
-    assert R.accuracy_reward(completions=[foreign], solution=["答案"]) == [None]  # words: math_verify cannot parse
-    assert R.format_reward(completions=[foreign]) == [1.0]
+    assert answers.answer_match_reward(completions=[foreign], solution=["答案"]) == [1.0]
+    assert open_r1.accuracy_reward(completions=[foreign], solution=["答案"]) == [None]  # words: math_verify cannot parse
+    assert open_r1.format_reward(completions=[foreign]) == [1.0]
 
 
 # --------------------------------------------------------------------------- fast paths == definitions
@@ -136,7 +137,7 @@ near_format = st.tuples(
 @settings(derandomize=True, deadline=None, max_examples=300)
 @given(st.one_of(near_format, st.lists(st.sampled_from(FORMAT_PIECES), max_size=10).map("".join)))
 def test_format_fast_path_equals_open_r1_regex(text):
-    assert R._format_ok(text) == bool(OPEN_R1_FORMAT.match(text))
+    assert open_r1._format_ok(text) == bool(OPEN_R1_FORMAT.match(text))
 
 
 def reference_turn_score(text, domain):
@@ -167,21 +168,21 @@ near_turn = st.tuples(
 @settings(derandomize=True, deadline=None, max_examples=300)
 @given(st.one_of(near_turn, fragment_text), st.sampled_from(["os", "db", "web", "kg", "household", None, None]))
 def test_react_fast_path_equals_parse_step(text, domain):
-    assert R.react_turn_score(text, domain) == reference_turn_score(text, domain)
+    assert react_format.react_turn_score(text, domain) == reference_turn_score(text, domain)
 
 
 def test_number_edge_cases_do_not_raise():
     for s in ["1" * 400, "1e999", "-", ".", "1/0", "nan", "inf", "$", "%", "$%", "0x10", "1,2,3"]:
-        assert R.answers_match(s, s) in (True, False)
-        assert R.answers_match(s, float("inf")) in (True, False)
-    assert R.answers_match("1" * 400, "1" * 400)
-    assert not math.isnan(R.answer_match_reward(completions=["1e999"], solution=["1e999"])[0])
+        assert answers.answers_match(s, s) in (True, False)
+        assert answers.answers_match(s, float("inf")) in (True, False)
+    assert answers.answers_match("1" * 400, "1" * 400)
+    assert not math.isnan(answers.answer_match_reward(completions=["1e999"], solution=["1e999"])[0])
 
 
 @pytest.mark.parametrize("domain", ["os", "db", "kg", None])
 def test_well_formed_expert_style_turns_score_one(domain):
     actions = {"os": react.bash("ls"), "db": react.sql("SELECT 1"), "kg": react.tool("get_relations", "m.0"), None: "x"}
-    assert R.react_turn_score(react.format_turn("Reasoning here.", actions[domain]), domain) == 1.0
+    assert react_format.react_turn_score(react.format_turn("Reasoning here.", actions[domain]), domain) == 1.0
 
 
 def reference_agent_answer(text):
@@ -189,7 +190,7 @@ def reference_agent_answer(text):
     a = react.extract_answer(text)
     if a is not None:
         return a
-    b = R._last_boxed(text)
+    b = answers._last_boxed(text)
     if b is not None:
         return b
     s = text.strip()
@@ -199,4 +200,4 @@ def reference_agent_answer(text):
 @settings(derandomize=True, deadline=None, max_examples=300)
 @given(st.one_of(near_turn, fragment_text))
 def test_agent_answer_fast_path_equals_extract_answer(text):
-    assert R.agent_answer(text) == reference_agent_answer(text)
+    assert answers.agent_answer(text) == reference_agent_answer(text)

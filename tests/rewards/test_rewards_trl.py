@@ -81,7 +81,8 @@ def test_grpo_trainer_accepts_registry_rewards(tmp_path):
     assert len(logged) == 2
     for name in R.parse_reward_spec(SPEC):
         value = logged[0][f"rewards/{name}/mean"]
-        lo, hi = R.reward_info(name).bounds
+        (row,) = R.describe_rewards(name)
+        lo, hi = row["range"]
         assert math.isnan(value) or lo <= value <= hi, (name, value)
     # the columns reached the rewards: constants from the dataset
     assert logged[0]["rewards/env_outcome/mean"] == pytest.approx(0.5)

@@ -27,21 +27,11 @@ from collections.abc import Iterator
 
 from openmanus_lite.data.sources import agentinstruct
 from openmanus_lite.data.sources.base import RawRow, read_rows
-from openmanus_lite.data.sources.normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
+from openmanus_lite.data.sources.normalize import conversation_trajectory, pick_turns, require_str, turn_keys
 from openmanus_lite.schema import Trajectory
 
 NAME = "agent_flan"
 HUB_ID = "internlm/Agent-FLAN"
-
-PARTS = (
-    "agent_instruct_react",
-    "agent_instruct_tflan",
-    "toolbench_instruct_j1s1_3k",
-    "toolbench_react_10p",
-    "toolbench_tflan_60p_r10r5u7",
-    "toolbench_tflan_cot_30p",
-    "toolbench_negative",
-)
 
 # Phrases of each AgentBench task prompt, for rows whose id does not name the task.
 PROMPT_HINTS: tuple[tuple[str, str], ...] = (
@@ -82,14 +72,9 @@ def _prompt(turns: object, content_key: str) -> str:
 def convert(row: RawRow) -> Trajectory:
     data = row.data
     rid = require_str(row, data, "id")
-    field, turns = pick_turns(row, data, "conversation", "conversations", "messages")
-    role_key, content_key, loss_key = turn_keys(turns)
-    domain = domain_for(row.split, rid, _prompt(turns, content_key))
-    converted = convert_turns(
-        row, turns, turns_field=field, role_key=role_key, content_key=content_key, loss_key=loss_key,
-        domain=domain, final_text_as_answer=domain == "tool",
-    )
-    meta = {"source_id": rid, "split": row.split, "file": row.file, "line": row.line}
-    if row.split == "toolbench_negative":
-        meta["negative"] = {"kind": "agent_flan_negative"}
-    return make_trajectory(f"{NAME}/{row.split or 'data'}/{rid}", NAME, domain, converted, meta)
+    turns_fields = ("conversation", "conversations", "messages")
+    _, turns = pick_turns(row, data, *turns_fields)
+    domain = domain_for(row.split, rid, _prompt(turns, turn_keys(turns)[1]))
+    extra = {"negative": {"kind": "agent_flan_negative"}} if row.split == "toolbench_negative" else {}
+    return conversation_trajectory(row, NAME, rid, domain, tid=f"{NAME}/{row.split or 'data'}/{rid}",
+                                   turns_fields=turns_fields, final_text_as_answer=domain == "tool", **extra)

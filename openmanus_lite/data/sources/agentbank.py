@@ -24,40 +24,25 @@ Other configs (e.g. `rearrange`) are labelled `other`.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 from openmanus_lite.data.sources.base import RawRow, read_rows
-from openmanus_lite.data.sources.normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
+from openmanus_lite.data.sources.normalize import conversation_trajectory, require_str
 from openmanus_lite.schema import Trajectory
 
 NAME = "agentbank"
 HUB_ID = "Solaris99/AgentBank"
 
-CONFIG_DOMAINS: dict[str, str] = {
-    "alfworld": "household",
-    "alfred": "household",
-    "webshop": "ecommerce",
-    "mind2web": "web",
-    "webarena": "web",
-    "intercode_bash": "os",
-    "intercode_sql": "db",
-    "spider": "db",
-    "bird": "db",
-    "gsm8k": "math",
-    "math": "math",
-    "mathqa": "math",
-    "svamp": "math",
-    "theoremqa": "math",
-    "hotpotqa": "qa",
-    "triviaqa": "qa",
-    "strategyqa": "qa",
-    "ecqa": "qa",
-    "iqa": "qa",
-    "openbookqa": "qa",
-    "apps": "code",
-    "humaneval": "code",
-    "mbpp": "code",
-    "mbpp_before": "code",
-}
+CONFIG_DOMAINS: dict[str, str] = {config: label for label, configs in {
+    "household": ("alfworld", "alfred"),
+    "ecommerce": ("webshop",),
+    "web": ("mind2web", "webarena"),
+    "os": ("intercode_bash",),
+    "db": ("intercode_sql", "spider", "bird"),
+    "math": ("gsm8k", "math", "mathqa", "svamp", "theoremqa"),
+    "qa": ("hotpotqa", "triviaqa", "strategyqa", "ecqa", "iqa", "openbookqa"),
+    "code": ("apps", "humaneval", "mbpp", "mbpp_before"),
+}.items() for config in configs}
 
 QA_LABELS = ("qa", "math", "code")
 
@@ -78,20 +63,12 @@ def load(spec: str = HUB_ID, *, splits: list[str] | None = None, config: str | N
 
 
 def _is_local(spec: str) -> bool:
-    from pathlib import Path
-
     return Path(spec).exists()
 
 
 def convert(row: RawRow) -> Trajectory:
     data = row.data
     rid = require_str(row, data, "id")
-    field, turns = pick_turns(row, data, "conversations", "messages")
-    role_key, content_key, loss_key = turn_keys(turns)
     domain = domain_for(row.split)
-    converted = convert_turns(
-        row, turns, turns_field=field, role_key=role_key, content_key=content_key, loss_key=loss_key,
-        domain=domain, final_text_as_answer=domain in QA_LABELS,
-    )
-    meta = {"source_id": rid, "split": row.split, "file": row.file, "line": row.line}
-    return make_trajectory(f"{NAME}/{row.split or 'data'}/{rid}", NAME, domain, converted, meta)
+    return conversation_trajectory(row, NAME, rid, domain, tid=f"{NAME}/{row.split or 'data'}/{rid}",
+                                   final_text_as_answer=domain in QA_LABELS)

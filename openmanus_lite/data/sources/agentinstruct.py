@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from openmanus_lite.data.sources.base import RawRow, read_rows
-from openmanus_lite.data.sources.normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
+from openmanus_lite.data.sources.normalize import conversation_trajectory, require_str
 from openmanus_lite.schema import Trajectory
 
 NAME = "agentinstruct"
@@ -56,11 +56,4 @@ def load(spec: str = HUB_ID, *, splits: list[str] | None = None, config: str | N
 def convert(row: RawRow) -> Trajectory:
     data = row.data
     rid = require_str(row, data, "id")
-    field, turns = pick_turns(row, data, "conversations", "messages")
-    role_key, content_key, loss_key = turn_keys(turns)
-    domain = domain_for(row.split, rid)
-    converted = convert_turns(
-        row, turns, turns_field=field, role_key=role_key, content_key=content_key, loss_key=loss_key, domain=domain
-    )
-    meta = {"source_id": rid, "split": row.split, "file": row.file, "line": row.line}
-    return make_trajectory(f"{NAME}/{rid}", NAME, domain, converted, meta)
+    return conversation_trajectory(row, NAME, rid, domain_for(row.split, rid))

@@ -25,32 +25,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from openmanus_lite.data.sources.base import RawRow, read_rows
-from openmanus_lite.data.sources.normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
+from openmanus_lite.data.sources.normalize import conversation_trajectory, require_str
 from openmanus_lite.schema import Trajectory
 
 NAME = "agenttraj_l"
 HUB_ID = "AgentGym/AgentTraj-L"
 
-PREFIX_DOMAINS: dict[str, str] = {
-    "webshop_": "ecommerce",
-    "alfworld_": "household",
-    "alfworld": "household",
-    "sqlgym_": "db",
-    "webarena_": "web",
-    "sciworld_": "science",
-    "babyai_": "game",
-    "textcraft_": "game",
-    "lmrlgym_maze_": "game",
-    "lmrlgym_wordle_": "game",
-    "maze_": "game",
-    "wordle_": "game",
-    "weather_": "tool",
-    "movie_": "tool",
-    "todo_": "tool",
-    "academia_": "tool",
-    "sheet_": "tool",
-    "tool_": "tool",
-}
+PREFIX_DOMAINS: dict[str, str] = {prefix: label for label, prefixes in {
+    "ecommerce": ("webshop_",),
+    "household": ("alfworld_", "alfworld"),
+    "db": ("sqlgym_",),
+    "web": ("webarena_",),
+    "science": ("sciworld_",),
+    "game": ("babyai_", "textcraft_", "lmrlgym_maze_", "lmrlgym_wordle_", "maze_", "wordle_"),
+    "tool": ("weather_", "movie_", "todo_", "academia_", "sheet_", "tool_"),
+}.items() for prefix in prefixes}
 _PREFIXES = sorted(PREFIX_DOMAINS, key=len, reverse=True)
 
 ANSWER_OPTIONAL_PREFIXES = ("sqlgym_",)
@@ -71,14 +60,6 @@ def convert(row: RawRow) -> Trajectory:
     data = row.data
     key = "item_id" if "item_id" in data or "id" not in data else "id"
     rid = require_str(row, data, key)
-    field, turns = pick_turns(row, data, "conversations", "messages")
-    role_key, content_key, loss_key = turn_keys(turns)
     domain = domain_for(rid)
-    converted = convert_turns(
-        row, turns, turns_field=field, role_key=role_key, content_key=content_key, loss_key=loss_key,
-        domain=domain, final_text_as_answer=domain == "tool",
-    )
-    meta = {"source_id": rid, "split": row.split, "file": row.file, "line": row.line}
-    if rid.startswith(ANSWER_OPTIONAL_PREFIXES):
-        meta["answer_optional"] = True
-    return make_trajectory(f"{NAME}/{rid}", NAME, domain, converted, meta)
+    extra = {"answer_optional": True} if rid.startswith(ANSWER_OPTIONAL_PREFIXES) else {}
+    return conversation_trajectory(row, NAME, rid, domain, final_text_as_answer=domain == "tool", **extra)

@@ -238,34 +238,35 @@ def convert_turns(
 def _reject_turns(row: RawRow, turns: list, turns_field: str, role_key: str, content_key: str) -> NoReturn:
     """Raise the RowRejected that names the first turn that is not an object with a known role and a text."""
     for i, t in enumerate(turns):
+        where = f"{turns_field}[{i}]"
         if not isinstance(t, dict):
-            raise field_error(row, f"{turns_field}[{i}]", f"expected an object, got {type(t).__name__}", "schema.bad_type")
-        raw_role = t.get(role_key)
-        text = t.get(content_key)
-        if not isinstance(raw_role, str) or raw_role not in ROLE_MAP or text.__class__ is not str:
-            _bad_turn(row, turns_field, i, role_key, raw_role, content_key, text)
+            raise field_error(row, where, f"expected an object, got {type(t).__name__}", "schema.bad_type")
+        raw_role, text = t.get(role_key), t.get(content_key)
+        if raw_role is None:
+            raise field_error(row, f"{where}.{role_key}", "missing", "schema.missing_field")
+        if not isinstance(raw_role, str) or raw_role not in ROLE_MAP:
+            raise field_error(row, f"{where}.{role_key}",
+                              f"unknown role {raw_role!r}; expected one of {sorted(ROLE_MAP)}", "schema.unknown_role")
+        if text is None:
+            raise field_error(row, f"{where}.{content_key}", "missing", "schema.missing_field")
+        if text.__class__ is not str:
+            raise field_error(row, f"{where}.{content_key}", f"expected a string, got {type(text).__name__}",
+                              "schema.bad_type")
     raise AssertionError("_reject_turns called on valid turns")  # pragma: no cover - callers check first
 
 
-def _bad_turn(row: RawRow, turns_field: str, i: int, role_key: str, raw_role: Any, content_key: str,
-              text: Any) -> NoReturn:
-    """Raise the RowRejected that names what is wrong with turn i."""
-    if raw_role is None:
-        raise field_error(row, f"{turns_field}[{i}].{role_key}", "missing", "schema.missing_field")
-    if not isinstance(raw_role, str) or raw_role not in ROLE_MAP:
-        raise field_error(row, f"{turns_field}[{i}].{role_key}",
-                          f"unknown role {raw_role!r}; expected one of {sorted(ROLE_MAP)}", "schema.unknown_role")
-    if text is None:
-        raise field_error(row, f"{turns_field}[{i}].{content_key}", "missing", "schema.missing_field")
-    raise field_error(row, f"{turns_field}[{i}].{content_key}",
-                      f"expected a string, got {type(text).__name__}", "schema.bad_type")
-
-
-def make_trajectory(tid: str, source: str, domain: str, converted: tuple, extra_meta: dict[str, Any]) -> Trajectory:
-    """The Trajectory of `convert_turns`' result, with provenance added to meta."""
-    messages, meta, actions = converted
-    meta.update(extra_meta)
-    return attach_actions(Trajectory(id=tid, source=source, domain=domain, messages=messages, meta=meta), actions)
+def conversation_trajectory(row: RawRow, source: str, rid: str, domain: str, *, tid: str | None = None,
+                            turns_fields: tuple[str, ...] = ("conversations", "messages"),
+                            final_text_as_answer: bool = False, **extra_meta: Any) -> Trajectory:
+    """The Trajectory of a row that holds a conversation: its turns converted (`convert_turns`), with
+    provenance (`source_id`, split, file, line) and `extra_meta` in meta; id `tid` or `<source>/<rid>`."""
+    field, turns = pick_turns(row, row.data, *turns_fields)
+    role_key, content_key, loss_key = turn_keys(turns)
+    messages, meta, actions = convert_turns(row, turns, turns_field=field, role_key=role_key, content_key=content_key,
+                                            loss_key=loss_key, domain=domain,
+                                            final_text_as_answer=final_text_as_answer)
+    meta.update(source_id=rid, split=row.split, file=row.file, line=row.line, **extra_meta)
+    return attach_actions(Trajectory(tid or f"{source}/{rid}", source, domain, messages, meta), actions)
 
 
 def require_str(row: RawRow, data: dict, key: str) -> str:

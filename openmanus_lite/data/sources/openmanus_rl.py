@@ -20,7 +20,7 @@ from collections.abc import Iterator
 
 from openmanus_lite.data.sources import agentinstruct, agenttraj_l
 from openmanus_lite.data.sources.base import RawRow, read_rows
-from openmanus_lite.data.sources.normalize import convert_turns, make_trajectory, pick_turns, require_str, turn_keys
+from openmanus_lite.data.sources.normalize import conversation_trajectory, require_str
 from openmanus_lite.schema import Trajectory
 
 NAME = "openmanus_rl"
@@ -52,14 +52,6 @@ def load(spec: str = HUB_ID, *, splits: list[str] | None = None, config: str | N
 def convert(row: RawRow) -> Trajectory:
     data = row.data
     rid = require_str(row, data, "id" if "id" in data or "item_id" not in data else "item_id")
-    field, turns = pick_turns(row, data, "conversations", "messages")
-    role_key, content_key, loss_key = turn_keys(turns)
     domain = domain_for(rid, row.split)
-    converted = convert_turns(
-        row, turns, turns_field=field, role_key=role_key, content_key=content_key, loss_key=loss_key,
-        domain=domain, final_text_as_answer=domain == "tool",
-    )
-    meta = {"source_id": rid, "split": row.split, "file": row.file, "line": row.line}
-    if rid.startswith(agenttraj_l.ANSWER_OPTIONAL_PREFIXES):
-        meta["answer_optional"] = True
-    return make_trajectory(f"{NAME}/{rid}", NAME, domain, converted, meta)
+    extra = {"answer_optional": True} if rid.startswith(agenttraj_l.ANSWER_OPTIONAL_PREFIXES) else {}
+    return conversation_trajectory(row, NAME, rid, domain, final_text_as_answer=domain == "tool", **extra)

@@ -1,0 +1,156 @@
+"""What a reward reads: the column names, the text of a completion, and a column's values.
+
+Completions may be plain strings or conversational (a list of message dicts, several assistant
+turns with user/tool turns between). A message without a `role` counts as an assistant message;
+`content` may be a string, None or a list of `{"type": "text", "text": ...}` parts. A missing
+column is a configuration error (a ValueError that names it), never a silent zero.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+SOLUTION = "solution"
+ANSWER_TYPE = "answer_type"
+ANSWER_ORDERED = "answer_ordered"
+ENV_OUTCOME = "env_outcome"
+ENV_SUCCESS = "env_success"
+INVALID_ACTIONS = "invalid_actions"
+NUM_TURNS = "num_turns"
+DOMAIN = "domain"
+ROLLOUT_COLUMNS: tuple[str, ...] = (ENV_OUTCOME, ENV_SUCCESS, INVALID_ACTIONS, NUM_TURNS, DOMAIN)
+"""Extra columns the multi-turn GRPO rollout passes to the rewards."""
+
+TRAINER_KWARGS: frozenset[str] = frozenset(
+    {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric"}
+)
+"""What GRPOTrainer always passes besides the dataset columns (`environments` only in that mode)."""
+
+COLUMN_HINTS = {
+    SOLUTION: " (the gold answer of each prompt)",
+    ENV_OUTCOME: " (the multi-turn rollout passes it; single-turn prompts have no environment)",
+    ENV_SUCCESS: " (the multi-turn rollout passes it)",
+    INVALID_ACTIONS: " (the multi-turn rollout passes it)",
+    "completion_ids": " (GRPOTrainer passes it)",
+}
+
+# The hot paths below test `type(x) is dict/str` first: isinstance against the Mapping ABC costs
+# more than the rest of a format check.
+
+
+def _content(msg: Mapping) -> str:
+    c = msg.get("content")
+    if isinstance(c, str):
+        return str(c)
+    if isinstance(c, list):  # multimodal parts: [{"type": "text", "text": ...}, ...]
+        return "".join(
+            p if isinstance(p, str) else p.get("text") if isinstance(p, Mapping) and isinstance(p.get("text"), str) else ""
+            for p in c
+        )
+    return ""
+
+
+def last_assistant_text(completion: Any) -> str:
+    """The text of the completion's last assistant message ("" when it has none)."""
+    if type(completion) is str:
+        return completion
+    if type(completion) is list or isinstance(completion, (list, tuple)):
+        for m in reversed(completion):
+            if type(m) is dict or isinstance(m, Mapping):
+                role = m.get("role")
+                if role is None or role == "assistant":
+                    c = m.get("content")
+                    return c if type(c) is str else _content(m)
+            elif isinstance(m, str):
+                return str(m)
+        return ""
+    texts = assistant_texts(completion)
+    return texts[-1] if texts else ""
+
+
+def assistant_texts(completion: Any) -> list[str]:
+    """The text of every assistant message, in order (a plain string is one message)."""
+    if type(completion) is str:
+        return [completion]
+    if type(completion) is list or isinstance(completion, (list, tuple)):
+        out = []
+        for m in completion:
+            if type(m) is dict or isinstance(m, Mapping):
+                role = m.get("role")
+                if role is None or role == "assistant":
+                    c = m.get("content")
+                    out.append(c if type(c) is str else _content(m))
+            elif isinstance(m, str):
+                out.append(str(m))
+        return out
+    if isinstance(completion, Mapping):
+        return [_content(completion)] if completion.get("role") in (None, "assistant") else []
+    if isinstance(completion, str):
+        return [str(completion)]
+    if isinstance(completion, (bytes, bytearray)):
+        return [bytes(completion).decode("utf-8", "replace")]
+    return []
+
+
+def completions_list(completions: Any, reward: str) -> list:
+    """The `completions` argument as a list (TypeError when a caller forgot it)."""
+    if completions is None:
+        raise TypeError(f"reward {reward!r} needs completions=[...] (TRL passes it by keyword)")
+    return completions if isinstance(completions, list) else list(completions)
+
+
+def need(kwargs: Mapping[str, Any], name: str, n: int, reward: str) -> list:
+    """Column `name` as a list of length n, or the configuration error."""
+    if name not in kwargs or kwargs[name] is None:
+        raise ValueError(
+            f"reward {reward!r} needs the column {name!r}{COLUMN_HINTS.get(name, '')}, but it was not passed "
+            f"(got: {', '.join(sorted(k for k in kwargs if k not in TRAINER_KWARGS)) or 'no columns'}). "
+            "Run check_reward_columns(...) before training to catch this early."
+        )
+    return as_list(kwargs[name], n, name, reward)
+
+
+def optional(kwargs: Mapping[str, Any], name: str, n: int, reward: str) -> list:
+    """Column `name` as a list of length n; n Nones when it was not passed."""
+    v = kwargs.get(name)
+    return [None] * n if v is None else as_list(v, n, name, reward)
+
+
+def as_list(v: Any, n: int, name: str, reward: str) -> list:
+    if isinstance(v, (str, bytes, Mapping)) or not hasattr(v, "__len__"):
+        return [v] * n  # one value for the whole batch
+    v = list(v)
+    if len(v) != n:
+        raise ValueError(f"reward {reward!r}: column {name!r} has {len(v)} values for {n} completions")
+    return v
+
+
+def env_column(kwargs: Mapping[str, Any], name: str, n: int, reward: str) -> list:
+    """A rollout column, or the same name read from TRL's `environments=` objects (an attribute or a
+    zero-argument method; `env_outcome` falls back to the environment's `get_reward()`)."""
+    if kwargs.get(name) is not None or kwargs.get("environments") is None:
+        return need(kwargs, name, n, reward)
+    out = []
+    for env in as_list(kwargs["environments"], n, "environments", reward):
+        v = getattr(env, name, None)
+        if v is None and name == ENV_OUTCOME:
+            v = getattr(env, "get_reward", None)
+        if callable(v):
+            try:
+                v = v()
+            except Exception:
+                v = None
+        out.append(v)
+    return out
+
+
+def number(v: Any) -> float | None:
+    """A finite float from a column value, or None (missing, NaN, not a number)."""
+    if v is None:
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return x if math.isfinite(x) else None

@@ -1,0 +1,92 @@
+"""Environment rewards: what the multi-turn rollout (or TRL's `environments=`) recorded of each episode.
+
+The columns are `ROLLOUT_COLUMNS`; in TRL's environment_factory mode the same names are read as
+attributes (or zero-argument methods) of each environment object (columns.env_column).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from openmanus_lite.rewards.columns import (
+    DOMAIN,
+    ENV_OUTCOME,
+    ENV_SUCCESS,
+    INVALID_ACTIONS,
+    NUM_TURNS,
+    ROLLOUT_COLUMNS,
+    assistant_texts,
+    completions_list,
+    env_column,
+    number,
+)
+from openmanus_lite.rewards.registry import register_reward
+
+
+def _env_numbers(completions: Any, kwargs: Mapping[str, Any], name: str, reward: str) -> list[float | None]:
+    n = len(completions_list(completions, reward))
+    return [number(v) for v in env_column(kwargs, name, n, reward)]
+
+
+@register_reward("env_outcome", columns=[(ENV_OUTCOME, "environments")])
+def env_outcome_reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
+    """The environment checker's final score (`env_outcome` column), clipped to [0, 1]; None
+    when the rollout recorded none."""
+    values = _env_numbers(completions, kwargs, ENV_OUTCOME, "env_outcome")
+    return [None if x is None else min(1.0, max(0.0, x)) for x in values]
+
+
+@register_reward("env_success", columns=[(ENV_SUCCESS, "environments")])
+def env_success_reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
+    """1.0 when the episode solved the task (`env_success` column), else 0.0; None if unknown."""
+    values = _env_numbers(completions, kwargs, ENV_SUCCESS, "env_success")
+    return [None if x is None else (1.0 if x else 0.0) for x in values]
+
+
+@register_reward("invalid_action", columns=[(INVALID_ACTIONS, "environments")], bounds=(-1.0, 0.0))
+def invalid_action_reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
+    """Minus the fraction of turns whose action was invalid: -invalid_actions / turns, in
+    [-1, 0]. Warning: with `react_format` next to `env_outcome` it paid a one-turn answer
+    without querying more than failed attempts earned (held-out db 10/50 -> 0/50, docs/RESULTS.md);
+    the multi-turn default is `env_outcome` alone.
+
+    turns = the `num_turns` column when given, else the completion's assistant turns."""
+    comps = completions_list(completions, "invalid_action")
+    n = len(comps)
+    bad = env_column(kwargs, INVALID_ACTIONS, n, "invalid_action")
+    turns = (
+        env_column(kwargs, NUM_TURNS, n, "invalid_action")
+        if kwargs.get(NUM_TURNS) is not None or kwargs.get("environments") is not None
+        else [None] * n
+    )
+    out = []
+    for c, b, t in zip(comps, bad, turns):
+        x = number(b)
+        if x is None:
+            out.append(None)
+            continue
+        nt = number(t)
+        if nt is None or nt <= 0:
+            nt = float(len(assistant_texts(c)))
+        out.append(-min(1.0, max(0.0, x) / max(nt, 1.0)))
+    return out
+
+
+def trajectory_reward_inputs(trajectories: Sequence[Any]) -> dict[str, list]:
+    """Reward keyword arguments for finished episodes (rollout.run_episodes trajectories):
+    `prompts` (the first user message), `completions` (every later message, as the multi-turn
+    GRPO rollout hands them over) and the ROLLOUT_COLUMNS from each trajectory's meta. Lets you
+    score recorded episodes with any reward: `reward_table(spec, **trajectory_reward_inputs(t))`."""
+    out: dict[str, list] = {k: [] for k in ("prompts", "completions", *ROLLOUT_COLUMNS)}
+    for t in trajectories:
+        msgs = t.to_messages() if hasattr(t, "to_messages") else list(t["messages"])
+        meta = getattr(t, "meta", None) or (t.get("meta", {}) if isinstance(t, Mapping) else {})
+        first = next((i for i, m in enumerate(msgs) if m["role"] == "user"), 0)
+        out["prompts"].append(msgs[: first + 1])
+        out["completions"].append(msgs[first + 1:])
+        out[ENV_OUTCOME].append(meta.get("score"))
+        out[ENV_SUCCESS].append(meta.get("success"))
+        out[INVALID_ACTIONS].append(meta.get("invalid_actions"))
+        out[NUM_TURNS].append(meta.get("turns"))
+        out[DOMAIN].append(getattr(t, "domain", None) or (t.get("domain") if isinstance(t, Mapping) else None))
+    return out

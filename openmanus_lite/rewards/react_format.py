@@ -1,0 +1,166 @@
+"""ReAct-format rewards: is each assistant turn a well-formed `Think:` / `Act:` turn?
+
+`react_turn_score` gives the verdicts of react.parse_step on a whole turn, faster (a property test
+holds them equal); `first_label` finds the action label, which answers.py also uses.
+"""
+
+from __future__ import annotations
+
+import re
+
+from openmanus_lite.react import (  # the private patterns keep the fast path on the grammar's own definitions
+    _ANSWER,
+    _CALL,
+    _TOOLCALL,
+    DOMAIN_ACTION_KINDS,
+    ParsedTurn,
+    ParseError,
+    parse_action,
+    parse_step,
+)
+from openmanus_lite.rewards.columns import DOMAIN, assistant_texts, completions_list, optional
+from openmanus_lite.rewards.registry import register_reward
+
+_ACT = "Act"
+_ACTION_UPPER = "ACTION"
+_LABEL_AT = re.compile(r"[ \t]*(Act|Action|ACTION)[ \t]*:")
+_NONSPACE = re.compile(r"\S")
+_STYLE_UNIFIED = "Act"
+
+
+def first_label(t: str) -> tuple[int, int, str] | None:
+    """The label react.parse_turn takes — the first line that is `Act:`, `Action:` or `ACTION:`
+    after spaces — as (start of its line, end of the colon, label word); None when there is
+    none. Every label contains "Act" or "ACTION", so str.find jumps between candidate lines."""
+    pos, n = 0, len(t)
+    while True:
+        i = t.find(_ACT, pos)
+        j = t.find(_ACTION_UPPER, pos, i + 5 if i >= 0 else n)  # only an ACTION that starts first
+        k = j if j >= 0 else i
+        if k < 0:
+            return None
+        if k == i and t.startswith("Act:", k) and (k == 0 or t[k - 1] == "\n"):
+            return k, k + 4, _STYLE_UNIFIED  # the usual "\nAct:" line
+        ls = t.rfind("\n", 0, k) + 1
+        m = _LABEL_AT.match(t, ls)
+        if m is not None:
+            return ls, m.end(), m.group(1)
+        pos = t.find("\n", k)
+        if pos < 0:
+            return None
+
+
+_FENCED = re.compile(r"(bash|sql)[ \t]*\n```[ \t]*\w*[ \t]*\n?([^`]*)```")
+"""The common `bash|sql` + fenced block without backticks inside: when it matches with
+non-blank code, react.parse_action returns that kind (the first line decides the kind, and
+the block's body is the same up to whitespace)."""
+
+
+def _fast_kind(body: str) -> str | None:
+    """The kind react.parse_action gives a stripped action, for the forms it accepts that are
+    cheap to recognise with its own patterns, in its own order; None: let parse_action decide."""
+    c = body[0]  # the body is stripped and not empty; the first character rules out most forms
+    if (c == "a" or c == "A") and _ANSWER.match(body):
+        return "answer"
+    if c in "bsBS`":
+        first = body.partition("\n")[0]
+        if first.strip().lower() in ("bash", "sql") or first.lstrip().startswith("```"):
+            m = _FENCED.match(body)
+            return m.group(1) if m is not None and m.group(2).strip() else None
+    if _CALL.match(body):
+        return "call"
+    if _TOOLCALL.match(body):
+        return "tool"
+    return None
+
+
+def react_turn_score(text: str, domain: str | None = None) -> float:
+    """One assistant turn: 1.0 for a well-formed unified turn (`Think: <non-empty reasoning>`
+    first, then `Act: <action>` that react.parse_step accepts for `domain`), 0.5 when
+    parse_step accepts it in another style (Thought:/Action:, Final Answer:, no Think:), 0.0
+    when it does not parse. `domain` None or unknown accepts any domain's actions.
+
+    Same verdicts as parse_step on the whole turn (a property test holds them equal), faster:
+    the thought never changes whether the action parses, so only the action after the label
+    is parsed, and the common action forms are recognised without building parse objects."""
+    if type(text) is not str:
+        return 0.0
+    try:
+        label = first_label(text)
+        if label is None:  # no Act/Action label: only the Final Answer form can parse; never strict
+            return 0.0 if isinstance(parse_step(text, domain), ParseError) else 0.5
+        ls, end, word = label
+        body = text[end:].strip()
+        # parse_turn hands the body unchanged to parse_action unless it is empty or one of the
+        # source styles it rewrites (Operation, Answer, Final Answer, Mind2Web's CAPS, ToolBench's
+        # "with Action Input:"): those take the full path below.
+        if body and not body[0].isupper() and "Action Input:" not in body:
+            kind = _fast_kind(body)
+            if kind is None:
+                if isinstance(parse_action(body, domain), ParseError):
+                    return 0.0
+            else:
+                allowed = DOMAIN_ACTION_KINDS.get(domain) if type(domain) is str else None
+                if allowed is not None and kind not in allowed:
+                    return 0.0
+            if word != _STYLE_UNIFIED:
+                return 0.5
+            return 1.0 if _thought_first(text, ls) else 0.5
+        r = parse_step(text[ls:], domain)
+    except Exception:
+        return 0.0
+    if isinstance(r, ParseError):
+        return 0.0
+    turn = r[0]
+    if not isinstance(turn, ParsedTurn) or turn.style != "unified":
+        return 0.5
+    return 1.0 if _thought_first(text, ls) else 0.5
+
+
+def _thought_first(text: str, ls: int) -> bool:
+    """The turn starts with `Think:` and non-blank reasoning before the label line at `ls`."""
+    if text.startswith("Think:"):
+        h = 0
+    else:
+        first = _NONSPACE.search(text, 0, ls)
+        if first is None or not text.startswith("Think:", first.start()):
+            return False
+        h = first.start()
+    return _NONSPACE.search(text, h + 6, ls) is not None
+
+
+@register_reward("react_format")
+def react_format_reward(prompts=None, completions=None, **kwargs) -> list[float]:
+    """Mean `react_turn_score` over the completion's assistant turns (partial credit per turn),
+    for the row's `domain` (optional column); 0.0 with no assistant turn. Warning: as a GRPO
+    term next to `env_outcome` it was reward-hacked (a tidy one-turn answer out-earned failed
+    attempts; held-out db 10/50 -> 0/50, docs/RESULTS.md), so the multi-turn default leaves it out.
+
+    Use it for format warm-ups and measurement, or at a weight far below the outcome's."""
+    comps = completions_list(completions, "react_format")
+    out = []
+    for c, d in zip(comps, optional(kwargs, DOMAIN, len(comps), "react_format")):
+        turns = assistant_texts(c)
+        d = d if type(d) is str else None
+        out.append(sum(react_turn_score(t, d) for t in turns) / len(turns) if turns else 0.0)
+    return out
+
+
+def _react_tags(t: str) -> float:
+    if type(t) is not str:
+        return 0.0
+    think = t.count("\nThink:") + t.startswith("Think:")
+    act = t.count("\nAct:") + t.startswith("Act:")
+    return (0.5 if think == 1 else 0.0) + (0.5 if act == 1 else 0.0)
+
+
+@register_reward("react_tag_count")
+def react_tag_count_reward(prompts=None, completions=None, **kwargs) -> list[float]:
+    """The ReAct tag_count: per assistant turn 0.5 when exactly one line starts with "Think:"
+    and 0.5 when exactly one starts with "Act:"; the mean over turns (0.0 with none)."""
+    out = []
+    for c in completions_list(completions, "react_tag_count"):
+        turns = assistant_texts(c)
+        out.append(sum(_react_tags(t) for t in turns) / len(turns) if turns else 0.0)
+    return out
+

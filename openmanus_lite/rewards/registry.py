@@ -1,0 +1,282 @@
+"""The reward registry: rewards by name, specs with weights, and the column check before training.
+
+    funcs, weights = build_rewards("accuracy:2 format tag_count")
+    check_reward_columns("accuracy:2 format tag_count", dataset.column_names)   # before training
+    GRPOTrainer(..., reward_funcs=funcs, args=GRPOConfig(reward_weights=weights, ...))
+
+A name is a registered reward or an import path `package.module:function`, as TRL's and open-r1's
+scripts take them (its `required_columns` / `reward_range` attributes are used when it has them).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from openmanus_lite.rewards.columns import COLUMN_HINTS, TRAINER_KWARGS
+
+RewardFunc = Callable[..., list]
+Spec = str | Sequence[str] | Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class RewardInfo:
+    """A registered reward. `columns`: groups of column names, each group needs one of its names
+    present. `factory`: `func` builds the reward from keyword parameters."""
+
+    name: str
+    func: Callable
+    columns: tuple[tuple[str, ...], ...]
+    bounds: tuple[float, float]
+    factory: bool
+    doc: str
+
+
+_REGISTRY: dict[str, RewardInfo] = {}
+_IMPORTED: dict[str, RewardInfo] = {}
+
+
+def _groups(columns: Iterable[str | Sequence[str]]) -> tuple[tuple[str, ...], ...]:
+    return tuple((c,) if isinstance(c, str) else tuple(c) for c in columns)
+
+
+def _first_paragraph(func: Any) -> str:
+    return (getattr(func, "__doc__", None) or "").strip().split("\n\n")[0]
+
+
+def _qualname(f: Callable) -> str:
+    return getattr(f, "__qualname__", type(f).__name__)
+
+
+def _label(func: Any, name: str, groups: tuple, bounds: tuple[float, float]) -> None:
+    func.__name__ = name  # TRL logs rewards/<__name__>
+    func.reward_name = name
+    func.required_columns = groups
+    func.reward_range = bounds
+
+
+def register_reward(
+    name: str,
+    *,
+    columns: Iterable[str | Sequence[str]] = (),
+    bounds: tuple[float, float] = (0.0, 1.0),
+    factory: bool = False,
+    overwrite: bool = False,
+) -> Callable[[Callable], Callable]:
+    """Decorator: register a reward under `name` (TRL logs it as `rewards/<name>`).
+
+    `columns`: the columns it needs (a tuple inside means "one of these"); `bounds`: its
+    documented output range; `factory=True` registers a function (or class) that takes keyword
+    parameters and returns the reward. Registering the same function again (a re-run
+    notebook cell) replaces it; another function under a taken name needs `overwrite=True`.
+    """
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][\w\-.]*", name):
+        raise ValueError(f"reward name {name!r} must be an identifier-like string (letters, digits, _ - .)")
+    groups = _groups(columns)
+    lo, hi = float(bounds[0]), float(bounds[1])
+    if not lo <= hi:
+        raise ValueError(f"reward {name!r}: bounds {bounds} must be (low, high) with low <= high")
+
+    def decorate(func: Callable) -> Callable:
+        old = _REGISTRY.get(name)
+        same = old is not None and (getattr(old.func, "__module__", None), _qualname(old.func)) == (
+            getattr(func, "__module__", None), _qualname(func))
+        if old is not None and not overwrite and not same:
+            raise ValueError(
+                f"a reward named {name!r} is already registered ({_qualname(old.func)}); "
+                f"pick another name or pass overwrite=True"
+            )
+        _REGISTRY[name] = RewardInfo(name, func, groups, (lo, hi), factory, _first_paragraph(func))
+        if not factory:
+            _label(func, name, groups, (lo, hi))
+        return func
+
+    return decorate
+
+
+def _lookup(name: str) -> RewardInfo:
+    """The entry for a registered name or an import path, or an error that suggests close names."""
+    info = _REGISTRY.get(name)
+    if info is not None:
+        return info
+    if ":" in str(name):
+        return _import_reward(str(name))
+    close = difflib.get_close_matches(str(name), list(_REGISTRY), n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise KeyError(f"unknown reward {name!r}.{hint} Registered rewards: {', '.join(sorted(_REGISTRY))}; "
+                   f"or give your own as package.module:function")
+
+
+def _import_reward(path: str) -> RewardInfo:
+    if path in _IMPORTED:
+        return _IMPORTED[path]
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr or ":" in attr:
+        raise ValueError(f"reward {path!r}: write an import path as package.module:function")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as e:  # the module's own code may raise anything while importing
+        raise ValueError(f"cannot import reward {path!r}: importing module {module_name!r} failed with "
+                         f"{type(e).__name__}: {e}") from e
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"cannot import reward {path!r}: module {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"reward {path!r} is a {type(obj).__name__}, not a function "
+                         f"f(prompts, completions, **columns) -> list[float]")
+    lo, hi = getattr(obj, "reward_range", (-math.inf, math.inf))
+    groups = _groups(getattr(obj, "required_columns", ()))
+    _IMPORTED[path] = RewardInfo(path, obj, groups, (float(lo), float(hi)), False, _first_paragraph(obj))
+    return _IMPORTED[path]
+
+
+def describe_rewards(spec: Spec | None = None) -> list[dict[str, Any]]:
+    """One row per reward (every registered one, or those a spec names): name, the columns it
+    needs, output range, whether it takes parameters, first docstring paragraph."""
+    infos = [_REGISTRY[n] for n in sorted(_REGISTRY)] if spec is None else [_lookup(n) for n in parse_reward_spec(spec)]
+    return [
+        {"name": i.name, "columns": " ".join("|".join(g) for g in i.columns), "range": i.bounds,
+         "factory": i.factory, "doc": " ".join(i.doc.split())}
+        for i in infos
+    ]
+
+
+def _spec_item(tok: str) -> tuple[str, str | float]:
+    """(name, weight) of one spec item: name, name:weight, name=weight, where the name may be an
+    import path with its own colon (pkg.mod:func, pkg.mod:func:0.5)."""
+    if "=" in tok:
+        name, _, weight = tok.rpartition("=")
+    else:
+        head, sep, tail = tok.rpartition(":")
+        try:
+            float(tail)
+            is_weight = bool(sep)
+        except ValueError:
+            is_weight = False
+        if is_weight:
+            name, weight = head, tail
+        elif sep and head in _REGISTRY:
+            raise ValueError(f"weight of reward {head!r} must be a number, got {tail!r}")
+        else:
+            name, weight = tok, 1.0
+    if not name or name.startswith(":") or name.endswith(":"):
+        raise ValueError(f"cannot read reward spec item {tok!r}; write name, name:weight or package.module:function")
+    return name, weight
+
+
+def parse_reward_spec(spec: Spec) -> dict[str, float]:
+    """Names and weights, in order: "accuracy:2 format tag_count" (commas also work, `=` too),
+    a list of such items (the CLI's `--reward_funcs a b:0.5`), or a {name: weight} dict. A name is
+    a registered reward or an import path `package.module:function` (weighted: `pkg.mod:func:0.5`).
+    The weights, in order, are GRPOConfig's `reward_weights`."""
+    if isinstance(spec, Mapping):
+        items = [(str(k), v) for k, v in spec.items()]
+    else:
+        items = []
+        for part in [spec] if isinstance(spec, str) else list(spec):
+            if not isinstance(part, str):
+                raise ValueError(f"reward spec items must be strings like 'accuracy:2', got {part!r}")
+            items += [_spec_item(tok) for tok in re.split(r"[\s,]+", part.strip()) if tok]
+    out: dict[str, float] = {}
+    for name, w in items:
+        _lookup(name)  # unknown names fail here, with suggestions
+        if name in out:
+            raise ValueError(f"reward {name!r} is listed twice in {spec!r}; give it once with its weight")
+        try:
+            weight = float(w)
+        except (TypeError, ValueError):
+            raise ValueError(f"weight of reward {name!r} must be a number, got {w!r}") from None
+        if not math.isfinite(weight):
+            raise ValueError(f"weight of reward {name!r} must be finite, got {w!r}")
+        out[name] = weight
+    if not out:
+        raise ValueError(f"no reward named in {spec!r}; registered rewards: {', '.join(sorted(_REGISTRY))}")
+    return out
+
+
+def get_reward_func(name: str, **params: Any) -> RewardFunc:
+    """The reward registered as `name`; factories are built with `params` (others take none)."""
+    info = _lookup(name)
+    if not info.factory:
+        if params:
+            raise ValueError(f"reward {name!r} takes no parameters, got {sorted(params)}")
+        return info.func
+    try:
+        func = info.func(**params)
+    except TypeError as e:
+        raise ValueError(f"bad parameters for reward {name!r}: {e}") from None
+    _label(func, name, info.columns, getattr(func, "reward_range", info.bounds))
+    return func
+
+
+def get_reward_funcs(spec: Spec, params: Mapping[str, Mapping[str, Any]] | None = None) -> list[RewardFunc]:
+    """The callables for a spec (see parse_reward_spec); `params` maps factory names to kwargs,
+    e.g. {"cosine": {"max_len": 500}, "soft_overlong_punishment": {"max_completion_len": 256}}."""
+    names = list(parse_reward_spec(spec))
+    params = dict(params or {})
+    stray = sorted(set(params) - set(names))
+    if stray:
+        raise ValueError(f"params given for rewards not in the spec: {stray}; the spec names {names}")
+    return [get_reward_func(n, **dict(params.get(n) or {})) for n in names]
+
+
+def build_rewards(
+    spec: Spec, params: Mapping[str, Mapping[str, Any]] | None = None
+) -> tuple[list[RewardFunc], list[float]]:
+    """(reward_funcs, reward_weights) for GRPOTrainer / GRPOConfig."""
+    return get_reward_funcs(spec, params), list(parse_reward_spec(spec).values())
+
+
+def _is_spec(spec: Any) -> bool:
+    return isinstance(spec, (str, Mapping)) or (isinstance(spec, Sequence) and all(isinstance(s, str) for s in spec))
+
+
+def check_reward_columns(
+    spec: Spec | Sequence[Any], dataset_columns: Iterable[str], extra_columns: Iterable[str] = ()
+) -> None:
+    """Raise one ValueError listing every reward whose columns the data lacks.
+
+    Call before training. `dataset_columns`: the train dataset's columns; `extra_columns`: what
+    the rollout adds (the multi-turn rollout: `ROLLOUT_COLUMNS`; environment_factory mode:
+    "environments"). `spec` may also be a list of reward callables (their `required_columns`).
+    """
+    dataset_columns, extra_columns = list(dataset_columns), list(extra_columns)
+    have = set(dataset_columns) | set(extra_columns) | TRAINER_KWARGS
+    if _is_spec(spec):
+        needs = [(n, _lookup(n).columns) for n in parse_reward_spec(spec)]
+    else:
+        needs = [(f, _lookup(f).columns) if isinstance(f, str)
+                 else (getattr(f, "__name__", repr(f)), tuple(getattr(f, "required_columns", ()))) for f in spec]
+    problems = [
+        f"reward {name!r} needs column {' or '.join(repr(c) for c in group)}{COLUMN_HINTS.get(group[0], '')}"
+        for name, groups in needs for group in groups if not have.intersection(group)
+    ]
+    if problems:
+        cols = ", ".join(sorted(set(dataset_columns) | set(extra_columns))) or "none"
+        raise ValueError(
+            "the training data lacks columns that rewards read:\n  "
+            + "\n  ".join(problems)
+            + f"\n(available columns: {cols}). Add the column, or drop the reward from --reward_funcs."
+        )
+
+
+def reward_table(spec_or_funcs: Any, completions: Sequence[Any], prompts: Sequence[Any] | None = None, **columns):
+    """Score `completions` with several rewards: a pandas DataFrame, one column per reward
+    (handy for prototyping; `spec_or_funcs` is a spec or a list of callables)."""
+    import pandas as pd
+
+    if _is_spec(spec_or_funcs):
+        funcs = get_reward_funcs(spec_or_funcs)
+    else:
+        funcs = list(spec_or_funcs) if isinstance(spec_or_funcs, Sequence) else [spec_or_funcs]
+    prompts = list(prompts) if prompts is not None else [None] * len(completions)
+    data = {}
+    for f in funcs:
+        values = f(prompts=prompts, completions=list(completions), **columns)
+        data[getattr(f, "__name__", repr(f))] = [float("nan") if v is None else float(v) for v in values]
+    return pd.DataFrame(data)
