@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     import torch
 
-    from openmanus_lite.models import cpu_has_native_bf16
+    from openmanus_lite.engine.precision import cpu_has_native_bf16
 
     if args.threads:
         torch.set_num_threads(args.threads)

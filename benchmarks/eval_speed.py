@@ -28,9 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-new-tokens", type=int, default=96)
     args = p.parse_args(argv)
 
-    from openmanus_lite.cli.eval import make_policy
     from openmanus_lite.envs import EASY_TURN_LIMITS, list_domains
-    from openmanus_lite.eval import run_benchmark
+    from openmanus_lite.eval import make_policy, run_benchmark
     from openmanus_lite.splits import heldout_tasks
 
     tasks = heldout_tasks("eval", list_domains(), args.per_domain)

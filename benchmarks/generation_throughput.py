@@ -27,34 +27,12 @@ import argparse
 import json
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-
-class PeakRSS:
-    """Peak resident memory above the start of the block, sampled every 5 ms (MB)."""
-
-    def __enter__(self):
-        import psutil
-
-        self._proc = psutil.Process()
-        self.base = self.peak = self._proc.memory_info().rss
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self):
-        while not self._stop.wait(0.005):
-            self.peak = max(self.peak, self._proc.memory_info().rss)
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.mb = (self.peak - self.base) / 2**20
+from openmanus_lite.peak_memory import PeakMemory, peak_rss_gb  # noqa: E402
 
 
 def episode_prompts(tokenizer, n: int, seed: int) -> tuple[list, list]:
@@ -133,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         render_prompts,
         select_engine,
     )
-    from openmanus_lite.models import cpu_has_native_bf16, load_model, prepare_default_model
+    from openmanus_lite.engine.precision import cpu_has_native_bf16
+    from openmanus_lite.models import load_model, prepare_default_model
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.threads:
@@ -178,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                                 ids, kv = warm._entries[eid]
                                 cache.add(ids.tolist(), kv, shared=eid in warm._shared)
                         torch.manual_seed(args.seed + r)
-                        with PeakRSS() as mem:
+                        with PeakMemory() as mem:  # growth above the resident memory at its start
+                            base = peak_rss_gb()
                             t0 = time.perf_counter()
                             if who.startswith("plain"):
                                 attention = kit_attention if who == "plain_kit_attention" else "sdpa"
@@ -192,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                             wall = time.perf_counter() - t0
                         times[who].append(wall)
                         tokens[who].append(got)
-                        rss[who].append(mem.mb)
+                        rss[who].append((mem.rss_gb - base) * 1e9 / 2**20)
                 case = {"turn": turn, "batch": batch, "mode": mode, "episodes": n}
                 for who in runners:
                     rates = [t / s for t, s in zip(tokens[who], times[who])]

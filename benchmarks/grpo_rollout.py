@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from openmanus_lite.engine.generation import render_prompts
-    from openmanus_lite.envs import generate_tasks, list_domains, make_env
-    from openmanus_lite.models import cpu_has_native_bf16
+    from openmanus_lite.engine.precision import cpu_has_native_bf16
+    from openmanus_lite.envs import generate_tasks, list_domains
     from openmanus_lite.train.env_rollout import RolloutStats, run_episode_tokens, task_prompt
     from openmanus_lite.train.presets import get_preset
 
@@ -65,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         with torch.no_grad():  # an optimizer step's worth of change: every engine sees new weights
             for q in lora:
                 q.add_(torch.randn_like(q) * 1e-4)
-        env = make_env(task.domain, max_turns=args.max_turns)
-        prompt = render_prompts(tok, [task_prompt(env, task)])[0]
+        prompt = render_prompts(tok, [task_prompt(task, args.max_turns)])[0]
         for engine in (args.engines if step % 2 == 0 else args.engines[::-1]):
             os.environ["OPENMANUS_ENGINE"] = engine
             torch.manual_seed(args.seed + step)

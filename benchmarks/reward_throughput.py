@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openmanus_lite import react  # noqa: E402
 from openmanus_lite import rewards as R  # noqa: E402
+from openmanus_lite.rewards.answers import clear_caches  # noqa: E402
 
 WORDS = (
     "the table column rows value check first then file directory count list answer query price "
@@ -156,7 +157,7 @@ def rate(func, cols: dict, repeats: int) -> tuple[float, float]:
     func(prompts=None, **cols)  # warm up: lazy imports
     cpu, wall = [], []
     for _ in range(repeats):
-        R.clear_caches()
+        clear_caches()
         gc.collect()
         c0, w0 = time.thread_time(), time.perf_counter()
         func(prompts=None, **cols)

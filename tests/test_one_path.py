@@ -1,7 +1,8 @@
-"""One episode loop, one turn-limit resolver, one evaluation (issue #28, item 2).
+"""One episode loop, one turn-limit resolver, one evaluation (issue #28, item 2), one of each helper and every
+command's `main` in cli/ (issue #39).
 
-The removed evaluators stay removed, nothing that users run (notebooks, the demo, the CLIs,
-the benchmarks) calls them, the modules that step environments are the known ones, and the
+The removed evaluators and moved helpers stay gone from their old homes, nothing that users run (notebooks, the
+demo, the CLIs, the benchmarks) calls them, the modules that step environments are the known ones, and the
 import graph keeps the direction that broke the old cycles.
 """
 
@@ -20,11 +21,23 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "openmanus_lite"
 
+REMOVED_MODULES = [
+    "openmanus_lite.train.measure",  # recovery data: train.recovery; the per-domain view: BenchmarkResult.by_domain
+    "openmanus_lite.eval.cli",  # cli.eval
+]
+
 REMOVED = [
-    ("openmanus_lite.train.measure", "evaluate"),
-    ("openmanus_lite.train.measure", "summarize_episodes"),
-    ("openmanus_lite.train.measure", "expert_trajectories"),  # envs.expert_trajectories
-    ("openmanus_lite.train.measure", "EASY_TURN_LIMITS"),  # envs.EASY_TURN_LIMITS, beside turn_limit
+    ("openmanus_lite.train.recovery", "evaluate"),  # measure's old evaluator did not come along
+    ("openmanus_lite.train.recovery", "summary_table"),  # the one results table: eval.comparison_table
+    ("openmanus_lite.eval.benchmark", "resolve_policy"),  # make_policy
+    ("openmanus_lite.cli.eval", "make_policy"),  # eval.make_policy, for notebooks and benchmarks
+    ("openmanus_lite.cli.eval", "find_checkpoint"),  # models.find_checkpoint
+    ("openmanus_lite.cli.eval", "resolve_model_spec"),  # models.resolve_model_name takes 'latest:<tag>'
+    ("openmanus_lite.models", "main"),  # cli.prepare_model
+    ("openmanus_lite.verl_export", "main"),  # cli.export
+    ("openmanus_lite.demo", "main"),  # cli.demo
+    ("openmanus_lite.demo", "peak_rss_gb"),  # peak_memory
+    ("openmanus_lite.demo", "release_memory"),  # peak_memory
     ("openmanus_lite.train.grpo", "env_success"),
     ("openmanus_lite.envs", "policy_success_rates"),
     ("openmanus_lite.envs.base", "policy_success_rates"),
@@ -40,6 +53,9 @@ CALLS = {  # what a user-facing file must not call any more
     "measure.evaluate": re.compile(r"measure import[^\n]*\bevaluate\b|measure\.evaluate\b"),
     "summarize_episodes": re.compile(r"\bsummarize_episodes\b"),
     "search_suite": re.compile(r"\bsearch_suite\b"),
+    "train.measure": re.compile(r"train\.measure\b|train import measure\b"),
+    "cli.eval helpers": re.compile(r"cli\.eval import[^\n]*\b(make_policy|find_checkpoint)\b"),
+    "summary_table": re.compile(r"\bsummary_table\b"),
 }
 
 
@@ -49,7 +65,7 @@ def _user_facing() -> dict[str, str]:
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
         out[nb.name] = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-    files = [PKG / "demo.py", PKG / "cli.py", *PKG.rglob("*cli.py"), *(ROOT / "benchmarks").glob("*.py")]
+    files = [PKG / "demo.py", *(PKG / "cli").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
     for f in files:
         out[str(f.relative_to(ROOT))] = f.read_text(encoding="utf-8")
     return out
@@ -57,7 +73,48 @@ def _user_facing() -> dict[str, str]:
 
 @pytest.mark.parametrize("module,name", REMOVED)
 def test_removed_names_are_gone(module, name):
-    assert not hasattr(importlib.import_module(module), name), f"{module}.{name} should be gone"
+    """Gone, or only imported there from its one home (cli.eval uses eval.make_policy)."""
+    found = getattr(importlib.import_module(module), name, None)
+    assert found is None or getattr(found, "__module__", module) != module, f"{module}.{name} should be gone"
+
+
+@pytest.mark.parametrize("module", REMOVED_MODULES)
+def test_removed_modules_are_gone(module):
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(module)
+
+
+def test_moved_names_live_in_their_new_homes():
+    from openmanus_lite import eval as ev
+    from openmanus_lite import models
+    from openmanus_lite.cli import COMMANDS
+    from openmanus_lite.train import recovery
+
+    assert callable(ev.make_policy) and callable(models.find_checkpoint) and callable(ev.BenchmarkResult.by_domain)
+    assert callable(recovery.recovery_trajectories) and recovery.RECOVERY_NOTE
+    # every command's main is in cli/, and only there
+    assert all(module.startswith("openmanus_lite.cli.") for module, _ in COMMANDS.values())
+    mains = [str(f.relative_to(ROOT)) for f in PKG.rglob("*.py") if "cli" not in f.relative_to(PKG).parts
+             and re.search(r"^def main\(", f.read_text(encoding="utf-8"), re.M)]
+    assert not mains
+
+
+def test_library_modules_do_not_import_the_cli():
+    """The arrow points from cli/ to the library: a library module importing cli/ hides a command inside it."""
+    bad = {str(f.relative_to(ROOT)): _imports_any(f, ("openmanus_lite.cli",)) for f in PKG.rglob("*.py")
+           if "cli" not in f.relative_to(PKG).parts and f.name != "__main__.py"}
+    assert not {k: v for k, v in bad.items() if v}
+
+
+def test_one_peak_memory_helper():
+    """Peak memory is measured by peak_memory alone: no other library module or benchmark of this area reads
+    the high-water mark itself."""
+    readers = re.compile(r"ru_maxrss|VmHWM|max_memory_allocated|malloc_trim")
+    files = [*PKG.rglob("*.py"), *(ROOT / "benchmarks" / name for name in (
+        "rollout_memory.py", "generation_throughput.py", "gpu_smoke.py", "grpo_learning.py"))]
+    hits = [str(f.relative_to(ROOT)) for f in files if f.name != "peak_memory.py"
+            and readers.search(f.read_text(encoding="utf-8"))]
+    assert not hits
 
 
 def test_no_user_facing_file_calls_a_removed_evaluator():
@@ -98,8 +155,14 @@ def _imports_any(path: Path, prefixes: tuple[str, ...]) -> list[str]:
 def test_envs_import_nothing_above_them():
     above = ("openmanus_lite.policies", "openmanus_lite.rollout", "openmanus_lite.eval", "openmanus_lite.search",
              "openmanus_lite.train")
-    bad = {str(f.relative_to(ROOT)): _imports_any(f, above) for f in (PKG / "envs").glob("*.py")}
+    bad = {str(f.relative_to(ROOT)): _imports_any(f, above) for f in (PKG / "envs").rglob("*.py")}
     assert not {k: v for k, v in bad.items() if v}
+
+
+def test_suites_do_not_import_splits():
+    """splits knows every held-out task, the frozen suites' too; the suites know nothing of splits (the old cycle)."""
+    assert not _imports_any(PKG / "eval" / "suites.py", ("openmanus_lite.splits",))
+    assert "openmanus_lite.eval.suites" in _imports(PKG / "splits.py")
 
 
 def test_search_does_not_import_eval():
@@ -112,6 +175,9 @@ def test_search_does_not_import_eval():
     ["openmanus_lite.search", "openmanus_lite.eval.scaling"],
     ["openmanus_lite.eval.scaling", "openmanus_lite.search"],
     ["openmanus_lite.policies", "openmanus_lite.envs"],
+    ["openmanus_lite.eval.suites", "openmanus_lite.splits"],
+    ["openmanus_lite.splits", "openmanus_lite.eval"],
+    ["openmanus_lite.train.recovery", "openmanus_lite.train.preferences"],
 ])
 def test_modules_import_in_a_fresh_interpreter_in_any_order(order):
     code = "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in order)
@@ -125,7 +191,6 @@ EPISODE_LOOPS = {
     "openmanus_lite/envs/os_shell.py",      # Env.step overrides
     "openmanus_lite/envs/web.py",
     "openmanus_lite/search.py",             # cloned simulators, and replay of a chosen action list
-    "openmanus_lite/train/env_rollout.py",  # GRPO: token-level, exact sampled ids and log-probabilities
     "openmanus_lite/train/preferences.py",  # expert episodes with injected mistakes
     "openmanus_lite/train/tool_env.py",     # TRL's environment_factory drives it
 }

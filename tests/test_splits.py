@@ -10,6 +10,7 @@ import pytest
 
 from openmanus_lite import splits
 from openmanus_lite.envs import generate_tasks, list_domains
+from openmanus_lite.eval.suites import SUITE_SEEDS
 from openmanus_lite.schema import Task
 
 
@@ -72,7 +73,7 @@ def test_every_training_split_is_disjoint_from_every_held_out_split_in_every_dom
 
 
 def test_generator_seeds_of_different_splits_differ():
-    seeds = [s.seed for s in splits.SPLITS.values() if s.seed is not None] + list(splits.SUITE_SEEDS.values())
+    seeds = [s.seed for s in splits.SPLITS.values() if s.seed is not None] + list(SUITE_SEEDS.values())
     assert len(seeds) == len(set(seeds))
 
 
@@ -111,7 +112,8 @@ def test_value_rows_for_training_skip_held_out_tasks():
 
 def test_verl_export_train_and_test_share_no_task(tmp_path):
     pytest.importorskip("pyarrow")
-    from openmanus_lite.verl_export import main, read_verl_parquet
+    from openmanus_lite.cli.export import main
+    from openmanus_lite.verl_export import read_verl_parquet
 
     assert main(["--out", str(tmp_path), "--tasks", "web,kg", "--n", "40"]) == 0
     train, test = ([Task.from_json(r["reward_model"]["ground_truth"]) for r in read_verl_parquet(tmp_path / f"{s}.parquet")]

@@ -16,10 +16,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grpo": ("openmanus_lite.cli.grpo", "GRPO: single-turn or multi-turn in the environments"),
     "dpo": ("openmanus_lite.cli.dpo", "DPO and reward models from environment rollouts"),
     "eval": ("openmanus_lite.cli.eval", "evaluate policies on the frozen benchmark suites"),
-    "export": ("openmanus_lite.verl_export", "export data and tasks for verl"),
-    "presets": ("openmanus_lite.train.memory", "list the hardware presets; --memory: GPU memory per stage"),
-    "prepare-model": ("openmanus_lite.models", "convert the embedded default model to a local checkpoint"),
-    "demo": ("openmanus_lite.demo", "the whole pipeline on the embedded default"),
+    "export": ("openmanus_lite.cli.export", "export data and tasks for verl"),
+    "presets": ("openmanus_lite.cli.presets", "list the hardware presets; --memory: GPU memory per stage"),
+    "prepare-model": ("openmanus_lite.cli.prepare_model", "convert the embedded default model to a local checkpoint"),
+    "demo": ("openmanus_lite.cli.demo", "the whole pipeline on the embedded default"),
 }
 
 

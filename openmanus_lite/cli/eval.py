@@ -18,6 +18,23 @@ import sys
 from pathlib import Path
 
 from openmanus_lite.cli.args import DEPRECATED, make_parser, parse
+from openmanus_lite.envs.base import parse_turn_limits
+from openmanus_lite.eval import (
+    SuiteError,
+    comparison_table,
+    flipped_tasks,
+    freeze_suites,
+    list_suites,
+    load_result,
+    load_suite,
+    make_policy,
+    plot_comparison,
+    run_benchmark,
+    sign_tests,
+    verify_suites,
+)
+from openmanus_lite.eval.suites import TASKS_PER_CELL
+from openmanus_lite.search import Budget
 
 RENAMED = {**DEPRECATED, "batch_size": "per_device_eval_batch_size"}
 """Old spellings: here the batch is of episodes evaluated together, TrainingArguments' eval batch."""
@@ -25,51 +42,6 @@ RENAMED = {**DEPRECATED, "batch_size": "per_device_eval_batch_size"}
 
 def _csv(s: str | None) -> list[str] | None:
     return [x.strip() for x in s.split(",") if x.strip()] if s else None
-
-
-def find_checkpoint(tag: str, root: str | Path | None = None) -> Path | None:
-    """The newest model folder under `runs/` whose path mentions `tag` (e.g. 'sft', 'grpo'):
-    one holding a config.json or a LoRA adapter_config.json. None when there is none."""
-    from openmanus_lite.paths import RUNS_DIR
-
-    root = Path(root or RUNS_DIR)
-    if not root.is_dir():
-        return None
-    found = {p.parent for name in ("config.json", "adapter_config.json") for p in root.rglob(name)
-             if tag.lower() in str(p.parent.relative_to(root)).lower()}
-    return max(found, key=lambda p: p.stat().st_mtime) if found else None
-
-
-def resolve_model_spec(spec: str) -> str:
-    """'latest:<tag>' -> the newest matching checkpoint under runs/ (FileNotFoundError if none)."""
-    if spec.startswith("latest:"):
-        tag = spec.split(":", 1)[1]
-        found = find_checkpoint(tag)
-        if found is None:
-            raise FileNotFoundError(f"no checkpoint under runs/ mentions {tag!r}: train one first (notebooks 04 / 06 "
-                                    f"or `python -m openmanus_lite {tag}`), or pass its path")
-        return str(found)
-    return spec
-
-
-def make_policy(spec: str, *, max_new_tokens: int = 96, temperature: float = 0.0, batch_size: int = 32,
-                seed: int = 0):
-    """'expert', 'random', 'default' (the embedded default model), 'latest:sft' / 'latest:grpo'
-    (the newest such checkpoint under runs/), or a checkpoint path / hub name (loaded lazily)."""
-    if spec in ("expert", "random"):
-        from openmanus_lite.eval.benchmark import resolve_policy
-
-        return resolve_policy(spec, seed)
-    from openmanus_lite.models import load_model, prepare_default_model
-    from openmanus_lite.policies import ModelPolicy
-
-    if spec == "default":
-        spec = str(prepare_default_model())
-    spec = resolve_model_spec(spec)
-
-    model, tokenizer = load_model(spec)
-    return ModelPolicy(model, tokenizer, name=Path(spec).name or spec, max_new_tokens=max_new_tokens,
-                       temperature=temperature, batch_size=batch_size, seed=seed)
 
 
 def _slug(s: str) -> str:
@@ -85,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     ))
     p.add_argument("--model", action="append", required=True,
                    help="expert | random | default | latest:sft | checkpoint path or hub name; repeat to compare")
-    p.add_argument("--suite", default="dev", help="frozen suite: dev, test or agentbench_db (default dev)")
+    p.add_argument("--suite", default="dev", help="frozen suite: dev, test, agentbench_db or agentbench_os (default dev)")
     p.add_argument("--domains", help="comma-separated subset, e.g. db,kg")
     p.add_argument("--difficulties", help="comma-separated subset of easy,medium,hard")
     p.add_argument("--limit", type=int, help="at most this many tasks per domain x difficulty")
@@ -106,11 +78,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(argv: list[str]) -> int:
     a, _ = parse(build_parser(), argv, deprecated=RENAMED)
-    from openmanus_lite.eval.benchmark import run_benchmark
-    from openmanus_lite.eval.compare import comparison_table
-    from openmanus_lite.eval.plots import plot_comparison
-    from openmanus_lite.eval.suites import SuiteError, load_suite
-
     try:
         suite = load_suite(a.suite, domains=_csv(a.domains), difficulties=_csv(a.difficulties), limit=a.limit)
     except SuiteError as e:
@@ -126,8 +93,6 @@ def _run(argv: list[str]) -> int:
                              batch_size=a.per_device_eval_batch_size, seed=a.seed)
         search = {}
         if a.strategy:
-            from openmanus_lite.search import Budget
-
             search = {"search": a.strategy, "budget": Budget(tokens=a.budget_tokens, calls=a.budget_calls),
                       "search_options": {"oracle": a.oracle}}
         res = run_benchmark(policy, suite, max_turns=a.max_turns, batch_size=a.per_device_eval_batch_size,
@@ -143,24 +108,28 @@ def _run(argv: list[str]) -> int:
         print(res.table()[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     if len(results) > 1:
         print("\n== comparison (success rate, 95% Wilson CI)")
-        print(comparison_table(results).to_string())
-        for other in results[1:]:
-            print_sign_tests(results[0], other)
-        import matplotlib
-
-        matplotlib.use("Agg")
-        fig_path = out / f"comparison_{suite.name}.png"
-        plot_comparison(results, path=fig_path)
-        print(f"plot: {fig_path}")
+        print_comparison(results, "domain", out / f"comparison_{suite.name}.png")
     return 0
 
 
-def print_sign_tests(a, b) -> None:
-    """The paired exact sign test of b against a, per domain and overall (eval.compare.sign_tests)."""
-    from openmanus_lite.eval.compare import sign_tests
+def print_comparison(results, level: str, plot: str | Path | None) -> None:
+    """Rates side by side; against the first result the tasks that flipped and the paired exact sign test on
+    them (per domain and overall, eval.compare.sign_tests); a grouped bar chart at `plot`."""
+    print(comparison_table(results, level=level).to_string())
+    first = results[0]
+    for other in results[1:]:
+        flips = flipped_tasks(first, other)
+        print(f"\n{len(flips)} tasks changed between {first.label} and {other.label}")
+        if len(flips):
+            print(flips.to_string(index=False))
+        print(f"\n== paired sign test, {other.label} vs {first.label} (tasks that changed outcome; two-sided exact p)")
+        print(sign_tests(first, other).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    if plot:
+        import matplotlib
 
-    print(f"\n== paired sign test, {b.label} vs {a.label} (tasks that changed outcome; two-sided exact p)")
-    print(sign_tests(a, b).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+        matplotlib.use("Agg")
+        plot_comparison(results, level=level, path=plot)
+        print(f"plot: {plot}")
 
 
 def _compare(argv: list[str]) -> int:
@@ -174,9 +143,6 @@ def _compare(argv: list[str]) -> int:
     p.add_argument("--level", default="domain", choices=["domain", "cell", "overall"])
     p.add_argument("--plot", help="write a grouped bar chart here (.png)")
     a, _ = parse(p, argv, deprecated=RENAMED)
-    from openmanus_lite.eval.benchmark import load_result
-    from openmanus_lite.eval.compare import comparison_table, flipped_tasks
-
     results = []
     for path in a.results:
         try:
@@ -189,31 +155,15 @@ def _compare(argv: list[str]) -> int:
         seen[r.label] = seen.get(r.label, 0) + 1
         if seen[r.label] > 1:
             r.label = f"{r.label} ({seen[r.label]})"
-    print(comparison_table(results, level=a.level).to_string())
-    for other in results[1:]:
-        flips = flipped_tasks(results[0], other)
-        print(f"\n{len(flips)} tasks changed between {results[0].label} and {other.label}")
-        if len(flips):
-            print(flips.to_string(index=False))
-        print_sign_tests(results[0], other)
-    if a.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        from openmanus_lite.eval.plots import plot_comparison
-
-        plot_comparison(results, level=a.level, path=a.plot)
-        print(f"plot: {a.plot}")
+    print_comparison(results, a.level, a.plot)
     return 0
 
 
 def _verify(argv: list[str]) -> int:
     p = make_parser("python -m openmanus_lite eval verify", "Check the frozen suites' checksums.",
-                    ("python -m openmanus_lite eval verify", "python -m openmanus_lite eval verify --root openmanus_lite/resources/benchmark"))
-    p.add_argument("--root", help="suite folder (default: the suites shipped in the package)")
+                    ("python -m openmanus_lite eval verify", "python -m openmanus_lite eval verify --root data/benchmark"))
+    p.add_argument("--root", help="suite folder (default: the shipped suites, data/benchmark)")
     a, _ = parse(p, argv, deprecated=RENAMED)
-    from openmanus_lite.eval.suites import SuiteError, list_suites, load_suite, verify_suites
-
     try:
         problems = verify_suites(a.root)
     except SuiteError as e:
@@ -236,15 +186,13 @@ def freeze_parser() -> argparse.ArgumentParser:
     p.add_argument("--per_cell", type=int, default=None, help="tasks per split x domain x difficulty")
     p.add_argument("--domains", help="comma-separated subset (default: every registered domain)")
     p.add_argument("--agentbench", help="AgentBench dbbench JSONL to import (default: the shared real samples)")
-    p.add_argument("--no_agentbench", action="store_true", help="freeze without the agentbench_db suite")
+    p.add_argument("--no_agentbench", action="store_true", help="freeze without the agentbench_db and agentbench_os suites")
     p.add_argument("--force", action="store_true", help="replace existing frozen suites")
     return p
 
 
 def _freeze(argv: list[str]) -> int:
     a, _ = parse(freeze_parser(), argv, deprecated=RENAMED)
-    from openmanus_lite.eval.suites import TASKS_PER_CELL, SuiteError, freeze_suites
-
     try:
         m = freeze_suites(a.output_dir, domains=_csv(a.domains), per_cell=a.per_cell or TASKS_PER_CELL,
                           agentbench_path=False if a.no_agentbench else a.agentbench, force=a.force)
@@ -267,8 +215,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _turn_limits(text: str):
-    from openmanus_lite.envs.base import parse_turn_limits
-
     try:
         return parse_turn_limits(text)
     except ValueError as e:

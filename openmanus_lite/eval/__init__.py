@@ -1,11 +1,12 @@
 """Benchmark evaluation: frozen suites, per-domain metrics with confidence intervals,
 comparison of policies and checkpoints, and plots.
 
-`run_benchmark` is the kit's one evaluation: notebooks, the demo, the `eval` CLI and the benchmark
+`run_benchmark` is the kit's one evaluation (`make_policy` turns 'expert', 'random', 'latest:sft' or a checkpoint
+into a policy): notebooks, the demo, the `eval` CLI and the benchmark
 scripts all score policies with it, on a frozen suite or on generated tasks, greedily or with a
 test-time search strategy (`search=`; the strategies live in `openmanus_lite.search`)."""
 
-from openmanus_lite.eval.benchmark import BenchmarkResult, TokenMeter, load_result, run_benchmark
+from openmanus_lite.eval.benchmark import BenchmarkResult, TokenMeter, load_result, make_policy, run_benchmark
 from openmanus_lite.eval.compare import (
     comparison_frame,
     comparison_markdown,
@@ -24,6 +25,6 @@ from openmanus_lite.eval.suites import Suite, SuiteError, freeze_suites, list_su
 __all__ = [
     "ALL", "BenchmarkResult", "GroupSummary", "Suite", "SuiteError", "TaskRecord", "TokenMeter",
     "comparison_frame", "comparison_markdown", "comparison_table", "flip_counts", "flipped_tasks", "freeze_suites",
-    "list_suites", "load_result", "load_suite", "markdown_table", "plot_comparison", "plot_scaling", "rate_cell",
-    "run_benchmark", "sign_test", "sign_tests", "summarize", "verify_suites", "wilson_interval",
+    "list_suites", "load_result", "load_suite", "make_policy", "markdown_table", "plot_comparison", "plot_scaling",
+    "rate_cell", "run_benchmark", "sign_test", "sign_tests", "summarize", "verify_suites", "wilson_interval",
 ]

@@ -21,11 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from openmanus_lite.eval.metrics import ALL, GroupSummary, TaskRecord, find_row, summarize
+from tqdm.auto import tqdm
+
+from openmanus_lite.eval.metrics import ALL, GroupSummary, TaskRecord, find_row, select_rows, summarize
 from openmanus_lite.eval.suites import Suite, load_suite
-from openmanus_lite.policies import RandomPolicy, as_policy, reply_tokens
+from openmanus_lite.models import resolve_model_name
+from openmanus_lite.policies import ModelPolicy, RandomPolicy, as_policy, reply_tokens
 from openmanus_lite.rollout import run_episodes
-from openmanus_lite.schema import Task
+from openmanus_lite.schema import Task, Trajectory, Turn
+from openmanus_lite.search import STRATEGIES, as_proposer, run_search
 
 CSV_FIELDS = ["policy", "suite", "task_id", "domain", "difficulty", "success", "score", "turns", "invalid_actions",
               "wall_s", "generated_tokens", "model_calls", "extra"]
@@ -60,13 +64,25 @@ class BenchmarkResult:
         counts = [r.generated_tokens for r in self.records]
         return None if not counts or any(c is None for c in counts) else sum(counts)
 
-    def table(self):
-        """The summary as a pandas DataFrame (one row per domain x difficulty and pooled rows)."""
+    def table(self, level: str = "all"):
+        """The summary as a pandas DataFrame, a row per summary row at `level` (`metrics.LEVELS`; default: every
+        domain x difficulty cell and the pooled rows). `compare.comparison_frame` stacks these of several runs."""
         import pandas as pd
 
-        df = pd.DataFrame([s.to_dict() for s in self.summary])
+        df = pd.DataFrame([s.to_dict() for s in select_rows(self.summary, level)])
         df.insert(0, "policy", self.label)
         return df
+
+    def by_domain(self) -> dict[str, dict[str, float]]:
+        """The pooled row of each domain (and 'all') as plain numbers, the form benchmarks keep in JSON:
+        n, success rate with its 95% Wilson interval, valid-action rate, mean turns."""
+        out = {}
+        for domain in [*dict.fromkeys(r.domain for r in self.records), ALL]:
+            row = self.row(domain)
+            out[domain] = {"n": row.n, "success": row.success_rate, "success_lo": row.ci_low,
+                           "success_hi": row.ci_high, "valid_rate": 1.0 - row.invalid_action_rate,
+                           "mean_turns": row.mean_turns}
+        return out
 
     def records_frame(self):
         import pandas as pd
@@ -155,7 +171,7 @@ class TokenMeter:
             got = len(replies) if isinstance(replies, list) else type(replies).__name__
             raise ValueError(f"policy {self.name!r} returned {got} replies for {len(histories)} conversations; "
                              f"act_batch must return one string per conversation")
-        per = self._per_reply(replies, before)
+        per = reply_tokens(self.policy, replies, before) if self.counts_tokens else [None] * len(replies)
         for env, n in zip(envs, per):
             tid = env.task.id
             self.calls[tid] = self.calls.get(tid, 0) + 1
@@ -163,17 +179,18 @@ class TokenMeter:
                 self.tokens[tid] = self.tokens.get(tid, 0) + n
         return replies
 
-    def _per_reply(self, replies: list[str], before: int) -> list[int | None]:
-        if not self.counts_tokens:
-            return [None] * len(replies)
-        return reply_tokens(self.policy, replies, before)
 
-
-def resolve_policy(policy: Any, seed: int = 0) -> Any:
-    """'expert', 'random' (seeded), a policy object, or a `(messages) -> str` callable."""
-    if isinstance(policy, str) and policy == "random":
+def make_policy(spec: Any, *, max_new_tokens: int = 96, temperature: float = 0.0, batch_size: int = 32,
+                seed: int = 0) -> Any:
+    """A policy from what a user names: 'expert', 'random' (seeded), a model ('default' for the embedded
+    default, 'latest:sft' / 'latest:grpo' for the newest such checkpoint under runs/, a checkpoint path or a
+    hub name: loaded here), or a policy object / `(messages) -> str` callable, used as it is."""
+    if not isinstance(spec, str) or spec == "expert":
+        return as_policy(spec)
+    if spec == "random":
         return RandomPolicy(seed=seed)
-    return as_policy(policy)
+    return ModelPolicy(resolve_model_name(spec), max_new_tokens=max_new_tokens, temperature=temperature,
+                       batch_size=batch_size, seed=seed)
 
 
 def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domains=None, difficulties=None,
@@ -185,7 +202,8 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
 
     `suite` is a `Suite`, a frozen suite name ('dev', 'test', 'agentbench_db') or a task
     list (generated tasks, held-out splits); `domains`/`difficulties`/`limit` take a subset.
-    A model policy (anything with `act_batch`) gets up to `batch_size` conversations per call.
+    `policy` is anything `make_policy` takes; a model policy (anything with `act_batch`) gets up to
+    `batch_size` conversations per call.
 
     With `search` (a strategy of `search.STRATEGIES`: best_of_n, beam, mcts, dfsdt) each task is
     searched instead of played greedily, within `budget` (a `search.Budget`, or task -> Budget);
@@ -211,7 +229,7 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
     if budget is not None or search_options:
         raise ValueError("budget and search_options apply to a search: pass search='best_of_n' (or beam, mcts, "
                          "dfsdt) too, or leave them out for greedy episodes")
-    pol = resolve_policy(policy, seed)
+    pol = make_policy(policy, batch_size=batch_size, seed=seed)
     meter = TokenMeter(pol)
     t0 = time.perf_counter()
     trajs = run_episodes(meter, suite.tasks, max_turns=max_turns, batch_size=batch_size, progress=progress,
@@ -234,11 +252,6 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
 def _search_suite(strategy: str, suite: Suite, proposer: Any, budget: Any, *, max_turns, progress: bool, seed: int,
                   label: str | None, meta: dict[str, Any] | None, options: dict[str, Any]) -> BenchmarkResult:
     """`run_benchmark` with a search strategy: one search per task, scored by replaying its choice."""
-    from tqdm.auto import tqdm
-
-    from openmanus_lite.schema import Trajectory, Turn
-    from openmanus_lite.search import STRATEGIES, as_proposer, run_search
-
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown search strategy {strategy!r}; available: {sorted(STRATEGIES)}")
     if budget is None:

@@ -15,8 +15,6 @@ from typing import Iterable, Mapping
 from openmanus_lite.eval.benchmark import BenchmarkResult
 from openmanus_lite.eval.metrics import ALL
 
-LEVELS = ("domain", "cell", "overall")
-
 
 def _as_list(results: Iterable[BenchmarkResult] | Mapping[str, BenchmarkResult]) -> list[BenchmarkResult]:
     if isinstance(results, Mapping):  # relabelled copies: the caller's results stay as they were
@@ -28,47 +26,21 @@ def _as_list(results: Iterable[BenchmarkResult] | Mapping[str, BenchmarkResult])
     return out
 
 
-def _select(rows, level: str):
-    if level not in LEVELS:
-        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-    if level == "overall":
-        pooled = [r for r in rows if r.domain == ALL]
-        return pooled or rows[-1:]
-    if level == "domain":
-        domains = list(dict.fromkeys(r.domain for r in rows if r.domain != ALL))
-        out = []
-        for d in domains:
-            mine = [r for r in rows if r.domain == d]
-            pooled = [r for r in mine if r.difficulty == ALL]
-            out += pooled or mine[:1]
-        return out
-    return [r for r in rows if r.domain != ALL and r.difficulty != ALL]
-
-
 def comparison_frame(results, level: str = "domain"):
     """Long-form numbers: one row per (policy, domain, difficulty) at the chosen level."""
     import pandas as pd
 
-    rows = []
-    for res in _as_list(results):
-        for s in _select(res.summary, level):
-            rows.append({"policy": res.label, **s.to_dict()})
-    return pd.DataFrame(rows)
+    frames = [res.table(level) for res in _as_list(results)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def comparison_table(results, level: str = "domain", digits: int = 1):
-    """Wide table for reading: rows = domain (x difficulty), columns = policies,
-    cells = 'rate% [low, high]'."""
+    """The results table for reading: rows = domain (x difficulty), columns = policies, cells = `rate_cell`'s
+    'successes/n: rate% [low, high]'. `comparison_markdown` writes the same cells as Markdown."""
     df = comparison_frame(results, level)
     if df.empty:
         return df
-    pct = 10 ** digits
-
-    def cell(r):
-        f = lambda x: f"{round(100 * x * pct) / pct:g}"  # noqa: E731
-        return f"{f(r.success_rate)}% [{f(r.ci_low)}, {f(r.ci_high)}] n={r.n}"
-
-    df = df.assign(cell=df.apply(cell, axis=1))
+    df = df.assign(cell=[rate_cell(r, digits) for r in df.itertuples()])
     index = ["domain"] if level == "domain" else ["domain", "difficulty"]
     wide = df.pivot_table(index=index, columns="policy", values="cell", aggfunc="first", sort=False)
     order = list(dict.fromkeys(df["policy"]))

@@ -174,3 +174,28 @@ def find_row(rows: list[GroupSummary], domain: str = ALL, difficulty: str = ALL)
         return candidates[0]
     raise KeyError(f"no summary row for domain={domain!r}, difficulty={difficulty!r}; "
                    f"have {[(r.domain, r.difficulty) for r in rows]}")
+
+
+LEVELS = ("domain", "cell", "overall", "all")
+"""Which summary rows a table shows: pooled per domain, domain x difficulty cells, the pooled overall row, or
+every row (cells and pooled rows, in `summarize`'s order)."""
+
+
+def select_rows(rows: list[GroupSummary], level: str) -> list[GroupSummary]:
+    """The rows of `summarize`'s output a table at `level` (LEVELS) shows."""
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    if level == "all":
+        return rows
+    if level == "overall":
+        pooled = [r for r in rows if r.domain == ALL]
+        return pooled or rows[-1:]
+    if level == "domain":
+        domains = list(dict.fromkeys(r.domain for r in rows if r.domain != ALL))
+        out = []
+        for d in domains:
+            mine = [r for r in rows if r.domain == d]
+            pooled = [r for r in mine if r.difficulty == ALL]
+            out += pooled or mine[:1]
+        return out
+    return [r for r in rows if r.domain != ALL and r.difficulty != ALL]

@@ -1,4 +1,4 @@
-"""Plots of benchmark results: grouped bars with Wilson error bars, and scaling curves.
+"""Plots of benchmark results (grouped bars with Wilson error bars, scaling curves) and of reward distributions.
 
 matplotlib is imported inside the functions so that importing the eval package stays cheap.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from openmanus_lite.eval.compare import comparison_frame
+from openmanus_lite.rewards import describe_rewards
 
 
 def plot_comparison(results, level: str = "domain", ax=None, title: str | None = None, path: str | Path | None = None):
@@ -79,3 +80,35 @@ def plot_scaling(frame, ax=None, title: str | None = None, path: str | Path | No
     if path:
         ax.figure.savefig(path, dpi=120)
     return ax.figure
+
+
+def plot_reward_distributions(data, by: str = "source", bins: int = 10, cols: int = 3):
+    """One histogram panel per reward column of `data` (a DataFrame from rewards.reward_table, with a
+    `by` column naming where each row came from), bins spanning each reward's registered
+    range, one colour per source. Returns the matplotlib figure."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    registered = {row["name"]: row["range"] for row in describe_rewards()}
+    names = [c for c in data.columns if c != by]
+    sources = list(dict.fromkeys(data[by])) if by in data.columns else [None]
+    colours = {s: f"C{i}" for i, s in enumerate(sources)}
+    rows = max(1, -(-len(names) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 2.8 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        lo, hi = registered.get(name) or (data[name].min(), data[name].max())
+        edges = np.linspace(lo, hi if hi > lo else lo + 1.0, bins + 1)
+        for source in sources:
+            values = (data[name] if source is None else data.loc[data[by] == source, name]).dropna()
+            if len(values):
+                ax.hist(values.clip(edges[0], edges[-1]), bins=edges, alpha=0.55, color=colours[source],
+                        label=f"{source} (n={len(values)})")
+        ax.set_title(name)
+        ax.set_xlabel("reward")
+    for ax in list(axes.flat)[len(names):]:
+        ax.axis("off")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colours[s], alpha=0.55) for s in sources]
+    if by in data.columns:
+        fig.legend(handles, [str(s) for s in sources], loc="upper center", ncol=len(sources), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    return fig

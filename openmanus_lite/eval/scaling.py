@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from openmanus_lite.eval.benchmark import BenchmarkResult, run_benchmark
-from openmanus_lite.eval.metrics import ALL, TaskRecord, find_row
+from openmanus_lite.eval.metrics import ALL, TaskRecord
+from openmanus_lite.eval.suites import Suite
 from openmanus_lite.schema import Task
 from openmanus_lite.search import Budget, as_proposer
 
@@ -36,15 +37,13 @@ class ScalingResult:
         import pandas as pd
 
         rows = []
-        g = _row(self.greedy, domain)
-        rows.append({"strategy": "greedy", "budget": 1.0, "success_rate": g.success_rate, "ci_low": g.ci_low,
-                     "ci_high": g.ci_high, "n": g.n, "median_cost_x": 1.0})
-        for (strategy, mult), res in self.runs.items():
-            r = _row(res, domain)
+        for (strategy, mult), res in [(("greedy", 1.0), self.greedy), *self.runs.items()]:
+            r = res.row(domain)
             recs = [x for x in res.records if domain == ALL or x.domain == domain]
-            costs = [x.generated_tokens / max(1, self.unit_tokens[x.task_id]) for x in recs]
+            cost = 1.0 if strategy == "greedy" else statistics.median(
+                x.generated_tokens / max(1, self.unit_tokens[x.task_id]) for x in recs)
             rows.append({"strategy": strategy, "budget": mult, "success_rate": r.success_rate, "ci_low": r.ci_low,
-                         "ci_high": r.ci_high, "n": r.n, "median_cost_x": statistics.median(costs)})
+                         "ci_high": r.ci_high, "n": r.n, "median_cost_x": cost})
         return pd.DataFrame(rows)
 
     def summary(self) -> dict[str, Any]:
@@ -137,10 +136,6 @@ def _chosen(pool: list[TaskRecord], best: int, n: int) -> TaskRecord:
                    extra={**pool[best].extra, "pool_index": best, "pool_size": n})
 
 
-def _row(res: BenchmarkResult, domain: str):
-    return find_row(res.summary, domain, ALL) if domain != ALL else res.row()
-
-
 def run_scaling(tasks: list[Task], proposer: Any, *, strategies=("best_of_n", "beam", "mcts", "dfsdt"),
                 multipliers=(1, 2, 4, 8), oracle: bool = True, max_turns: int | None = None, seed: int = 0,
                 progress: bool = True, strategy_kwargs: dict[str, dict] | None = None,
@@ -149,8 +144,6 @@ def run_scaling(tasks: list[Task], proposer: Any, *, strategies=("best_of_n", "b
     every multiple of the unit; with `oracle`, also oracle best-of-N (pass@k) at each multiple.
     `greedy`: the greedy episodes when already played (e.g. batched by `run_benchmark`, as the pooled
     best-of-N of `best_of_n_from_pools` needs them too), with token counts."""
-    from openmanus_lite.eval.suites import Suite
-
     proposer = as_proposer(proposer)
     suite = Suite(suite_name, list(tasks))
     t0 = time.perf_counter()

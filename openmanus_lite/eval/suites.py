@@ -1,11 +1,12 @@
 """Frozen benchmark suites: task files generated once, guarded by checksums, never regenerated.
 
-Layout under `openmanus_lite/resources/benchmark/` (package data, so an installed wheel has them):
+Layout under the top-level `data/benchmark/` (`paths.DATA_DIR`; the wheel carries it as package data):
 
     MANIFEST.json                 every file's sha256, task count, domain, difficulty, seed
     dev/<domain>_<difficulty>.jsonl
     test/<domain>_<difficulty>.jsonl
     agentbench_db/dev.jsonl       AgentBench dbbench dev tasks, imported by the DB environment
+    agentbench_os/dev.jsonl       AgentBench OS dev tasks the virtual shell hosts (envs/agentbench_os.py)
 
 Each line is a `Task.to_dict()`. A benchmark number is only comparable across checkpoints
 if the tasks are the same, so loading reads these files and checks their hashes; it never
@@ -24,15 +25,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from openmanus_lite.envs import DIFFICULTIES, generate_tasks, list_domains, make_env, run_expert
+from openmanus_lite.envs.agentbench_os import SUITE_NAME as AGENTBENCH_OS_SUITE
+from openmanus_lite.envs.agentbench_os import import_tasks as import_agentbench_os
+from openmanus_lite.envs.sql_db import load_agentbench_db
 from openmanus_lite.paths import DATA_DIR, IN_CHECKOUT, REAL_SAMPLES_DIR
 from openmanus_lite.schema import Task
-from openmanus_lite.splits import SUITE_SEEDS
 
 SUITE_DIR = DATA_DIR / "benchmark"
 MANIFEST_NAME = "MANIFEST.json"
 TASKS_PER_CELL = 20
 """Tasks per (split, domain, difficulty): 3 difficulties x 20 = 60 per domain and split."""
 AGENTBENCH_DB_SUITE = "agentbench_db"
+
+SUITE_SEEDS = {"dev": 91001, "test": 92002}
+"""Generator seeds the frozen suites were made from (`eval freeze`); the suites are read from their files, never
+regenerated. Distinct from every seed of `splits.SPLITS`, whose training sets leave these suites' tasks out."""
 
 
 class SuiteError(ValueError):
@@ -102,10 +110,6 @@ def _restore(path: Path) -> str:
     return f"restore it with `git checkout -- {path}`"
 
 
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def read_manifest(root: Path | None = None) -> dict:
     root = Path(root or SUITE_DIR)
     path = root / MANIFEST_NAME
@@ -137,12 +141,8 @@ def load_suite(name: str = "dev", *, domains: Iterable[str] | None = None, diffi
     if name not in manifest["suites"]:
         raise SuiteError(f"unknown suite {name!r}; frozen suites: {sorted(manifest['suites'])}")
     files = manifest["suites"][name]
-    if domains is not None:
-        domains = [d for d in domains if d]
-        have = sorted({manifest["files"][f]["domain"] for f in files})
-        unknown = [d for d in domains if d not in have]
-        if unknown:
-            raise SuiteError(f"suite {name!r} has no domain {unknown}; it has {have}")
+    domains = _check_subset("domain", domains, sorted({manifest["files"][f]["domain"] for f in files}), name)
+    if domains:
         files = [f for f in files if manifest["files"][f]["domain"] in domains]
     tasks: list[Task] = []
     for rel in files:
@@ -196,8 +196,6 @@ def _content_key(task: Task) -> str:
 
 
 def _expert_solves(task: Task) -> bool:
-    from openmanus_lite.envs import make_env, run_expert
-
     _, last = run_expert(make_env(task.domain), task)
     return bool(last is not None and last.info.get("success"))
 
@@ -216,12 +214,10 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
     """Generate and write the frozen suites once; returns the manifest.
 
     `agentbench_path`: the dbbench JSONL to import (default: the shared real samples);
-    False skips the AgentBench suite. Test tasks that duplicate a dev task (same instruction, spec and answer) are skipped,
+    False skips the AgentBench suites (agentbench_db, and agentbench_os imported from the shipped source). Test tasks that duplicate a dev task (same instruction, spec and answer) are skipped,
     and every task must be solved by the expert (a task the expert cannot solve measures
     the generator, not the agent); shortfalls are filled from further generated tasks.
     """
-    from openmanus_lite.envs import DIFFICULTIES, generate_tasks, list_domains
-
     if out is None and not IN_CHECKOUT:
         raise SuiteError(f"openmanus_lite is installed as a package ({SUITE_DIR}): freeze new suites into a folder "
                          f"of your own with out=DIR (`eval freeze --out DIR`) and load them with root=DIR")
@@ -279,12 +275,6 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
         raise SuiteError(f"AgentBench dbbench tasks not found at {src}: pass agentbench_path=PATH (--agentbench), "
                          f"or agentbench_path=False to freeze without the {AGENTBENCH_DB_SUITE!r} suite")
     if agentbench_path is not False:
-        try:
-            from openmanus_lite.envs.sql_db import load_agentbench_db
-        except ImportError as e:
-            raise SuiteError(f"importing AgentBench tasks needs the DB environment (openmanus_lite/envs/sql_db.py): "
-                             f"{e}; or pass agentbench_path=False to skip that suite") from e
-
         imported = load_agentbench_db(src)
         ids = [t.id for t in imported]
         if len(set(ids)) != len(ids):
@@ -297,5 +287,13 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
                                   "seed": None, "source": f"load_agentbench_db({src.name})",
                                   "expert_solved": sum(_expert_solves(t) for t in imported)}
         manifest["suites"][AGENTBENCH_DB_SUITE] = [rel]
+        hosted, rejected = import_agentbench_os()  # shipped with the package: data/benchmark/agentbench_os/source
+        rel = f"{AGENTBENCH_OS_SUITE}/dev.jsonl"
+        manifest["files"][rel] = {"sha256": _write_jsonl(out / rel, hosted), "tasks": len(hosted), "domain": "os",
+                                  "difficulty": "real", "split": "dev", "seed": None,
+                                  "source": "agentbench_os.import_tasks(dev.json)",
+                                  "expert_solved": sum(_expert_solves(t) for t in hosted),
+                                  "rejected": [{"index": r["index"], "reason": r["reason"]} for r in rejected]}
+        manifest["suites"][AGENTBENCH_OS_SUITE] = [rel]
     (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return manifest

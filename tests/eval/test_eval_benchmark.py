@@ -106,3 +106,26 @@ def test_cli_runs_compares_and_verifies(tmp_path, capsys):
     assert rc == 0 and (out / "dfsdt_random_dev.json").exists()
     assert "--out is deprecated" in capsys.readouterr().err
     assert eval_main(["--model", "expert", "--suite", "nope", "--out", str(out)]) == 2
+
+
+def test_make_policy_names_baselines_models_and_the_newest_checkpoint(tmp_path, monkeypatch):
+    """The helper notebooks 07-08 and the `eval` CLI share: a policy from what a user types."""
+    import os
+
+    from openmanus_lite import models
+    from openmanus_lite.eval import make_policy
+    from openmanus_lite.policies import CallablePolicy, ExpertPolicy, ModelPolicy, RandomPolicy
+
+    assert isinstance(make_policy("expert"), ExpertPolicy)
+    assert isinstance(make_policy("random", seed=3), RandomPolicy)
+    assert isinstance(make_policy(lambda messages: "Act: answer(1)"), CallablePolicy)
+    monkeypatch.setattr(models, "RUNS_DIR", tmp_path)
+    with pytest.raises(FileNotFoundError, match="no checkpoint under runs/ mentions 'sft'"):
+        make_policy("latest:sft")
+    old = models.build_tiny_model(tmp_path / "sft_a" / "final")
+    new = models.build_tiny_model(tmp_path / "sft_b" / "final")
+    models.build_tiny_model(tmp_path / "grpo_c" / "final")
+    os.utime(old / "config.json", (1, 1))
+    assert models.find_checkpoint("sft") == new and models.find_checkpoint("SFT", root=tmp_path) == new
+    policy = make_policy("latest:sft", max_new_tokens=4, batch_size=2)
+    assert isinstance(policy, ModelPolicy) and policy.name == "final" and policy.batch_size == 2

@@ -13,6 +13,7 @@ from openmanus_lite.eval import (
     flip_counts,
     flipped_tasks,
     plot_comparison,
+    rate_cell,
     summarize,
     wilson_interval,
 )
@@ -118,7 +119,8 @@ def test_comparison_table_and_plot():
     assert db["success_rate"] == pytest.approx(2 / 3)
     table = comparison_table({"A": a, "B": b})
     assert a.label == "base"  # labelling by dict does not rename the caller's result
-    assert list(table.columns) == ["A", "B"] and table.loc["db", "B"].startswith("66.7% [")
+    assert list(table.columns) == ["A", "B"] and table.loc["db", "B"] == rate_cell(b.row("db"))
+    assert table.loc["db", "B"].startswith("2/3: 66.7% [")
     fig = plot_comparison([a, b])
     assert len(fig.axes[0].patches) == 4  # 2 domains x 2 policies
     with pytest.raises(ValueError, match="share labels"):
@@ -133,17 +135,15 @@ def test_share_sums_exactly():
     assert parts == [8, 26, 5, 62]
 
 
-def test_domain_summary_is_the_per_domain_view_of_the_same_summary():
-    from openmanus_lite.train.measure import domain_summary, summary_table
-
+def test_by_domain_is_the_per_domain_view_of_the_same_summary():
     records = [rec("a", turns=2, invalid=0), rec("b", success=False, turns=4, invalid=2),
                rec("c", diff="hard", turns=2, invalid=1), rec("d", domain="kg", success=False, turns=2, invalid=0)]
     res = BenchmarkResult(policy="p", suite="s", records=records)
-    view = domain_summary(res)
+    view = res.by_domain()
     assert list(view) == ["db", "kg", "all"]
     assert view["db"]["n"] == 3 and view["db"]["success"] == pytest.approx(2 / 3)
     assert (view["db"]["success_lo"], view["db"]["success_hi"]) == wilson_interval(2, 3)
     assert view["db"]["valid_rate"] == pytest.approx(1 - 3 / 8) and view["db"]["mean_turns"] == pytest.approx(8 / 3)
     assert view["all"]["n"] == 4 and view["all"]["success"] == 0.5 and view["kg"]["success"] == 0.0
-    line = summary_table({"p": view}).splitlines()[1]
-    assert line.startswith("p") and "67% ( 62% ok)" in line
+    assert comparison_table([res]).loc["db", "p"] == rate_cell(res.row("db")) == "2/3: 66.7% [20.8, 93.9]"
+    assert list(res.table("domain")["domain"]) == ["db", "kg"] and len(res.table()) == len(res.summary)

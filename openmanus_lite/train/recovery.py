@@ -1,14 +1,17 @@
-"""SFT data from the expert (plain and recovering from a mistake), and the per-domain view of results.
+"""SFT data of expert episodes that recover from one injected mistake (the recipes' `recovery` episodes).
 
-Used by notebook 04 and benchmarks/sft_learning.py. Which tasks train and which are held out
-is `openmanus_lite.splits`' job; playing and scoring held-out tasks is `eval.run_benchmark`'s.
+It builds on `preferences.mistake_episodes` (expert episodes with a mistake), which is why it lives in train/
+beside it and not in envs/, which import nothing above them. Which tasks train and which are held out is
+`openmanus_lite.splits`' job.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import random
 
+from openmanus_lite.envs import turn_limit
 from openmanus_lite.schema import Task, Trajectory
+from openmanus_lite.train.preferences import mistake_episodes
 
 RECOVERY_KINDS = ("random",)
 """The default mistakes of recovery data: the recipe measured most (docs/RESULTS.md, 60 minutes of SFT). All
@@ -43,16 +46,10 @@ def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int |
     premature answer) or whose mistake happened to finish the task are not kept; returns
     (trajectories, counts of kept / dropped by reason).
     """
-    import random
-
-    from openmanus_lite.train.preferences import mistake_episodes
-
     kinds = tuple(kinds or RECOVERY_KINDS)
     rng = random.Random(seed)
     out: list[Trajectory] = []
     counts = {"kept": 0, "unsolved": 0, "nothing_to_recover": 0, "expert_broke": 0, "no_mistake": 0}
-    from openmanus_lite.envs import turn_limit
-
     for k, task in enumerate(tasks):
         limit = turn_limit(max_turns, task.domain)
         turn = k % len(kinds)
@@ -78,36 +75,3 @@ def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int |
             ep.source = "synth"
             out.append(ep)
     return out, counts
-
-
-def domain_summary(result: Any) -> dict[str, dict[str, float]]:
-    """A `BenchmarkResult`'s pooled rows per domain (and 'all') as plain numbers, the form
-    `summary_table` prints and benchmarks/sft_learning.py keeps in its curve.json: n, success rate
-    with its 95% Wilson interval, valid-action rate, mean turns."""
-    from openmanus_lite.eval.metrics import ALL, summarize_group
-
-    records = result.records
-    groups = {d: [r for r in records if r.domain == d] for d in dict.fromkeys(r.domain for r in records)}
-    groups[ALL] = list(records)
-    out = {}
-    for domain, recs in groups.items():
-        row = summarize_group(recs, domain, ALL)
-        out[domain] = {"n": row.n, "success": row.success_rate, "success_lo": row.ci_low, "success_hi": row.ci_high,
-                       "valid_rate": 1.0 - row.invalid_action_rate, "mean_turns": row.mean_turns}
-    return out
-
-
-def summary_table(results: dict[str, dict[str, dict[str, float]]]) -> str:
-    """A text table: one row per run label, success% (valid-action%) per domain; `results` maps
-    labels to `domain_summary` dicts."""
-    labels = list(results)
-    domains = sorted({d for r in results.values() for d in r if d != "all"}) + ["all"]
-    head = f"{'':<14}" + "".join(f"{d:>18}" for d in domains)
-    lines = [head]
-    for label in labels:
-        row = results[label]
-        cells = "".join(
-            f"{100 * row[d]['success']:>8.0f}% ({100 * row[d]['valid_rate']:>3.0f}% ok)" if d in row else f"{'-':>18}"
-            for d in domains)
-        lines.append(f"{label:<14}{cells}")
-    return "\n".join(lines)

@@ -1,0 +1,107 @@
+"""`python -m openmanus_lite demo`: the demo's options, and a run folder to start or continue (`openmanus_lite.demo`
+runs the stages)."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from openmanus_lite import demo
+from openmanus_lite.cli.args import make_parser, parse
+from openmanus_lite.demo import GRPO_DOMAIN_RULES, ConfigMismatch, DemoConfig, latest_run, run_demo
+from openmanus_lite.paths import RUNS_DIR
+from openmanus_lite.recipes import list_recipes
+from openmanus_lite.schema import DOMAINS
+from openmanus_lite.train.presets import PRESETS
+
+SETTINGS = ("model", "preset", "recipe", "sft_minutes", "grpo_minutes", "eval_minutes", "eval_per_domain",
+            "grpo_domains")
+"""Options that change DemoConfig (with --quick and --domains)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = DemoConfig()
+    p = make_parser("openmanus_lite demo", demo.__doc__.split("\n\n")[0] + " Options take --x_y or --x-y.", (
+        "python -m openmanus_lite demo                  # the 44-minute plan on the embedded default (make demo)",
+        "python -m openmanus_lite demo --quick --domains os,db --output_dir runs/demo-quick",
+        "python -m openmanus_lite demo --resume          # continue the latest unfinished run in runs/",
+    ))
+    p.add_argument("--quick", action="store_true", help="the tiny test model and small settings (a minute or so)")
+    p.add_argument("--model", default=None, help="a hub name or local checkpoint instead of the preset's model")
+    p.add_argument("--preset", default=None, help=f"t4, gpu8, cpu or cpu_debug (default: {d.preset}; cpu_debug with "
+                                                  "--quick)")
+    p.add_argument("--recipe", default=None, help=f"the SFT recipe (openmanus_lite/recipes; default: {d.recipe})")
+    p.add_argument("--output_dir", default=None, help="run folder (default: runs/demo-<timestamp>)")
+    p.add_argument("--resume", action="store_true", help="continue the latest unfinished run in runs/, with its "
+                                                         "settings")
+    p.add_argument("--sft_minutes", type=float, default=None, help="SFT time limit (default: the recipe's, 30)")
+    p.add_argument("--grpo_minutes", type=float, default=None, help=f"GRPO time limit (default: {d.grpo_minutes:g})")
+    p.add_argument("--eval_minutes", type=float, default=None,
+                   help=f"planned minutes of a trained checkpoint's evaluation, for the report (default: "
+                        f"{d.eval_minutes:g}; not a limit)")
+    p.add_argument("--eval_per_domain", type=int, default=None,
+                   help=f"held-out dev tasks per domain per checkpoint (default: {d.eval_per_domain})")
+    p.add_argument("--grpo_domains", default=None, choices=sorted(GRPO_DOMAIN_RULES),
+                   help=f"where GRPO trains (default: {d.grpo_domains}: " + GRPO_DOMAIN_RULES[d.grpo_domains] + ")")
+    p.add_argument("--domains", default=None, help="comma-separated subset of the six domains")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    p = build_parser()
+    args, _ = parse(p, argv)
+
+    cfg = DemoConfig.quick() if args.quick else DemoConfig()
+    for name in SETTINGS:
+        if getattr(args, name) is not None:
+            setattr(cfg, name, getattr(args, name))
+    if args.domains:
+        wanted = tuple(d.strip() for d in args.domains.split(",") if d.strip())
+        unknown = [d for d in wanted if d not in DOMAINS]
+        if unknown:
+            p.error(f"--domains: unknown {unknown}; choose from {list(DOMAINS)}")
+        cfg.domains = wanted
+    run_dir = Path(args.output_dir) if args.output_dir else (latest_run() if args.resume else None)
+    if args.resume and run_dir is None:
+        print(f"[demo] --resume: no unfinished run in {RUNS_DIR}; starting a new one")
+    run_dir = run_dir or RUNS_DIR / time.strftime("demo-%Y%m%d-%H%M%S")
+    given = args.quick or args.domains or any(getattr(args, n) is not None for n in SETTINGS)
+    if not given and (run_dir / "config.json").is_file() and (run_dir / "state.json").is_file():
+        try:  # a resume: the run's own settings
+            cfg = DemoConfig.from_json(json.loads((run_dir / "config.json").read_text()))
+        except (ValueError, TypeError) as e:
+            print(f"error: {run_dir}/config.json: {e}; start a new run in another --output_dir.", file=sys.stderr)
+            return 2
+        print(f"[demo] continuing {run_dir} with its own settings (config.json)")
+    where = f" (the settings of {run_dir})" if not given and (run_dir / "config.json").is_file() else ""
+    if cfg.preset not in PRESETS:
+        p.error(f"--preset {cfg.preset!r}{where}: choose one of {sorted(PRESETS)}")
+    if cfg.recipe not in list_recipes():
+        p.error(f"--recipe {cfg.recipe!r}{where}: choose one of {list_recipes()}")
+    free_gb = shutil.disk_usage(run_dir.parent if run_dir.parent.exists() else Path.cwd()).free / 1e9
+    if free_gb < 2:
+        print(f"error: only {free_gb:.1f} GB free on the disk of {run_dir}; the demo needs about 2 GB.",
+              file=sys.stderr)
+        return 1
+    try:
+        run_demo(cfg, run_dir, argv)
+    except ConfigMismatch as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as e:
+        print(f"error: missing dependency {e.name!r}. Run `make demo` (it installs requirements.txt into .venv).",
+              file=sys.stderr)
+        return 1
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            print(f"error: the disk is full while writing {run_dir}. Free space and re-run the same command: "
+                  "finished stages are kept.", file=sys.stderr)
+            return 1
+        raise
+    return 0
