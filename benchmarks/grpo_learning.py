@@ -115,22 +115,21 @@ def run_single(args, preset):
     model, tok = grpo.load_for_grpo(args.model, preset)
     train_rows = grpo.value_task_rows(domains, n=args.train_n, seed=GRPO_TRAIN_SEED + args.seed, for_training=True)
     heldout = grpo.unseen_rows(grpo.value_task_rows(domains, n=args.heldout_n, seed=EVAL_SEED), train_rows)
-    cfg = preset.grpo.replace(mode="single", max_steps=args.single_steps, output_dir=f"{args.out}/single",
-                              save_steps=0, sample_every=0, seed=args.seed)
-    cfg = _common(cfg, args, args.single_lr)
+    settings = dict(mode="single", max_steps=args.single_steps, output_dir=f"{args.out}/single", save_strategy="no",
+                    sample_every=0, seed=args.seed, max_minutes=args.single_minutes, **_common(preset, args, args.single_lr))
     if args.single_completion:
-        cfg = cfg.replace(max_completion_length=args.single_completion)
+        settings["max_completion_length"] = args.single_completion
+    cfg = preset.grpo_config(**settings)
     if args.warmup_steps:
         run_sft(model, tok, grpo.format_warmup_trajectories(train_rows),
-                preset.sft.replace(max_steps=args.warmup_steps, output_dir=f"{args.out}/warmup", resume=False,
-                                   save_steps=10**6, max_length=2048, warmup_steps=1, disable_tqdm=True))
+                preset.sft_config(max_steps=args.warmup_steps, output_dir=f"{args.out}/warmup", resume=False,
+                                  save_steps=10**6, max_length=2048, warmup_steps=1, disable_tqdm=True))
     t_eval = time.perf_counter()
     before = grpo.single_turn_accuracy(model, tok, heldout, max_new_tokens=cfg.max_completion_length)
     eval_s = time.perf_counter() - t_eval
     print(f"held-out before GRPO ({len(heldout)} prompts, {eval_s:.0f}s): "
           f"{ {k: round(before[k], 3) for k in ('accuracy', 'format', 'tag_count')} }", flush=True)
-    res = grpo.run_grpo(model, tok, grpo.build_single_turn_dataset(train_rows, shuffle_seed=args.seed), cfg,
-                        callbacks=[grpo.make_time_limit(args.single_minutes)])
+    res = grpo.run_grpo(model, tok, grpo.build_single_turn_dataset(train_rows, shuffle_seed=args.seed), cfg)
     _partial(args, "single", res.log_history, format_plus_tag_count=first_last(
         res.log_history, ["rewards/format/mean", "rewards/tag_count/mean"]), heldout_before=before)
     after = grpo.single_turn_accuracy(model, tok, heldout, max_new_tokens=cfg.max_completion_length)
@@ -178,15 +177,15 @@ def run_multi(args, preset):
                            "run benchmarks/sft_learning.py first or pass --sft PATH"}
     t0 = time.perf_counter()
     model, tok = grpo.load_for_grpo(sft, preset)
-    cfg = preset.grpo.replace(mode="multi", max_steps=args.multi_steps, output_dir=f"{args.out}/multi",
-                              save_steps=0, sample_every=0, seed=args.seed)
-    cfg = cfg.replace(max_turns=_turns(args.max_turns))
+    settings = dict(mode="multi", max_steps=args.multi_steps, output_dir=f"{args.out}/multi", save_strategy="no",
+                    sample_every=0, seed=args.seed, max_minutes=args.multi_minutes, max_turns=_turns(args.max_turns),
+                    **_common(preset, args, args.multi_lr))
     for flag, field_name in (("max_new_tokens", "max_new_tokens"), ("episode_tokens", "max_episode_tokens")):
         if getattr(args, flag) is not None:
-            cfg = cfg.replace(**{field_name: getattr(args, flag)})
-    cfg = _common(cfg, args, args.multi_lr)
+            settings[field_name] = getattr(args, flag)
     if args.multi_rewards:
-        cfg = cfg.replace(rewards=args.multi_rewards)
+        settings["rewards"] = args.multi_rewards
+    cfg = preset.grpo_config(**settings)
     candidates = [d for d in args.multi_domains.split(",") if d]
     levels = [d for d in args.difficulties.split(",") if d]
     # 1. probe: where does the SFT checkpoint already succeed?
@@ -215,8 +214,7 @@ def run_multi(args, preset):
           f"{ {d: before.row(d).successes for d in domains} }", flush=True)
     # 3. GRPO
     dataset, rollout = grpo.build_env_dataset(train_tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
-    res = grpo.run_grpo(model, tok, dataset, cfg, rollout_func=rollout,
-                        callbacks=[grpo.make_time_limit(args.multi_minutes)])
+    res = grpo.run_grpo(model, tok, dataset, cfg, rollout_func=rollout)
     _partial(args, "multi", res.log_history, env_reward=first_last(res.log_history, ["rewards/env_outcome/mean"]),
              heldout_before={d: before.row(d).successes for d in domains})
     after = _env_eval(model, tok, eval_tasks, cfg, "after")
@@ -267,12 +265,13 @@ def _turns(spec):
     return dict(EASY_TURN_LIMITS) if spec is None else parse_turn_limits(spec)
 
 
-def _common(cfg, args, lr):
+def _common(preset, args, lr) -> dict:
     """Learning rate and group layout from the flags (one generation batch per optimizer step)."""
-    g = args.num_generations or cfg.num_generations
-    cfg = cfg.replace(num_generations=g, per_device_train_batch_size=g * args.prompts_per_step,
-                      gradient_accumulation_steps=1, bf16=True if args.bf16 else cfg.bf16)
-    return cfg.replace(learning_rate=lr) if lr else cfg
+    g = args.num_generations or preset.grpo["num_generations"]
+    out = dict(num_generations=g, per_device_train_batch_size=g * args.prompts_per_step, gradient_accumulation_steps=1)
+    if args.bf16:
+        out["bf16"] = True
+    return {**out, "learning_rate": lr} if lr else out
 
 
 def _ci(k: int, n: int):
@@ -319,7 +318,7 @@ def main(argv=None) -> int:
         result["single"] = run_single(args, preset)
     if args.part in ("multi", "both"):
         result["multi"] = run_multi(args, preset)
-    from openmanus_lite.demo import peak_rss_gb
+    from openmanus_lite.peak_memory import peak_rss_gb
 
     result["peak_rss_gb"] = peak_rss_gb()
     Path(args.out).mkdir(parents=True, exist_ok=True)

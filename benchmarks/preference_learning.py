@@ -43,7 +43,7 @@ def find_start_checkpoint(out: Path) -> str:
     env = os.environ.get("OPENMANUS_SFT_CHECKPOINT")
     if env and Path(env).is_dir():
         return env
-    from openmanus_lite.cli.eval import find_checkpoint
+    from openmanus_lite.models import find_checkpoint
 
     found = find_checkpoint("sft")
     if found is not None:
@@ -125,15 +125,10 @@ def main(argv=None) -> int:
     from openmanus_lite.policies import ModelPolicy
     from openmanus_lite.schema import Trajectory
     from openmanus_lite.splits import PREFERENCE_EVAL_SUITE, PREFERENCE_TRAIN_SEED, check_disjoint, training_tasks
-    from openmanus_lite.train.dpo import DPOSettings, resolve_checkpoint, run_dpo
+    from openmanus_lite.train.dpo import resolve_checkpoint, run_dpo
     from openmanus_lite.train.preferences import build_preference_data, split_by_task
-    from openmanus_lite.train.reward_model import (
-        RMSettings,
-        pair_accuracy,
-        step_accuracy,
-        train_orm,
-        train_prm,
-    )
+    from openmanus_lite.train.presets import get_preset
+    from openmanus_lite.train.reward_model import pair_accuracy, step_accuracy, train_orm, train_prm
 
     t_start = time.perf_counter()
     out = Path(args.out)
@@ -198,9 +193,10 @@ def main(argv=None) -> int:
     # ---- 3. DPO
     if "dpo" not in skip:
         t0 = time.perf_counter()
-        s = DPOSettings(beta=args.beta, learning_rate=args.dpo_lr, max_steps=args.dpo_steps,
-                        batch_size=args.batch_size, max_length=args.max_length, max_seconds=args.dpo_seconds,
-                        seed=args.seed, logging_steps=1)
+        s = get_preset("cpu").dpo_config(
+            beta=args.beta, learning_rate=args.dpo_lr, max_steps=args.dpo_steps, per_device_train_batch_size=args.batch_size,
+            per_device_eval_batch_size=args.batch_size, max_length=args.max_length, seed=args.seed, logging_steps=1,
+            max_minutes=args.dpo_seconds / 60 if args.dpo_seconds else None)
         dpo = run_dpo(start, data.step_pairs, s, output_dir=out / "dpo_trainer")
         timings["dpo_train"] = time.perf_counter() - t0
         t0 = time.perf_counter()
@@ -228,8 +224,10 @@ def main(argv=None) -> int:
     if "rm" not in skip:
         traj_train, traj_held = split_by_task(data.trajectory_pairs, 0.25, seed=args.seed)
         prm_train, prm_held = split_by_task(data.prm, 0.25, seed=args.seed)
-        rs = RMSettings(learning_rate=args.rm_lr, max_steps=args.rm_steps, batch_size=args.batch_size,
-                        max_length=args.max_length, max_seconds=args.rm_seconds, seed=args.seed, logging_steps=5)
+        rs = get_preset("cpu").reward_config(
+            learning_rate=args.rm_lr, max_steps=args.rm_steps, per_device_train_batch_size=args.batch_size,
+            per_device_eval_batch_size=args.batch_size, max_length=args.max_length, seed=args.seed, logging_steps=5,
+            max_minutes=args.rm_seconds / 60 if args.rm_seconds else None)
         t0 = time.perf_counter()
         orm, orm_rep = train_orm(start, traj_train, rs, output_dir=out / "orm_trainer")
         orm.save(out / "orm")

@@ -36,16 +36,21 @@ estimate of the time on an idle machine). The load average is reported either wa
     python benchmarks/sft_learning.py --clock cpu --threads 2 --defer-eval --out runs/sft_repeat
     # the measured curve (docs/RESULTS.md): batch 4, cosine decay over 500 steps, expert + recovery trajectories,
     # twice the training tasks for household and web
-    python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine --max-steps 500 --clock cpu --threads 2 \
-        --recovery 1 --domain-weights household=2,web=2 --dtype float32 --recovery-repeats 1
+    python benchmarks/sft_learning.py --per_device_train_batch_size 4 --lr_scheduler_type cosine --max_steps 500 \
+        --clock cpu --threads 2 --recovery 1 --domain-weights household=2,web=2 --dtype float32 --recovery-repeats 1
     # the best 60-minute run (docs/RESULTS.md): the same data in bf16, the cosine decaying over the training minutes
     # (auto: bfloat16 on a CPU with AVX512-BF16 or AMX, as that run had; float32 elsewhere)
-    python benchmarks/sft_learning.py --batch-size 4 --scheduler cosine_by_time --dtype auto --clock cpu \
-        --threads 2 --recovery 1 --domain-weights household=2,web=2 --recovery-repeats 1
+    python benchmarks/sft_learning.py --per_device_train_batch_size 4 --lr_scheduler_type cosine_by_time --dtype auto \
+        --clock cpu --threads 2 --recovery 1 --domain-weights household=2,web=2 --recovery-repeats 1
     python benchmarks/sft_learning.py --minutes 5,10 --tasks 10    # shorter
     python benchmarks/sft_learning.py --quick                      # a smoke run with the tiny model
     python benchmarks/sft_learning.py --defer-eval                 # train only (about an hour) ...
     python benchmarks/sft_learning.py --eval-saved --labels base   # ... evaluate one label per sitting
+
+Options: this benchmark's own (evaluation, marks, LoRA shape, dtype, clock); the training data and settings are
+the `sft` command's options, read by its parser (`--synth`, `--recovery`, `--domains`, `--learning_rate`,
+`--max_steps`, `--per_device_train_batch_size`, ... and any SFTConfig field). The older spellings of earlier
+measurements (`--train-tasks`, `--lr`, `--scheduler`, `--batch-size`, `--grad-accum`) still work, with a notice.
 
 Defaults: the `cpu_60min` recipe (openmanus_lite/recipes/cpu_60min.py, the run that met every 60-minute target:
 household tripled, web doubled, one recovery episode per task, every other one playing a rejected mistake twice,
@@ -73,77 +78,81 @@ RECIPE = "cpu_60min"
 """The recipe the defaults come from (openmanus_lite/recipes)."""
 
 
+RENAMED = {"scheduler": "lr_scheduler_type", "train_tasks": "synth", "lr": "learning_rate",
+           "batch_size": "per_device_train_batch_size", "grad_accum": "gradient_accumulation_steps"}
+"""This benchmark's older spellings of the `sft` command's options (still accepted, with a notice)."""
+
+
 def parse_args(argv):
+    """This benchmark's own options (evaluation, marks, LoRA shape, ...); the training data and settings are the
+    `sft` command's options (`--synth`, `--recovery`, `--domains`, `--learning_rate`, `--max_steps`, any SFTConfig
+    field), read by its parser into `args.sft` and `args.sft_extras`."""
+    from openmanus_lite.cli import sft as sft_cli
+    from openmanus_lite.cli.args import DEPRECATED
+    from openmanus_lite.cli.args import parse as parse_options
     from openmanus_lite.recipes import get_recipe, weights_text
 
     r = get_recipe(RECIPE)
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                allow_abbrev=False, epilog="Training data and settings: the options of "
+                                "`python -m openmanus_lite sft` (--synth, --recovery, --domains, --learning_rate, "
+                                "--max_steps, --per_device_train_batch_size, ... and any SFTConfig field); "
+                                "options take --x_y or --x-y.")
     p.add_argument("--minutes", default=",".join(f"{m:g}" for m in r.mark_minutes),
                    help="training-time marks in minutes; training stops at the last")
     p.add_argument("--tasks", type=int, default=30, help="held-out easy tasks per domain")
-    p.add_argument("--train-tasks", type=int, default=r.tasks_per_domain, help="training tasks per domain (expert-solved)")
-    p.add_argument("--domain-weights", default=weights_text(r.domain_weights),
-                   help="training tasks per domain as multiples of --train-tasks, e.g. household=2,web=2 "
+    p.add_argument("--domain_weights", default=weights_text(r.domain_weights),
+                   help="training tasks per domain as multiples of --synth, e.g. household=2,web=2 "
                         "(domains not named: 1; '' for none; the default's domains outside --domains are ignored)")
-    p.add_argument("--recovery", type=int, default=r.recovery,
-                   help="recovery episodes per training task (an injected mistake the expert recovers from, "
-                        "train.measure.recovery_trajectories); 0: expert episodes only")
-    p.add_argument("--recovery-kinds", default=",".join(r.recovery_kinds),
-                   help="the injected mistakes, comma list of random, corrupt, skip taking turns across tasks "
-                        "(default: random, train.measure.RECOVERY_KINDS)")
-    p.add_argument("--recovery-repeats", default=",".join(map(str, r.recovery_repeats)),
+    p.add_argument("--recovery_kinds", default=",".join(r.recovery_kinds),
+                   help="the injected mistakes of --recovery episodes, comma list of random, corrupt, skip taking "
+                        "turns across tasks (default: random, train.recovery.RECOVERY_KINDS)")
+    p.add_argument("--recovery_repeats", default=",".join(map(str, r.recovery_repeats)),
                    help="comma list taking turns across tasks: how many times in a row a rejected mistake is "
                         "played before the recovery, e.g. 1,2 (every other task's rejected mistake is played twice)")
-    p.add_argument("--corrections-at", type=float, default=0.0,
-                   help="at this training minute the model plays --correction-tasks fresh training tasks, and the "
+    p.add_argument("--corrections_at", type=float, default=0.0,
+                   help="at this training minute the model plays --correction_tasks fresh training tasks, and the "
                         "expert's corrections at its mistakes (experimental.corrections) join the data for the rest of "
                         "training; the rollout time counts as training time (0: off)")
-    p.add_argument("--correction-tasks", default="household=40",
-                   help="tasks per domain the model plays for --corrections-at")
-    p.add_argument("--correction-repeat", type=int, default=2,
-                   help="copies of each correction in the data after --corrections-at")
-    p.add_argument("--domains", default=None, help="comma list (default: all registered)")
+    p.add_argument("--correction_tasks", default="household=40",
+                   help="tasks per domain the model plays for --corrections_at")
+    p.add_argument("--correction_repeat", type=int, default=2,
+                   help="copies of each correction in the data after --corrections_at")
     p.add_argument("--model", default="default")
     p.add_argument("--rank", type=int, default=r.lora_r)
     p.add_argument("--alpha", type=int, default=None, help="LoRA alpha (default: 2 x rank, the recipe's 32 at rank 16)")
     p.add_argument("--targets", default="all", help="all | attn | comma list of projection names")
-    p.add_argument("--top-layers", type=int, default=0, help="adapters on the top N layers only (0: all layers)")
+    p.add_argument("--top_layers", type=int, default=0, help="adapters on the top N layers only (0: all layers)")
     p.add_argument("--full", action="store_true", help="full fine-tuning instead of LoRA")
-    p.add_argument("--lr", type=float, default=r.learning_rate)
-    p.add_argument("--scheduler", default=r.scheduler,
-                   help="a transformers scheduler, or cosine_by_time: a cosine over the training minutes to the "
-                        "last mark, whatever the steps per minute")
-    p.add_argument("--max-steps", type=int, default=r.max_steps,
-                   help="the step horizon of a decaying --scheduler; training stops here or at the last mark, "
-                        "whichever comes first")
-    p.add_argument("--batch-size", type=int, default=r.batch_size)
-    p.add_argument("--grad-accum", type=int, default=r.grad_accum)
-    p.add_argument("--max-length", type=int, default=r.max_length)
-    p.add_argument("--no-group-by-length", action="store_true")
-    p.add_argument("--grad-ckpt", action="store_true")
+    p.add_argument("--no_group_by_length", action="store_true", help=argparse.SUPPRESS)  # --train_sampling_strategy random
+    p.add_argument("--grad_ckpt", action="store_true")
     p.add_argument("--dtype", default=r.dtype, choices=["float32", "bfloat16", "auto"],
                    help="weights while training; auto: bfloat16 where the CPU multiplies it natively (AVX512-BF16, "
                         "AMX) or on a GPU, else float32 (bfloat16 is refused on a CPU that only emulates it)")
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--eval-batch", type=int, default=60, help="episodes generated for at once")
-    p.add_argument("--kv-cache-gib", type=float, default=3.0, help="memory for reused keys/values in evaluation")
+    p.add_argument("--max_new_tokens", type=int, default=64)
+    p.add_argument("--eval_batch", type=int, default=60, help="episodes generated for at once")
+    p.add_argument("--kv_cache_gib", type=float, default=3.0, help="memory for reused keys/values in evaluation")
     p.add_argument("--threads", default="auto", help="torch threads ('auto': 1 when the machine is overloaded)")
     p.add_argument("--clock", default="wall", choices=["wall", "cpu"])
-    p.add_argument("--skip-base", action="store_true", help="do not evaluate the untrained model")
-    p.add_argument("--defer-eval", action="store_true",
-                   help="train and save the marks' checkpoints only; evaluate them later with --eval-saved")
-    p.add_argument("--eval-saved", action="store_true",
+    p.add_argument("--skip_base", action="store_true", help="do not evaluate the untrained model")
+    p.add_argument("--defer_eval", action="store_true",
+                   help="train and save the marks' checkpoints only; evaluate them later with --eval_saved")
+    p.add_argument("--eval_saved", action="store_true",
                    help="evaluate what is not yet in <out>/curve.json: random, base and the saved marks "
                         "(the training run's settings are read from <out>/train.json)")
-    p.add_argument("--labels", default=None, help="with --eval-saved: only these labels (e.g. base,15min)")
+    p.add_argument("--labels", default=None, help="with --eval_saved: only these labels (e.g. base,15min)")
     p.add_argument("--out", default="runs/sft_learning")
-    p.add_argument("--seed", type=int, default=r.seed)
+    p.add_argument("--seed", type=int, default=r.seed, help="added to the task seeds; the trainer's seed too")
     p.add_argument("--quick", action="store_true", help="smoke run: tiny model, 2 domains, seconds")
-    args = p.parse_args(argv)
+    renamed = {**{k: v for k, v in DEPRECATED.items() if k != "out"}, **RENAMED}  # --out: this run's folder
+    args, rest = parse_options(p, argv, passthrough=True, deprecated=renamed)
+    args.sft, args.sft_extras = sft_cli.parse(["--recipe", RECIPE, *rest])
     if args.quick:
-        args.model, args.minutes, args.tasks, args.train_tasks = "tiny", "0.1,0.2", 3, 6
-        args.domains = args.domains or "os,db"
-        args.full, args.lr, args.max_new_tokens = True, 1e-3, 16
+        args.model, args.minutes, args.tasks = "tiny", "0.1,0.2", 3
+        args.sft.synth = args.sft.synth or 6
+        args.sft.domains = args.sft.domains or "os,db"
+        args.sft.learning_rate = args.sft.learning_rate or 1e-3
+        args.full, args.max_new_tokens = True, 16
         args.out = args.out if args.out != "runs/sft_learning" else "runs/sft_learning_quick"
     if args.labels and not args.eval_saved:
         p.error("--labels goes with --eval-saved")
@@ -152,9 +161,6 @@ def parse_args(argv):
     if args.corrections_at and not 0 < args.corrections_at < max(float(m) for m in args.minutes.split(",")):
         p.error("--corrections-at must come before the last of --minutes")
     args.dtype_asked, args.dtype = args.dtype, training_dtype(args.dtype, p.error)  # the recipe keeps 'auto'
-    if args.corrections_at and args.scheduler == "cosine_by_time":
-        p.error("--scheduler cosine_by_time decays over the whole run; the corrections' second phase sizes a "
-                "step-based cosine to the time left: use --scheduler cosine with --corrections-at")
     return args
 
 
@@ -179,36 +185,41 @@ def model_path(args) -> str:
 
 
 def recipe_from_args(args):
-    """The `cpu_60min` recipe with the flags' changes: the data and SFT settings this run trains with."""
+    """The `cpu_60min` recipe with the options' changes: the data this run trains on and its SFT settings."""
+    from openmanus_lite.cli.sft import config_changes
     from openmanus_lite.envs import list_domains
-    from openmanus_lite.recipes import get_recipe, weights_text
+    from openmanus_lite.recipes import SFT_FIELDS, get_recipe, weights_text
     from openmanus_lite.train.data import parse_domain_weights
 
-    recipe = get_recipe(RECIPE)
-    domains = args.domains.split(",") if args.domains else list_domains()
+    recipe, cli = get_recipe(RECIPE), args.sft
+    domains = cli.domains.split(",") if cli.domains else list_domains()
     try:
         weights = (dict(recipe.domain_weights) if args.domain_weights == weights_text(recipe.domain_weights)
                    else parse_domain_weights(args.domain_weights, domains))  # the recipe's apply to the domains chosen
     except ValueError as e:
         raise SystemExit(f"--domain-weights: {e}") from None
     marks = tuple(sorted(float(m) for m in args.minutes.split(",")))
+    settings = {k: v for k, v in config_changes(cli, args.sft_extras).items() if k in SFT_FIELDS}
     return recipe.replace(
-        domains=tuple(domains), seed=args.seed, tasks_per_domain=args.train_tasks,
-        domain_weights=tuple(weights.items()), recovery=args.recovery, recovery_kinds=recovery_kinds(args.recovery_kinds),
-        recovery_repeats=recovery_repeats(args.recovery_repeats), max_minutes=marks[-1], mark_minutes=marks,
-        max_steps=args.max_steps, scheduler=args.scheduler, dtype=args.dtype_asked, batch_size=args.batch_size,
-        grad_accum=args.grad_accum, max_length=args.max_length, learning_rate=args.lr,
+        domains=tuple(domains), seed=args.seed, tasks_per_domain=recipe.tasks_per_domain if cli.synth is None else cli.synth,
+        domain_weights=tuple(weights.items()), recovery=recipe.recovery if cli.recovery is None else cli.recovery,
+        recovery_kinds=recovery_kinds(args.recovery_kinds), recovery_repeats=recovery_repeats(args.recovery_repeats),
+        max_minutes=marks[-1], mark_minutes=marks, dtype=args.dtype_asked,
         lora_r=None if args.full else args.rank, lora_alpha=None if args.full else args.alpha or 2 * args.rank,
+        **settings,
     )
 
 
-def run_config(recipe, out: Path, args):
-    """The SFTRunConfig of a run: the recipe's, saved only at the marks, never resumed, this benchmark's clock."""
-    from openmanus_lite.recipes import sft_config
+def run_config(recipe, out: Path, args, **changes):
+    """The SFTRunConfig of a run: the recipe's with the `sft` options on top, saved only at the marks, never
+    resumed, this benchmark's clock; `changes` last."""
+    from openmanus_lite.cli.sft import config_changes
 
-    return sft_config(recipe, output_dir=str(out / "trainer"), group_by_length=not args.no_group_by_length,
-                      gradient_checkpointing=False, save_steps=10**6, save_total_limit=None, resume=False,
-                      disable_tqdm=False, logging_steps=5, clock=args.clock)
+    fixed = dict(output_dir=str(out / "trainer"), gradient_checkpointing=False, save_steps=10**6,
+                 save_total_limit=None, resume=False, disable_tqdm=False, logging_steps=5, clock=args.clock)
+    if args.no_group_by_length:
+        fixed["train_sampling_strategy"] = "random"
+    return recipe.sft_config(**{**config_changes(args.sft, args.sft_extras), **fixed, **changes})
 
 
 def recovery_kinds(text: str) -> tuple[str, ...]:
@@ -246,6 +257,11 @@ def correction_counts(text: str, domains: list[str]) -> dict[str, int]:
     return counts
 
 
+def schedule_name(cfg) -> str:
+    """The learning-rate schedule of a config as a recipe names it."""
+    return "cosine_by_time" if cfg.cosine_by_time else getattr(cfg.lr_scheduler_type, "value", cfg.lr_scheduler_type)
+
+
 def mark_label(minutes: float) -> str:
     return f"{minutes:.0f}min" if minutes >= 1 else f"{minutes:.2f}min"
 
@@ -274,20 +290,19 @@ class Curve:
     def evaluate(self, label: str, policy, tasks, batch_size: int) -> dict:
         from openmanus_lite.data import write_jsonl
         from openmanus_lite.envs import EASY_TURN_LIMITS
-        from openmanus_lite.eval import run_benchmark
+        from openmanus_lite.eval import comparison_table, run_benchmark
         from openmanus_lite.schema import Trajectory
-        from openmanus_lite.train.measure import domain_summary, summary_table
 
         t = time.perf_counter()
         result = run_benchmark(policy, tasks, max_turns=EASY_TURN_LIMITS, batch_size=batch_size, progress=True,
                                label=label)
-        by_domain = domain_summary(result)
+        by_domain = result.by_domain()
         self.seconds[label] = round(time.perf_counter() - t, 1)
         trajs = [Trajectory.from_dict(r.trajectory) for r in result.records]
         write_jsonl(trajs, self.path.parent / "episodes" / f"{label}.jsonl")  # failures readable without re-running
         self.results[label] = by_domain
         print(f"\n[{label}] evaluated in {self.seconds[label]:.0f}s (load {os.getloadavg()[0]:.1f})\n"
-              f"{summary_table({label: by_domain})}", flush=True)
+              f"{comparison_table([result]).to_string()}", flush=True)
         self.save()
         return by_domain
 
@@ -330,7 +345,7 @@ def eval_cache(args):
 
 def write_summary(out: Path, train: dict, curve: Curve) -> dict:
     """summary.json from the training record and whatever has been evaluated so far."""
-    from openmanus_lite.train.measure import summary_table
+    import pandas as pd
 
     results = curve.results
     order = ["random", "base"] + [m["label"] for m in train["marks"]]
@@ -354,7 +369,8 @@ def write_summary(out: Path, train: dict, curve: Curve) -> dict:
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     if results:
-        print("\n" + summary_table(results), flush=True)
+        for what in ("success", "valid_rate"):
+            print(f"\n{what} per domain\n{pd.DataFrame(summary[what]).T.to_string()}", flush=True)
     return summary
 
 
@@ -387,6 +403,10 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     from openmanus_lite.train.data import save_report
 
     recipe = recipe_from_args(args)
+    cfg = run_config(recipe, out, args)  # a bad setting fails here, before data and model
+    if args.corrections_at and cfg.cosine_by_time:
+        raise SystemExit("--lr_scheduler_type cosine_by_time decays over the whole run; the corrections' second phase "
+                         "sizes a step-based cosine to the time left: use --lr_scheduler_type cosine with --corrections-at")
     marks = list(recipe.mark_minutes)
     domains = recipe.domain_list()
     load_start = os.getloadavg()
@@ -403,7 +423,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     n_expert, recovery_counts = data_info["expert"], data_info["recovery_counts"]
     print(f"{len(eval_tasks)} held-out tasks; {n_expert} expert trajectories for training "
           f"({removed} generated training tasks equal to held-out ones removed)"
-          + (f", {len(trajs) - n_expert} recovery trajectories {recovery_counts}" if args.recovery else ""),
+          + (f", {len(trajs) - n_expert} recovery trajectories {recovery_counts}" if recipe.recovery else ""),
           flush=True)
 
     # ---------------------------------------------------------------- model
@@ -421,7 +441,7 @@ def train_with_marks(args, out: Path, threads: int) -> int:
         lora = LoraSpec(r=args.rank, alpha=args.alpha or 2 * args.rank, target_modules=targets, layers=layers,
                         gradient_checkpointing=args.grad_ckpt)
     model, tok = load_model(name, lora=lora, dtype=getattr(torch, args.dtype), full_finetuning=lora is None,
-                            max_seq_length=args.max_length)
+                            max_seq_length=cfg.max_length)
     trainable, total = count_parameters(model)
     ds, report = recipe_dataset(recipe, tok, trajs)
     save_report(report, out / "data_report.json")
@@ -441,7 +461,6 @@ def train_with_marks(args, out: Path, threads: int) -> int:
             curve.evaluate("base", policy, eval_tasks, args.eval_batch)
 
     # ---------------------------------------------------------------- training with marks
-    cfg = run_config(recipe, out, args)
 
     def on_mark(m, info):
         print(f"\nmark: step {info['step']}, {info['train_minutes']:.1f} training minutes, "
@@ -452,7 +471,8 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     corrections = None
     if args.corrections_at:
         result, corrections = train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks,
-                                                     domains, correction_tasks)
+                                                     domains, correction_tasks,
+                                                     lambda **kw: run_config(recipe, out, args, **kw))
     else:
         result = sft_mod.run_sft(model, tok, ds, cfg, on_mark=on_mark)
 
@@ -470,15 +490,15 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     train = {
         "model": name, "domains": domains, "tasks_per_domain": args.tasks, "max_new_tokens": args.max_new_tokens,
         "train_trajectories": len(trajs), "expert_trajectories": n_expert,
-        "train_tasks_per_domain": per_domain, "recovery_per_task": args.recovery,
-        "recovery_kinds": list(kinds) if args.recovery else None, "recovery_counts": recovery_counts,
-        "recovery_repeats": list(repeats) if args.recovery else None,
+        "train_tasks_per_domain": per_domain, "recovery_per_task": recipe.recovery,
+        "recovery_kinds": list(kinds) if recipe.recovery else None, "recovery_counts": recovery_counts,
+        "recovery_repeats": list(repeats) if recipe.recovery else None,
         "corrections": corrections,
         "train_tokens_available": report.tokens,
         "lora": None if lora is None else {"r": lora.r, "alpha": lora.alpha, "targets": lora.target_modules,
                                            "layers": "all" if lora.layers is None else f"top{len(lora.layers)}"},
-        "dtype": args.dtype, "lr": args.lr, "scheduler": args.scheduler, "max_steps": args.max_steps, "batch_size": args.batch_size,
-        "max_length": args.max_length, "threads": threads,
+        "dtype": args.dtype, "lr": cfg.learning_rate, "scheduler": schedule_name(cfg), "max_steps": cfg.max_steps,
+        "batch_size": cfg.per_device_train_batch_size, "max_length": cfg.max_length, "threads": threads,
         "clock": args.clock, "steps": result.global_step, "tokens_seen": result.tokens_seen,
         "train_minutes": round(result.train_seconds / 60, 2),
         "tokens_per_s": round(result.tokens_per_second, 1), "marks": mark_rows, "checkpoint": str(ckpt),
@@ -493,11 +513,12 @@ def train_with_marks(args, out: Path, threads: int) -> int:
     return 0
 
 
-def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks, domains, counts):
-    """Train to --corrections-at, let the model play fresh training tasks (`counts` per domain, from
+def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks, domains, counts, make_config):
+    """Train to --corrections_at, let the model play fresh training tasks (`counts` per domain, from
     correction_counts), add the expert's corrections at its mistakes to the data, and train on to the last mark.
     The rollout and labelling time is training time: the marks after it come that much earlier in steps.
-    Returns (one SFTResult for both phases, a record of the corrections)."""
+    `make_config(**changes)`: the run's config with changes. Returns (one SFTResult for both phases, a record
+    of the corrections)."""
     import dataclasses
     import gc
 
@@ -509,14 +530,14 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
     from openmanus_lite.splits import SFT_CORRECTION_SEED, check_disjoint, training_tasks
     from openmanus_lite.train import sft as sft_mod
     from openmanus_lite.train.data import build_sft_dataset
-    from openmanus_lite.train.measure import domain_summary
+    from openmanus_lite.train.run_control import training_clock
 
     marks = cfg.mark_minutes
-    first = sft_mod.run_sft(model, tok, ds, cfg.replace(
-        max_minutes=args.corrections_at, mark_minutes=tuple(m for m in marks if m <= args.corrections_at)),
+    first = sft_mod.run_sft(model, tok, ds, make_config(
+        max_minutes=args.corrections_at, mark_minutes=[m for m in marks if m <= args.corrections_at]),
         on_mark=on_mark)
 
-    clock = sft_mod.training_clock(args.clock)
+    clock = training_clock(args.clock)
     t0 = clock()
     tasks, _ = training_tasks("sft_corrections", domains, counts, seed=SFT_CORRECTION_SEED + args.seed)
     check_disjoint({"sft_corrections": tasks}, {"eval": eval_tasks})
@@ -529,7 +550,7 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
     gc.collect()
     rollout_minutes = (clock() - t0) / 60
     offset = first.train_seconds / 60 + rollout_minutes  # training minutes at which the second phase starts
-    played = {d: {k: round(v, 3) for k, v in row.items()} for d, row in domain_summary(played).items()}
+    played = {d: {k: round(v, 3) for k, v in row.items()} for d, row in played.by_domain().items()}
     record = {"at_minutes": round(first.train_seconds / 60, 3), "rollout_minutes": round(rollout_minutes, 3),
               "tasks": counts, "played": played, "counts": fix_counts, "repeat": args.correction_repeat,
               "per_domain": {d: sum(t.domain == d for t in fixes) for d in counts}}
@@ -537,7 +558,7 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
           f"{record['rollout_minutes']} minutes", flush=True)
 
     lr = next((h["learning_rate"] for h in reversed(first.loss_history) if h.get("learning_rate")), cfg.learning_rate)
-    later = tuple(m - offset for m in marks if m > args.corrections_at)
+    later = [m - offset for m in marks if m > args.corrections_at]
     # a decaying schedule restarts from the learning rate reached, over the steps that fit in the time left at
     # the pace so far: the rollouts took time from training, and a schedule still high at the last mark loses
     # what the decay gives (the 15- and 30-minute marks in docs/RESULTS.md)
@@ -551,10 +572,10 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
                 "train_minutes": round(mark["train_minutes"] + offset, 3),
                 "tokens_seen": mark["tokens_seen"] + first.tokens_seen}
 
-    data, _ = build_sft_dataset(trajs + fixes * args.correction_repeat, tok, max_length=args.max_length,
+    data, _ = build_sft_dataset(trajs + fixes * args.correction_repeat, tok, max_length=cfg.max_length,
                                 seed=args.seed + 1)
     second = sft_mod.run_sft(first.model, tok, data,
-                             cfg.replace(output_dir=cfg.output_dir + "_corrected", max_minutes=later[-1],
+                             make_config(output_dir=cfg.output_dir + "_corrected", max_minutes=later[-1],
                                          mark_minutes=later, learning_rate=lr, seed=args.seed + 1,
                                          max_steps=horizon),
                              on_mark=lambda m, info: on_mark(m, shifted(info)))
@@ -581,7 +602,7 @@ def eval_saved(args, out: Path, threads: int) -> int:
     elif wanted and set(wanted) <= set(REFERENCE_LABELS):  # no training needed: settings from the arguments
         from openmanus_lite.envs import list_domains
 
-        domains = args.domains.split(",") if args.domains else list_domains()
+        domains = args.sft.domains.split(",") if args.sft.domains else list_domains()
         train = {**reference_settings(model_path(args), domains, args.tasks, args.max_new_tokens),
                  "marks": []}
     else:

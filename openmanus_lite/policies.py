@@ -12,6 +12,7 @@ import collections
 import hashlib
 import json
 import random
+import sys
 from typing import Callable, Protocol
 
 from openmanus_lite.envs.base import Env
@@ -23,7 +24,7 @@ class Policy(Protocol):
     name: str
 
     def act_batch(self, histories: list[Messages], envs: list[Env]) -> list[str]:
-        """One assistant turn for each (history, env) pair."""
+        """One assistant turn for each (history, env) pair; `None` ends that episode without a step."""
         ...
 
 
@@ -126,6 +127,11 @@ class ModelPolicy:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name or "model"
+        context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+        if isinstance(context, int) and max_new_tokens > context:
+            print(f"note: max_new_tokens {max_new_tokens} is more than the context of {self.name} ({context} tokens); "
+                  f"using {context}", file=sys.stderr)
+            max_new_tokens = context
         self.max_new_tokens = max_new_tokens
         self.temperature = temperature
         self.top_p = top_p

@@ -7,10 +7,11 @@ every call stays `batch_size` wide until the tasks run out: with fixed chunks, a
 16 episodes ran as long as its longest one, most calls at a few rows.
 
 `run_episodes` is THE episode loop of the kit: evaluation (`eval.run_benchmark`), preference
-data and corrections all play through it. Only two loops stay apart, each for a reason its
-docstring gives: GRPO's token-level rollout (`train.env_rollout`, which continues exact sampled
-token ids and records log-probabilities) and test-time search (`search`, which clones
-environments); both build their environments with `envs.make_env` and its turn limits.
+data, corrections and GRPO's token-level rollout (`train.env_rollout.TokenPolicy`, which may end an
+episode early with a `None` reply when its token budget runs out) all play through it. Environments
+are stepped elsewhere only where no policy chooses the turns: scripted expert episodes (`envs.run_expert`,
+the injected mistakes of `train.preferences`), TRL's tool calls (`train.tool_env`) and test-time search
+(`search`, which clones environments); all build them with `envs.make_env` and its turn limits.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def run_episodes(
 ) -> list[Trajectory]:
     """Play one episode per task; returns trajectories with the outcome in `meta`.
 
-    meta: task_id, difficulty, success, score, turns, invalid_actions, wall_s.
+    meta: as `episode_trajectory` writes it, plus wall_s.
     `max_turns` may be one limit or a limit per domain ({"household": 16, ...}; domains not
     named keep their environment's default), so episodes of all domains can share batches.
     """
@@ -65,12 +66,13 @@ def run_episodes(
         share = (time.perf_counter() - t0) / len(active)  # each episode's share of the batched call
         still = []
         for i, reply in zip(active, replies):
-            histories[i].append({"role": "assistant", "content": reply})
             wall[i] += share
-            step = envs[i].step(reply)
-            if step.done:
-                results[i] = _trajectory(policy.name, source, tasks[i], envs[i], histories.pop(i), step.info,
-                                         wall.pop(i))
+            if reply is not None:  # None: the policy ended the episode (a GRPO rollout's token budget ran out)
+                histories[i].append({"role": "assistant", "content": reply})
+                step = envs[i].step(reply)
+            if reply is None or step.done:
+                results[i] = episode_trajectory(tasks[i], envs[i], histories.pop(i), id=f"{policy.name}/{tasks[i].id}",
+                                                source=source or f"rollout:{policy.name}", extra={"wall_s": wall.pop(i)})
                 del envs[i]
                 bar.update(1)
             else:
@@ -81,20 +83,20 @@ def run_episodes(
     return results  # type: ignore[return-value]
 
 
-def _trajectory(policy_name: str, source: str | None, task: Task, env: Any, history: list[dict], info: dict,
-                wall_s: float) -> Trajectory:
-    return Trajectory(
-        id=f"{policy_name}/{task.id}",
-        source=source or f"rollout:{policy_name}",
-        domain=task.domain,
-        messages=[Turn(m["role"], m["content"], m["role"] == "assistant") for m in history],
-        meta={
-            "task_id": task.id,
-            "difficulty": task.difficulty,
-            "success": bool(info.get("success", False)),
-            "score": float(info.get("score", 0.0)),
-            "turns": env.turn,
-            "invalid_actions": env.invalid_actions,
-            "wall_s": wall_s,
-        },
-    )
+def episode_trajectory(task: Task, env: Any, messages: list[dict], *, id: str, source: str,
+                       extra: dict | None = None) -> Trajectory:
+    """A finished episode as a Trajectory; `meta` holds the environment's verdict and the turn limit it ran under
+    (task_id, difficulty, success, score, turns, invalid_actions, max_turns, then `extra`), so it can be replayed."""
+    info = env.last_info
+    meta = {
+        "task_id": task.id,
+        "difficulty": task.difficulty,
+        "success": bool(info.get("success", False)),
+        "score": float(info.get("score", 0.0)),
+        "turns": env.turn,
+        "invalid_actions": env.invalid_actions,
+        "max_turns": env.max_turns,
+        **(extra or {}),
+    }
+    turns = [Turn(m["role"], m["content"], m["role"] == "assistant") for m in messages]
+    return Trajectory(id=id, source=source, domain=task.domain, messages=turns, meta=meta)

@@ -13,6 +13,7 @@ import pytest
 from openmanus_lite import react, rewards
 from openmanus_lite.envs import base as envbase
 from openmanus_lite.envs import generate_tasks, list_domains, make_env
+from openmanus_lite.rewards import registry
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "EXTENDING.md"
 
@@ -91,7 +92,7 @@ def test_registered_reward_example():
         with pytest.raises(ValueError, match="reward 'env_outcome' needs column 'env_outcome'"):
             rewards.check_reward_columns("env_outcome short_turns:0.25", ["prompt", "task"])
     finally:
-        rewards._REGISTRY.pop("short_turns", None)
+        registry._REGISTRY.pop("short_turns", None)
 
 
 def test_reward_by_import_path_example(tmp_path, monkeypatch):
@@ -106,11 +107,11 @@ def test_reward_by_import_path_example(tmp_path, monkeypatch):
         turn = {"role": "assistant", "content": "Think: x\nAct: look"}
         obs = {"role": "user", "content": "Nothing happens."}
         assert funcs[1](None, [[turn, obs, turn], [turn], "a plain string"]) == [0.0, 1.0, 1.0]
-        assert rewards.reward_info("my_rewards:no_repeats").bounds == (0.0, 1.0)
+        assert rewards.describe_rewards("my_rewards:no_repeats")[0]["range"] == (0.0, 1.0)
         cmd = DOC.read_text().split("--reward_funcs env_outcome my_rewards:no_repeats:0.25")
         assert len(cmd) == 2 and "grpo --mode multi" in cmd[0].rsplit("python -m openmanus_lite", 1)[1]
     finally:
-        rewards._IMPORTED.pop("my_rewards:no_repeats", None)
+        registry._IMPORTED.pop("my_rewards:no_repeats", None)
         sys.modules.pop("my_rewards", None)
 
 
@@ -127,8 +128,8 @@ def test_recipe_example(monkeypatch):
     monkeypatch.setattr(recipes, "RECIPE_MODULES", recipes.RECIPE_MODULES + ("cpu_15min_db",))
     r = recipes.get_recipe("cpu_15min_db")
     assert r.name == "cpu_15min_db" and r.task_counts() == {"db": 250, "os": 250}
-    cfg = recipes.sft_config(r)
-    assert (cfg.lr_scheduler_type, cfg.max_minutes, cfg.mark_minutes) == ("cosine_by_time", 15.0, (15.0,))
+    cfg = r.sft_config()
+    assert (cfg.cosine_by_time, cfg.max_minutes, cfg.mark_minutes) == (True, 15.0, [15.0])
     args, extras = parse(["--recipe", "cpu_15min_db", "--preset", "cpu_debug"])
     preset, cfg = settings(args, extras)
     assert preset.name == "cpu_debug" and cfg.max_minutes == 15.0

@@ -54,3 +54,17 @@ def test_random_play_does_not_depend_on_the_batch_size():
     plays = [[t.messages for t in run_episodes(RandomPolicy(3), tasks, batch_size=b, progress=False)] for b in (1, 4, 12)]
     assert plays[0] == plays[1] == plays[2]
     assert plays[0] != [t.messages for t in run_episodes(RandomPolicy(4), tasks, batch_size=4, progress=False)]
+
+
+def test_a_none_reply_ends_the_episode_without_a_step():
+    # GRPO's token rollout ends an episode this way when its token budget runs out
+    class StopsAfterTwo(CountingPolicy):
+        def act_batch(self, histories, envs=None):
+            replies = super().act_batch(histories, envs)
+            return [None if len(h) >= 4 else r for h, r in zip(histories, replies)]  # after two turns
+
+    tasks = generate_tasks("db", 3, seed=2)
+    trajs = run_episodes(StopsAfterTwo(), tasks, max_turns=5, batch_size=2, progress=False)
+    assert [t.meta["turns"] for t in trajs] == [2, 2, 2]
+    assert all(not t.meta["success"] and t.meta["score"] == 0.0 and t.meta["max_turns"] == 5 for t in trajs)
+    assert all([m.role for m in t.messages] == ["user", "assistant", "user", "assistant", "user"] for t in trajs)

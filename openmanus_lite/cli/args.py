@@ -5,8 +5,9 @@
   `--num_train_epochs`, `--per_device_train_batch_size`, `--gradient_accumulation_steps`. The kit's
   older spellings (`--out`, `--lr`, `--steps`, ...) still work for one release and print a notice.
 - The training commands read `--config run.yaml` (keys are option names; the command line wins over
-  the file, as with TRL's `TrlParser`) and pass any other `--key value` through to the TRL trainer's
-  config (`SFTConfig`, `GRPOConfig`, `DPOConfig`, ...), checked against its fields.
+  the file, as with TRL's `TrlParser`) and pass any other `--key value` through to the run's config
+  (TRL's `SFTConfig`, `GRPOConfig`, `DPOConfig`, `RewardConfig` with the kit's few fields,
+  train/configs.py), checked against its fields.
 
 Nothing heavy is imported here, so `--help` stays fast; `trainer_overrides` imports transformers
 when a command has pass-through settings to check.
@@ -175,12 +176,6 @@ def trainer_overrides(extras: Sequence[str], config_cls: type, *, command: str) 
     if rest:
         raise ValueError(f"cannot read {' '.join(rest)} as settings of {config_cls.__name__}")
     return {k: getattr(ns, k) for k in dict.fromkeys(given)}
-
-
-def split_overrides(overrides: Mapping[str, Any], kit_fields: Sequence[str]) -> tuple[dict, dict]:
-    """(settings the kit's own run config holds, settings for the trainer's config only)."""
-    kit = {k: v for k, v in overrides.items() if k in kit_fields}
-    return kit, {k: v for k, v in overrides.items() if k not in kit}
 
 
 # --------------------------------------------------------------------------- tracking and the Hub

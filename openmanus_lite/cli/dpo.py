@@ -9,8 +9,8 @@
 Each trainer subcommand also accepts `--tasks N --domains ...` instead of `--data DIR` to
 build the data on the fly (expert and mistake episodes only, unless `--policy` is given).
 Options follow TRL's spelling (`--x_y` or `--x-y`); the trainer subcommands read `--config run.yaml`
-and pass any other field of their TRL config (DPOConfig, RewardConfig; TrainingArguments for the
-PRM) through, e.g. `--adam_beta2 0.95`.
+and pass any other field of their config through, e.g. `--adam_beta2 0.95`: TRL's DPOConfig
+(train-dpo) or RewardConfig (train-rm, train-prm) with the kit's few fields (train/configs.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict, fields
 from pathlib import Path
 
 from openmanus_lite.cli.args import (
@@ -26,12 +25,10 @@ from openmanus_lite.cli.args import (
     check_tracking_args,
     make_parser,
     push_saved,
-    split_overrides,
     trainer_overrides,
 )
 from openmanus_lite.cli.args import parse as parse_args
 from openmanus_lite.hub import HubPushError
-from openmanus_lite.models import LoraSpec
 
 EXAMPLES = (
     "python -m openmanus_lite dpo pairs --domains household --tasks 4 --output_dir runs/pairs",
@@ -66,7 +63,8 @@ def _train_args(p: argparse.ArgumentParser, lr: float) -> None:
     g.add_argument("--output_dir", required=True, help="output folder")
     g.add_argument("--max_steps", type=int, default=-1, help="max optimizer steps (-1: one epoch)")
     g.add_argument("--num_train_epochs", type=float, default=1.0)
-    g.add_argument("--max_seconds", type=float, default=None, help="stop training after this many seconds")
+    g.add_argument("--max_minutes", type=float, default=None, help="stop training after this many minutes")
+    g.add_argument("--max_seconds", type=float, default=None, help=argparse.SUPPRESS)  # deprecated: --max_minutes
     g.add_argument("--per_device_train_batch_size", type=int, default=4)
     g.add_argument("--gradient_accumulation_steps", type=int, default=1)
     g.add_argument("--learning_rate", type=float, default=lr)
@@ -128,44 +126,32 @@ def _data(args):
                                  max_turns=args.max_turns, seed=args.seed, progress=True)
 
 
-def _lora(args) -> LoraSpec | None:
-    return LoraSpec(r=args.lora_r, alpha=2 * args.lora_r) if args.lora_r > 0 else None
-
-
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     """(the kit's options, the rest for the trainer's TRL config): see openmanus_lite/cli/args.py."""
     return parse_args(_parser(), argv, passthrough=True, config=True)
 
 
 def settings(args: argparse.Namespace, extras: list[str] = ()):
-    """DPOSettings (train-dpo) or RMSettings (train-rm, train-prm) for parsed options; other fields of
-    the trainer's TRL config given on the command line are kept in `trainer_args`."""
-    from openmanus_lite.train.sft import import_trl
+    """DPORunConfig (train-dpo) or RewardRunConfig (train-rm, train-prm) for parsed options: the presets'
+    defaults, then any other field of the TRL config given on the command line, then the flags."""
+    from openmanus_lite.train.configs import DPORunConfig, RewardRunConfig
+    from openmanus_lite.train.presets import DPO, REWARD_MODEL
 
-    import_trl()  # unsloth before trl
-    import trl
-    from transformers import TrainingArguments
-
-    from openmanus_lite.train.trainer_args import DPO_OWNED, RM_OWNED, trainer_kwargs
-
-    if args.cmd in ("train-dpo", "dpo"):
-        from openmanus_lite.train.dpo import DPOSettings as cls
-
-        config_cls, owned = trl.DPOConfig, DPO_OWNED
-    else:
-        from openmanus_lite.train.reward_model import RMSettings as cls
-
-        config_cls, owned = (trl.RewardConfig if args.cmd == "train-rm" else TrainingArguments), RM_OWNED
-    own = [f.name for f in fields(cls) if f.name not in ("lora", "trainer_args")]
-    kit, trainer = split_overrides(trainer_overrides(extras, config_cls, command=f"dpo {args.cmd}"), own)
-    trainer_kwargs(trainer, owned)  # a setting the kit owns fails here, before the data is built
-    common = dict(learning_rate=args.learning_rate, max_steps=args.max_steps, epochs=args.num_train_epochs,
-                  batch_size=args.per_device_train_batch_size, grad_accum=args.gradient_accumulation_steps,
-                  max_length=args.max_length, lora=_lora(args), seed=args.seed, max_seconds=args.max_seconds,
-                  report_to=args.report_to)
-    if cls.__name__ == "DPOSettings":
-        common.update(beta=args.beta, loss_type=args.loss_type)
-    return cls(**{**kit, **common, "trainer_args": trainer})
+    dpo = args.cmd in ("train-dpo", "dpo")
+    cls, base = (DPORunConfig, DPO) if dpo else (RewardRunConfig, REWARD_MODEL)
+    minutes = args.max_minutes
+    if args.max_seconds is not None:
+        print("note: --max_seconds is deprecated and goes in the next release; use --max_minutes", file=sys.stderr)
+        minutes = args.max_seconds / 60
+    flags = dict(learning_rate=args.learning_rate, max_steps=args.max_steps, num_train_epochs=args.num_train_epochs,
+                 per_device_train_batch_size=args.per_device_train_batch_size,
+                 per_device_eval_batch_size=args.per_device_train_batch_size,
+                 gradient_accumulation_steps=args.gradient_accumulation_steps, max_length=args.max_length,
+                 lora_r=args.lora_r, lora_alpha=2 * args.lora_r, seed=args.seed, max_minutes=minutes,
+                 report_to=args.report_to, output_dir=str(Path(args.output_dir) / "trainer"))
+    if dpo:
+        flags.update(beta=args.beta, loss_type=[args.loss_type])
+    return cls(**{**base, **trainer_overrides(extras, cls, command=f"dpo {args.cmd}"), **flags})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,10 +183,6 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        if args.cmd in ("train-dpo", "dpo") and s.lora is None:
-            print("error: DPO here trains a LoRA adapter (its reference is the adapter-free SFT model); "
-                  "use --lora_r > 0", file=sys.stderr)
-            return 2
     try:
         data = _data(args)
     except ValueError as e:
@@ -212,15 +194,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = Path(args.output_dir)
     if args.cmd in ("train-dpo", "dpo"):
-        from openmanus_lite.train.dpo import run_dpo, save_policy
+        from openmanus_lite.train.dpo import run_dpo
+        from openmanus_lite.train.sft import save_adapter, save_merged
 
         if not data.step_pairs:
             print("error: no step pairs to train on (see the counts above); add tasks, mistakes or rollouts",
                   file=sys.stderr)
             return 1
         res = run_dpo(args.model, data.step_pairs, s, output_dir=out / "trainer")
-        save_policy(res.model, res.tokenizer, out, merged=not args.adapter_only)
-        summary = {**res.summary(), "settings": {k: v for k, v in asdict(s).items() if k != "lora"}}
+        # merged: a standalone checkpoint; adapter only: its base is the merged SFT checkpoint
+        (save_adapter if args.adapter_only else save_merged)(res.model, res.tokenizer, out)
+        summary = {**res.summary(), "settings": s.to_dict()}
         saved = {"adapter" if args.adapter_only else "merged": out}
     else:
         from openmanus_lite.train.reward_model import train_orm, train_prm

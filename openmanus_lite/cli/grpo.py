@@ -30,7 +30,6 @@ from openmanus_lite.cli.args import (
     check_tracking_args,
     make_parser,
     push_saved,
-    split_overrides,
     trainer_overrides,
 )
 from openmanus_lite.cli.args import parse as parse_args
@@ -42,7 +41,7 @@ SEED_FLAGS_WITHOUT_EFFECT = ("packing", "max_seq_length", "max_prompt_length", "
 EXAMPLES = (
     "python -m openmanus_lite grpo --preset cpu_debug --envs kg,db --n_tasks 3 --max_steps 1 --output_dir runs/grpo_try",
     "python -m openmanus_lite grpo --preset cpu_debug --envs db --max_steps 2 --num_iterations 2 "
-    "--reward_funcs answer_match:2 format openmanus_lite.rewards:tag_count_reward:0.5",
+    "--reward_funcs answer_match:2 format openmanus_lite.rewards.open_r1:tag_count_reward:0.5",
     "python -m openmanus_lite grpo --config configs/examples/grpo_quick.yaml --push_to_hub --hub_model_id me/agent-grpo",
 )
 
@@ -130,16 +129,11 @@ def _domains(args) -> list[str]:
     return out
 
 
-def settings(args: argparse.Namespace, extras: list[str] = ()):
-    """(preset name, preset, GRPORunConfig) for parsed options: the preset's settings, then the flags,
-    then any other GRPOConfig field given (`--num_iterations 2`), kept in `trainer_args`."""
-    from dataclasses import fields
-
-    from openmanus_lite.train.grpo import GRPORunConfig, import_trl
+def settings(args: argparse.Namespace, extras: list[str] = (), **changes):
+    """(preset name, preset, GRPORunConfig) for parsed options: the preset's settings, then any GRPOConfig
+    field given (`--num_iterations 2`), then the flags, then `changes`. A bad setting fails here."""
+    from openmanus_lite.train.configs import GRPORunConfig
     from openmanus_lite.train.presets import default_preset_name, get_preset
-
-    import_trl()  # unsloth before trl
-    from trl import GRPOConfig
 
     check_tracking_args(args)
     preset_name = args.preset or default_preset_name()
@@ -147,32 +141,28 @@ def settings(args: argparse.Namespace, extras: list[str] = ()):
     overrides = {k: getattr(args, k) for k in (
         "max_steps", "learning_rate", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
         "max_completion_length", "max_new_tokens", "max_turns", "beta", "loss_type", "temperature", "logging_steps",
-        "save_steps", "sample_every", "use_vllm", "gradient_checkpointing", "bf16",
+        "save_steps", "sample_every", "use_vllm", "gradient_checkpointing", "bf16", "max_episode_tokens",
     ) if getattr(args, k) is not None}
     if args.mode != "single" and "max_completion_length" in overrides:
         overrides.setdefault("max_episode_tokens", overrides.pop("max_completion_length"))
-    if args.max_episode_tokens is not None:
-        overrides["max_episode_tokens"] = args.max_episode_tokens
-    overrides["mode"] = args.mode
-    overrides["seed"] = args.seed
-    overrides["output_dir"] = args.output_dir or f"runs/grpo_{args.mode}"
-    overrides["report_to"] = args.report_to
+    if overrides.get("save_steps") == 0:
+        overrides.update(save_strategy="no", save_steps=500)
+    overrides.update(mode=args.mode, seed=args.seed, output_dir=args.output_dir or f"runs/grpo_{args.mode}",
+                     report_to=args.report_to)
     if args.reward_funcs:
         overrides["rewards"] = " ".join(args.reward_funcs)
-    kit, trainer = split_overrides(trainer_overrides(extras, GRPOConfig, command="grpo"),
-                                   [f.name for f in fields(GRPORunConfig)])
-    return preset_name, preset, preset.grpo.replace(**{**kit, **overrides}, trainer_args=trainer)
+    passed = trainer_overrides(extras, GRPORunConfig, command="grpo")
+    return preset_name, preset, preset.grpo_config(**{**passed, **overrides, **changes})
 
 
 def run(args, extras: list[str] = ()) -> int:
     from openmanus_lite.models import LoraSpec
-    from openmanus_lite.rewards import reward_weights
+    from openmanus_lite.rewards import parse_reward_spec
     from openmanus_lite.splits import GRPO_TRAIN_SEED, training_tasks
     from openmanus_lite.train.grpo import (
         build_env_dataset,
         build_single_turn_dataset,
         load_for_grpo,
-        make_grpo_config,
         plot_reward_curves,
         reward_curves,
         run_grpo,
@@ -182,7 +172,7 @@ def run(args, extras: list[str] = ()) -> int:
 
     domains = _domains(args)  # bad input fails before the slow imports
     preset_name, preset, cfg = settings(args, extras)
-    make_grpo_config(cfg, reward_weights(cfg.reward_spec))  # a bad setting fails here, before data and model
+    parse_reward_spec(cfg.reward_spec)  # a bad reward spec fails here, before data and model
 
     # ---- data
     env_rollout = environment_factory = None
@@ -217,7 +207,7 @@ def run(args, extras: list[str] = ()) -> int:
         print(f"{args.mode} tasks: {len(dataset)} ({', '.join(domains)}, {args.difficulty})")
     if args.num_train_epochs is not None and args.max_steps is None:
         per_step = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps // cfg.num_generations
-        cfg = cfg.replace(max_steps=max(1, math.ceil(args.num_train_epochs * len(dataset) / per_step)))
+        cfg = settings(args, extras, max_steps=max(1, math.ceil(args.num_train_epochs * len(dataset) / per_step)))[2]
 
     # ---- model
     if args.lora_r is not None:
@@ -278,8 +268,8 @@ def _note_accuracy_skips(spec: str, solutions: list) -> None:
                   "answers is answer_match (--reward_funcs answer_match format tag_count)", file=sys.stderr)
 
 
-def _load_data(path: str) -> list[dict]:
-    from openmanus_lite.train.grpo import load_trajectories
+def _load_data(path: str) -> list:
+    from openmanus_lite.train.data import load_trajectories
 
     p = Path(path)
     if p.is_file():

@@ -6,9 +6,10 @@ and its schedule, dtype, batch, length and budget; any flag given still override
 Data comes from a merged dataset (`--data`, a JSONL/parquet file or a merge output folder)
 and/or expert trajectories synthesized in the environments (`--synth N` per domain), with
 `--recovery K` episodes per synthesized task in which the expert recovers from an injected
-mistake (see `train.measure.recovery_trajectories`). A run resumes from the last checkpoint in
+mistake (see `train.recovery.recovery_trajectories`). A run resumes from the last checkpoint in
 its output folder unless `--no_resume`. Options follow TRL's spelling (`--x_y` or `--x-y`);
-`--config run.yaml` holds any of them, and any other SFTConfig field passes through to TRL.
+`--config run.yaml` holds any of them, and any other field of the run's config (TRL's SFTConfig
+plus the kit's, train/configs.py) passes through to it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from openmanus_lite.cli.args import (
     check_tracking_args,
     make_parser,
     push_saved,
-    split_overrides,
     trainer_overrides,
 )
 from openmanus_lite.cli.args import parse as parse_args
@@ -43,7 +43,7 @@ EXAMPLES = (
     "python -m openmanus_lite sft --recipe cpu_60min --output_dir runs/sft_60min",
     "python -m openmanus_lite sft --preset cpu_debug --synth 4 --domains os,db --max_steps 2 --output_dir runs/sft_try",
     "python -m openmanus_lite sft --config configs/examples/sft_quick.yaml --learning_rate 1e-4 --adam_beta2 0.9",
-    "python -m openmanus_lite sft --data runs/merged --preset t4 --push_to_hub --hub_model_id me/agent-sft",
+    "python -m openmanus_lite sft --data data/merged --preset t4 --push_to_hub --hub_model_id me/agent-sft",
 )
 
 
@@ -117,24 +117,11 @@ def synth_recipe(args: argparse.Namespace):
     return recipe if recipe.tasks_per_domain else None
 
 
-def settings(args: argparse.Namespace, extras: list[str]):
-    """(preset, SFTRunConfig) for parsed options: the recipe's settings (or the preset's), then the flags,
-    then any other SFTConfig field given (`--adam_beta2 0.95`), kept in `trainer_args`."""
-    from dataclasses import fields
+def config_changes(args: argparse.Namespace, extras: list[str]) -> dict:
+    """The SFTRunConfig settings the options change: any SFTConfig field given (`--adam_beta2 0.95`),
+    then the flags (a field the kit does not know is a ValueError naming close matches)."""
+    from openmanus_lite.train.configs import SFTRunConfig
 
-    from openmanus_lite.recipes import get_recipe, recipe_preset, sft_config
-    from openmanus_lite.train.presets import get_preset
-    from openmanus_lite.train.sft import SFTRunConfig, import_trl
-
-    import_trl()  # unsloth before trl and transformers' trainer
-    from trl import SFTConfig
-
-    if args.recipe:
-        recipe = get_recipe(args.recipe).on_preset(args.preset)  # other hardware: its model, LoRA and dtype
-        preset, base = recipe_preset(recipe), sft_config(recipe)
-    else:
-        preset = get_preset(args.preset or "cpu")
-        base = preset.sft
     changes = {k: getattr(args, k) for k in (
         "output_dir", "max_steps", "num_train_epochs", "max_minutes", "learning_rate", "per_device_train_batch_size",
         "gradient_accumulation_steps", "seed", "max_length",
@@ -144,10 +131,21 @@ def settings(args: argparse.Namespace, extras: list[str]):
         changes["resume"] = False
     if args.no_progress:
         changes["disable_tqdm"] = True
-    kit, trainer = split_overrides(trainer_overrides(extras, SFTConfig, command="sft"),
-                                   [f.name for f in fields(SFTRunConfig)])
-    cfg = base.replace(**{**kit, **changes}, trainer_args=trainer)
-    return preset, cfg
+    return {**trainer_overrides(extras, SFTRunConfig, command="sft"), **changes}
+
+
+def settings(args: argparse.Namespace, extras: list[str]):
+    """(preset, SFTRunConfig) for parsed options: the recipe's settings (or the preset's), then
+    `config_changes`. A bad setting fails here, before data and model."""
+    from openmanus_lite.recipes import get_recipe, recipe_preset
+    from openmanus_lite.train.presets import get_preset
+
+    changes = config_changes(args, extras)
+    if args.recipe:
+        recipe = get_recipe(args.recipe).on_preset(args.preset)  # other hardware: its model, LoRA and dtype
+        return recipe_preset(recipe), recipe.sft_config(**changes)
+    preset = get_preset(args.preset or "cpu")
+    return preset, preset.sft_config(**changes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,9 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         if recipe is not None:
             recipe.task_counts()  # an unknown domain fails here, before any model is loaded
         preset, cfg = settings(args, extras)
-        from openmanus_lite.train.sft import make_sft_config
-
-        make_sft_config(cfg)  # a bad setting fails here, before data and model are built
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

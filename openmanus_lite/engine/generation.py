@@ -450,6 +450,8 @@ def _loop_dtype(model: Any, device: str, return_logprobs: bool) -> Any:
         raise ValueError(f"OPENMANUS_INFERENCE_DTYPE={choice!r}: choose 'auto' or 'model'")
     if device != "cpu" or return_logprobs or choice == "model":
         return None
+    if any(not p.is_floating_point() for p in model.parameters()):
+        return None  # 4-bit (bitsandbytes) weights: no plain copy to merge LoRA into
     params = [p for p in model.parameters() if p.is_floating_point()]
     adapted = hasattr(model, "peft_config")
     if params and (params[0].dtype == torch.float32 or adapted) and precision.cpu_has_native_bf16():

@@ -18,7 +18,6 @@ from typing import Any
 
 from openmanus_lite.envs import turn_limit
 from openmanus_lite.schema import Task, Trajectory, Turn
-from openmanus_lite.train.measure import with_recovery_note
 from openmanus_lite.train.preferences import (
     ReplayMismatch,
     _finish_with_expert,
@@ -27,6 +26,7 @@ from openmanus_lite.train.preferences import (
     label_step_values,
     step_labels,
 )
+from openmanus_lite.train.recovery import with_recovery_note
 
 
 def cut_points(episode: Trajectory, per_episode: int) -> list[int]:
@@ -41,7 +41,7 @@ def cut_points(episode: Trajectory, per_episode: int) -> list[int]:
 def corrected_episode(task: Task, episode: Trajectory, turn: int, max_turns: int | None) -> Trajectory | None:
     """The model's turns of `episode` up to assistant turn `turn` (train=False), then the expert to the end.
 
-    The expert's first turn opens its thought with `measure.RECOVERY_NOTE` when the environment rejected the
+    The expert's first turn opens its thought with `recovery.RECOVERY_NOTE` when the environment rejected the
     model's turn. None when the episode ends at that turn (nothing left to correct).
     """
     env, first = _new_env(task, max_turns)

@@ -2,15 +2,17 @@
 
 A recipe bundles what a run is made of: the data (domains, training tasks per domain and their
 weights, recovery episodes, turn limits, difficulty, the `splits.py` split the tasks come from),
-the SFT settings (schedule, dtype, batch, length, learning rate, LoRA, time or epoch budget) and the
-hardware preset it runs on. Each recipe lives in its own short module of this package, every
-setting commented with its reason and the figure behind it (like nanoGPT's config/*.py).
+the SFT settings (schedule, batch, length, learning rate, time or epoch budget, spelled with TRL's
+SFTConfig field names), the model's dtype and LoRA, and the hardware preset it runs on. Each recipe
+lives in its own short module of this package, every setting commented with its reason and the figure
+behind it (like nanoGPT's config/*.py). A recipe is a plain frozen record: nothing here imports TRL until
+`recipe.sft_config()` builds the config.
 
-    from openmanus_lite.recipes import get_recipe, recipe_trajectories, recipe_dataset, sft_config
+    from openmanus_lite.recipes import get_recipe, recipe_trajectories, recipe_dataset
     r = get_recipe("cpu_60min")
     trajs, info = recipe_trajectories(r)            # expert + recovery episodes on the recipe's tasks
     ds, report = recipe_dataset(r, tok, trajs)      # tokenized SFT data
-    cfg = sft_config(r, output_dir="runs/mine")     # the SFTRunConfig
+    cfg = r.sft_config(output_dir="runs/mine")      # an SFTRunConfig: TRL's SFTConfig + the time budget
 
 Users: `python -m openmanus_lite sft --recipe cpu_60min`, notebook 04, the demo (`cpu_30min`) and
 `benchmarks/sft_learning.py` (its defaults are `cpu_60min`).
@@ -19,11 +21,20 @@ Users: `python -m openmanus_lite sft --recipe cpu_60min`, notebook 04, the demo 
 from __future__ import annotations
 
 import importlib
+import warnings
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from openmanus_lite.train.presets import default_preset_name, get_preset
+
 RECIPE_MODULES = ("cpu_60min", "cpu_30min", "t4", "gpu8")
 """One module per recipe in this package; each defines RECIPE."""
+SFT_FIELDS = ("max_minutes", "mark_minutes", "max_steps", "num_train_epochs", "lr_scheduler_type", "warmup_steps",
+              "per_device_train_batch_size", "gradient_accumulation_steps", "max_length", "learning_rate", "seed")
+"""The recipe's fields that are SFTRunConfig settings (TRL's names); the preset's fill in the rest."""
+RENAMED = {"batch_size": "per_device_train_batch_size", "grad_accum": "gradient_accumulation_steps",
+           "scheduler": "lr_scheduler_type"}
+"""Old recipe field names, still accepted by `replace` with a DeprecationWarning."""
 
 
 @dataclass(frozen=True)
@@ -53,25 +64,30 @@ class Recipe:
     """Recovery episodes per training task (an injected mistake the expert recovers from)."""
     recovery_kinds: tuple[str, ...] = ("random",)
     recovery_repeats: tuple[int, ...] = (1,)
-    # ---- SFT
+    # ---- SFT (SFTRunConfig fields, TRL's names)
     max_minutes: float | None = None
     """Training-time budget; None: the step/epoch budget alone."""
     mark_minutes: tuple[float, ...] = ()
     max_steps: int = -1
     num_train_epochs: float = 1.0
-    scheduler: str = "linear"
+    lr_scheduler_type: str = "linear"
+    """Any of transformers' schedulers, or "cosine_by_time" (a cosine over max_minutes of training time)."""
     warmup_steps: int = 5
-    dtype: str | None = None
-    """'auto' (bfloat16 where the CPU/GPU has it natively, else float32), a dtype name, or None: the preset's."""
-    batch_size: int = 4
-    grad_accum: int = 1
+    per_device_train_batch_size: int = 4
+    gradient_accumulation_steps: int = 1
     max_length: int = 1024
     learning_rate: float = 2e-4
+    # ---- model
+    dtype: str | None = None
+    """'auto' (bfloat16 where the CPU/GPU has it natively, else float32), a dtype name, or None: the preset's."""
     lora_r: int | None = None
     """LoRA rank on the preset's target modules (alpha = lora_alpha); None: the preset's LoRA as it is."""
     lora_alpha: int | None = None
 
     def replace(self, **changes: Any) -> "Recipe":
+        for old in set(changes) & set(RENAMED):
+            warnings.warn(f"recipe field {old!r} is now {RENAMED[old]!r} (TRL's name)", DeprecationWarning, stacklevel=2)
+            changes[RENAMED[old]] = changes.pop(old)
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:
             raise ValueError(f"unknown recipe fields {sorted(unknown)}; known: {sorted(f.name for f in fields(self))}")
@@ -83,6 +99,11 @@ class Recipe:
         if not preset or preset == self.preset:
             return self
         return self.replace(preset=preset, lora_r=None, lora_alpha=None, dtype=None)
+
+    def sft_config(self, **overrides: Any):
+        """The recipe's SFTRunConfig: its preset's SFT settings, the recipe's on top, then `overrides`."""
+        settings = {"output_dir": f"runs/sft_{self.name}", **{k: getattr(self, k) for k in SFT_FIELDS}}
+        return get_preset(self.preset).sft_config(**{**settings, **overrides})
 
     def domain_list(self) -> list[str]:
         from openmanus_lite.envs import list_domains
@@ -119,8 +140,6 @@ def get_recipe(name: str) -> Recipe:
 def default_recipe_name() -> str:
     """`t4` when a CUDA GPU is present, else `cpu_30min`: what notebook 04 trains unless told otherwise
     (half an hour on a CPU; `cpu_60min` is the measured hour)."""
-    from openmanus_lite.train.presets import default_preset_name
-
     return "t4" if default_preset_name() == "t4" else "cpu_30min"
 
 
@@ -141,7 +160,7 @@ def recipe_trajectories(recipe: Recipe, tasks=None) -> tuple[list, dict[str, Any
     """(SFT trajectories, counts) of the recipe: the expert's episodes on its tasks, then its recovery
     episodes. `tasks`: the recipe's own (`recipe_tasks`) unless given."""
     from openmanus_lite.envs import expert_trajectories
-    from openmanus_lite.train.measure import recovery_trajectories
+    from openmanus_lite.train.recovery import recovery_trajectories
 
     removed = None
     if tasks is None:
@@ -170,32 +189,20 @@ def recipe_dataset(recipe: Recipe, tokenizer, trajectories=None, **kwargs):
 
 
 def sft_config(recipe: Recipe, **overrides: Any):
-    """The recipe's SFTRunConfig: its preset's SFT settings with the recipe's on top, then `overrides`."""
-    from openmanus_lite.train.presets import get_preset
-
-    cfg = get_preset(recipe.preset).sft.replace(
-        output_dir=f"runs/sft_{recipe.name}", max_steps=recipe.max_steps, num_train_epochs=recipe.num_train_epochs,
-        max_minutes=recipe.max_minutes, mark_minutes=tuple(recipe.mark_minutes),
-        per_device_train_batch_size=recipe.batch_size, gradient_accumulation_steps=recipe.grad_accum,
-        learning_rate=recipe.learning_rate, lr_scheduler_type=recipe.scheduler, warmup_steps=recipe.warmup_steps,
-        max_length=recipe.max_length, seed=recipe.seed,
-    )
-    return cfg.replace(**overrides)
+    """Deprecated: `recipe.sft_config(**overrides)`."""
+    warnings.warn("recipes.sft_config(r) is now r.sft_config()", DeprecationWarning, stacklevel=2)
+    return recipe.sft_config(**overrides)
 
 
 def recipe_preset(recipe: Recipe):
     """The recipe's preset with the recipe's LoRA rank, sequence length and dtype ('auto' resolved for this
     device: bfloat16 where native, float32 elsewhere; bfloat16 on a CPU that emulates it is an error)."""
-    from dataclasses import replace as dc_replace
-
-    from openmanus_lite.train.presets import get_preset
-
     preset = get_preset(recipe.preset).with_dtype(recipe.dtype)
     changes: dict[str, Any] = {"max_seq_length": max(preset.max_seq_length, recipe.max_length)}
     if recipe.lora_r is not None:
         if preset.lora is None:
             raise ValueError(f"recipe {recipe.name!r} sets lora_r but preset {preset.name!r} trains fully")
-        changes["lora"] = dc_replace(preset.lora, r=recipe.lora_r, alpha=recipe.lora_alpha or 2 * recipe.lora_r)
+        changes["lora"] = replace(preset.lora, r=recipe.lora_r, alpha=recipe.lora_alpha or 2 * recipe.lora_r)
     return preset.replace(**changes)
 
 

@@ -30,11 +30,11 @@ RECIPE = Recipe(
     max_steps=-1,  # the time budget stops training, not a step count
     num_train_epochs=1000,  # never the limit: the minutes are
     # a cosine over the training minutes, zero at 60 whatever the pace: 81.7% -> 85.6% with bf16 (535 steps; RESULTS.md)
-    scheduler="cosine_by_time",
+    lr_scheduler_type="cosine_by_time",
     warmup_steps=5,
     dtype="auto",  # bf16 where the CPU has it natively: a step 1.75x faster (benchmarks/cpu_bf16.py); else float32
-    batch_size=4,  # batch 4 x ~700 tokens: activations and logits ~5 GB (the cpu preset's assumptions)
-    grad_accum=1,  # many small updates: throughput (334 tokens/s in the bf16 run) is the constraint
+    per_device_train_batch_size=4,  # batch 4 x ~700 tokens: activations and logits ~5 GB (the cpu preset's assumptions)
+    gradient_accumulation_steps=1,  # many small updates: throughput (334 tokens/s in the bf16 run) is the constraint
     max_length=1024,  # household episodes of 12 expert turns fit; longer ones are cut at a turn boundary
     learning_rate=1e-3,  # a high LoRA rate for many updates per token (the cpu preset's; RESULTS.md setup: lr 1e-3)
     lora_r=16,  # r=16, alpha=32 on all projections: the cpu preset's LoRA, as measured

@@ -13,11 +13,11 @@ RECIPE = CPU_60MIN.replace(
     max_minutes=None,  # not measured: an epoch budget, as the preset has
     mark_minutes=(),
     num_train_epochs=2,  # the t4 preset's: each task's episodes seen twice
-    scheduler="cosine",  # a step-based cosine: the steps of 2 epochs are known beforehand
+    lr_scheduler_type="cosine",  # a step-based cosine: the steps of 2 epochs are known beforehand
     warmup_steps=10,  # the preset's
     dtype=None,  # the device's choice (fp16 on a T4, precision.py)
-    batch_size=4,  # the preset's: 4 x 2048 with Unsloth's checkpointing fits in a few GB
-    grad_accum=4,  # 16 conversations per optimizer step (the preset's)
+    per_device_train_batch_size=4,  # the preset's: 4 x 2048 with Unsloth's checkpointing fits in a few GB
+    gradient_accumulation_steps=4,  # 16 conversations per optimizer step (the preset's)
     max_length=2048,  # the preset's: no episode needs cutting
     learning_rate=2e-4,  # the preset's QLoRA rate; the CPU recipe's 1e-3 was tuned for 135M on 2 cores
     lora_r=None,  # the preset's LoRA (r=16, alpha=32, all projections)

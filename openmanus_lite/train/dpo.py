@@ -8,27 +8,27 @@ and DPO trains a fresh adapter on the merged model. Without that, TRL's referenc
 the pre-SFT base model and DPO would pull the policy back towards it.
 
 Prompts are multi-turn (the shared history up to the diverging turn), so they can be long:
-`build_dpo_dataset` shortens them at turn boundaries to fit `max_length` (keeping the task
+`preferences.pair_dataset` shortens them at turn boundaries to fit `max_length` (keeping the task
 message, dropping the oldest turns) and counts what it shortened or dropped, instead of
 letting the trainer cut the completion or the task statement.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
-from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openmanus_lite.engine.precision import trainer_precision
 from openmanus_lite.models import LoraSpec, free_memory, load_model, load_tokenizer, resolve_model_name
 from openmanus_lite.paths import CACHE_DIR
-from openmanus_lite.train.preferences import Messages, fit_prompt
-from openmanus_lite.train.sft import import_trl  # noqa: F401  (unsloth before trl; reward_model imports it from here)
-from openmanus_lite.train.trainer_args import DPO_OWNED, trainer_kwargs
+from openmanus_lite.train.configs import DPORunConfig, import_trl, renamed_settings
+from openmanus_lite.train.preferences import pair_dataset
+from openmanus_lite.train.presets import DPO
+from openmanus_lite.train.run_control import TimeLimit
 
 MERGED_MARKER = "openmanus_merged_from.json"
 
@@ -48,27 +48,6 @@ def config_dtype(args: Any) -> Any:
     if getattr(args, "fp16", False):
         return torch.float16
     return torch.float32
-
-
-def time_limit_callback(max_seconds: float | None):
-    """A TrainerCallback that ends training after `max_seconds` of wall time (None: no limit)."""
-    from transformers import TrainerCallback
-
-    class StopAfter(TrainerCallback):
-        def __init__(self):
-            self.t0 = time.perf_counter()
-            self.stopped_early = False
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.t0 = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if max_seconds is not None and time.perf_counter() - self.t0 > max_seconds:
-                control.should_training_stop = True
-                self.stopped_early = True
-            return control
-
-    return StopAfter()
 
 
 def is_adapter_dir(path: str | os.PathLike) -> bool:
@@ -119,72 +98,12 @@ def _copy_tokenizer_class(src: Path, dst: Path) -> None:
             d.write_text(json.dumps(cfg, indent=2, ensure_ascii=False))
 
 
-def count_chat_tokens(tokenizer) -> Any:
-    """`messages -> token count` under the tokenizer's chat template."""
-
-    def count(messages: Messages) -> int:
-        return len(tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"])
-
-    return count
-
-
-# --------------------------------------------------------------------------- data
-
-
-def build_dpo_dataset(rows: list[dict[str, Any]], tokenizer, max_length: int) -> tuple[Any, Counter]:
-    """A `datasets.Dataset` of {prompt, chosen, rejected} that fits `max_length` tokens.
-
-    Returns (dataset, counts): rows kept, shortened (oldest turns dropped) and dropped
-    (not even the task message plus the completion fits).
-    """
-    import datasets
-
-    count = count_chat_tokens(tokenizer)
-    counts: Counter = Counter()
-    out = []
-    for r in rows:
-        for key in ("prompt", "chosen", "rejected"):
-            if key not in r:
-                raise ValueError(f"preference row lacks {key!r}: rows need prompt, chosen and rejected message lists "
-                                 "(make them with preferences.make_pairs(...).rows())")
-        prompt = fit_prompt(r["prompt"], [r["chosen"], r["rejected"]], count, max_length)
-        if prompt is None:
-            counts["dropped_too_long"] += 1
-            continue
-        if len(prompt) < len(r["prompt"]):
-            counts["shortened"] += 1
-        counts["kept"] += 1
-        out.append({"prompt": prompt, "chosen": r["chosen"], "rejected": r["rejected"]})
-    if not out:
-        raise ValueError(f"no preference row fits max_length={max_length} tokens ({dict(counts)}); raise max_length")
-    return datasets.Dataset.from_list(out), counts
-
-
 # --------------------------------------------------------------------------- training
 
 
-@dataclass
-class DPOSettings:
-    """What a DPO run does. The defaults suit LoRA on a small model; `max_seconds` caps wall time."""
-
-    beta: float = 0.1
-    loss_type: str = "sigmoid"
-    learning_rate: float = 2e-5
-    max_steps: int = -1
-    epochs: float = 1.0
-    batch_size: int = 4
-    grad_accum: int = 1
-    max_length: int = 1024
-    lora: LoraSpec = field(default_factory=lambda: LoraSpec(r=16, alpha=32))
-    seed: int = 0
-    logging_steps: int = 5
-    max_seconds: float | None = None
-    backend: str = "auto"
-    load_in_4bit: bool = False
-    gradient_checkpointing: bool = False
-    report_to: str | list[str] = "none"
-    trainer_args: dict[str, Any] = field(default_factory=dict)
-    """Any other DPOConfig field; see train/trainer_args.py."""
+def DPOSettings(**old: Any) -> DPORunConfig:  # noqa: N802  (the old class name)
+    """Deprecated: a DPORunConfig (TRL's DPOConfig) from the old setting names, on the presets' DPO defaults."""
+    return DPORunConfig(**{**DPO, **renamed_settings(old, "DPOSettings", "DPORunConfig")})
 
 
 @dataclass
@@ -208,7 +127,7 @@ class DPOResult:
 def run_dpo(
     start: str | os.PathLike | tuple[Any, Any],
     rows: list[dict[str, Any]],
-    settings: DPOSettings | None = None,
+    settings: DPORunConfig | None = None,
     *,
     output_dir: str | os.PathLike | None = None,
     eval_rows: list[dict[str, Any]] | None = None,
@@ -217,9 +136,13 @@ def run_dpo(
 
     A path is resolved with `resolve_checkpoint` and loaded with `load_model` plus a fresh
     LoRA adapter (the reference is the adapter-free model = the SFT policy). A loaded
-    PEFT model is used as given (TRL then copies its adapter as the reference).
+    PEFT model is used as given (TRL then copies its adapter as the reference). `settings`: TRL's DPOConfig
+    with the kit's fields (DPORunConfig; `preset.dpo_config()`), by default the presets' DPO settings;
+    `output_dir` overrides its folder.
     """
-    s = settings or DPOSettings()
+    s = copy.copy(settings) if settings else DPORunConfig(**DPO, output_dir=str(CACHE_DIR / "runs" / "dpo"))
+    if output_dir:
+        s.output_dir = str(output_dir)
     trl = import_trl()
     t0 = time.perf_counter()
     if isinstance(start, tuple):
@@ -227,49 +150,21 @@ def run_dpo(
         start_name = getattr(getattr(model, "config", None), "_name_or_path", "model")
     else:
         start_name = resolve_checkpoint(start)
-        lora = LoraSpec(**{**asdict(s.lora), "gradient_checkpointing": s.gradient_checkpointing})
+        lora = LoraSpec(r=s.lora_r, alpha=s.lora_alpha, gradient_checkpointing=s.gradient_checkpointing)
         model, tok = load_model(start_name, backend=s.backend, lora=lora, load_in_4bit=s.load_in_4bit,
                                 max_seq_length=s.max_length)
-    train_ds, counts = build_dpo_dataset(rows, tok, s.max_length)
-    eval_ds = build_dpo_dataset(eval_rows, tok, s.max_length)[0] if eval_rows else None
-    out_dir = str(output_dir or CACHE_DIR / "runs" / "dpo")
-    cfg = trl.DPOConfig(**trainer_kwargs(
-        s.trainer_args, DPO_OWNED,
-        output_dir=out_dir,
-        beta=s.beta,
-        loss_type=[s.loss_type],
-        learning_rate=s.learning_rate,
-        max_steps=s.max_steps,
-        num_train_epochs=s.epochs,
-        per_device_train_batch_size=s.batch_size,
-        per_device_eval_batch_size=s.batch_size,
-        gradient_accumulation_steps=s.grad_accum,
-        max_length=s.max_length,
-        logging_steps=s.logging_steps,
-        save_strategy="no",
-        report_to=s.report_to,
-        seed=s.seed,
-        gradient_checkpointing=s.gradient_checkpointing,
-        **trainer_precision().trainer_kwargs(),
-        disable_tqdm=False,
-    ))
-    stop = time_limit_callback(s.max_seconds)
-    trainer = trl.DPOTrainer(model=model, args=cfg, train_dataset=train_ds, eval_dataset=eval_ds,
+    train_ds, counts = pair_dataset(rows, tok, s.max_length)
+    eval_ds = pair_dataset(eval_rows, tok, s.max_length)[0] if eval_rows else None
+    stop = TimeLimit.from_config(s)
+    trainer = trl.DPOTrainer(model=model, args=s, train_dataset=train_ds, eval_dataset=eval_ds,
                              processing_class=tok, callbacks=[stop])
     trainer.train()
     model = trainer.model
     model.eval()
     result = DPOResult(model=model, tokenizer=tok, log=list(trainer.state.log_history), data_counts=dict(counts),
                        steps=int(trainer.state.global_step), wall_s=time.perf_counter() - t0,
-                       stopped_early=stop.stopped_early, start_checkpoint=str(start_name))
+                       stopped_early=stop.stopped_by_time, start_checkpoint=str(start_name))
     del trainer
     free_memory()  # the optimizer state and TRL's reference copy, if it made one
     return result
 
-
-def save_policy(model, tokenizer, out_dir: str | os.PathLike, merged: bool = True) -> Path:
-    """Save a DPO-trained policy: merged into a standalone checkpoint (loads like any model), or its
-    LoRA adapter (whose base is the merged SFT checkpoint). The SFT module's savers do the work."""
-    from openmanus_lite.train.sft import save_adapter, save_merged
-
-    return save_merged(model, tokenizer, out_dir) if merged else save_adapter(model, tokenizer, out_dir)

@@ -6,21 +6,13 @@ repeat until the episode ends or a turn / token budget runs out. All episodes of
 (the group of `num_generations` samples per task, times the tasks of the batch) advance in
 lock step, one batched `generate` per round, in inference mode.
 
-What TRL 1.15 expects (read from `trl/trainer/grpo_trainer.py`):
-
-- `rollout_func(prompts, trainer)` gets the prompts ALREADY REPEATED per generation (the
-  trainer's RepeatSampler yields each dataset row `num_generations` times in a row), so it
-  returns exactly one episode per received prompt, in order.
-- It must return `prompt_ids`, `completion_ids` and `logprobs` (lists per episode); any
-  other key is forwarded to the reward functions as a column (one value per episode).
-- `env_mask` (same length as `completion_ids`) is popped and used as TRL's tool mask:
-  1 = the model's own token (gets loss), 0 = an environment token (no loss). The mask also
-  decides which tokens count as "completion length" in TRL's logs.
-- `logprobs` (the sampling log-probabilities) are read only for vLLM's importance-sampling
-  correction and for off-policy sequence masking (`off_policy_mask_threshold`); otherwise TRL
-  recomputes the old log-probabilities itself and `logprobs` may be None. The rollout records
-  them only when the trainer will read them (`trainer_uses_logprobs`). Environment tokens get
-  logprob 0.0 (as TRL's own tool loop does).
+What TRL 1.15 expects (tests/train/test_grpo.py checks it against TRL's source): `rollout_func(prompts,
+trainer)` gets the prompts ALREADY REPEATED per generation and returns one episode per prompt, in
+order: `prompt_ids`, `completion_ids`, `logprobs` (lists per episode; any other key reaches the rewards
+as a column) and `env_mask`, TRL's tool mask (1 = the model's own token, gets loss and counts as
+completion length; 0 = an environment token). TRL reads `logprobs` only for vLLM's importance-sampling
+correction and off-policy sequence masking, so they are recorded only then (`trainer_uses_logprobs`);
+environment tokens get logprob 0.0, as in TRL's own tool loop.
 
 The token layout of one episode, for the Qwen2.5 / ChatML template:
 
@@ -38,10 +30,9 @@ kept through the turns of one call, so a later turn encodes only its new tokens 
 instead of the whole episode again; it is dropped when the call returns, since the weights change
 every optimizer step.
 
-Why this loop is not `rollout.run_episodes` (the kit's episode loop): GRPO needs token-level
-control that a text policy does not give, continuing the exact sampled ids, recording their
-log-probabilities and the env_mask, and a completion token budget. Environments and turn limits
-come from the same `envs.make_env`.
+The episodes run through `rollout.run_episodes`, the kit's one episode loop, with a `TokenPolicy`:
+the policy holds the token side (exact sampled ids, their log-probabilities, the env_mask, the
+completion budget) and the loop holds the environment side (`envs.make_env`, turn limits, steps).
 
 Extra columns returned for the rewards (see `rewards.ROLLOUT_COLUMNS`): env_outcome,
 env_success, invalid_actions, num_turns, domain. `completion_messages` (the episode as
@@ -56,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from openmanus_lite.envs import make_env
+from openmanus_lite.rollout import run_episodes
 from openmanus_lite.schema import Task
 
 COMPLETION_MESSAGES = "completion_messages"
@@ -80,14 +72,10 @@ class EpisodeTokens:
     ended_by: str = ""
     """"done" (the environment ended it), "tokens" (the completion budget ran out)."""
 
-    @property
-    def model_tokens(self) -> int:
-        return sum(self.env_mask)
-
 
 @dataclass
 class RolloutStats:
-    """Figures of the last rollout call (for logs and the benchmark)."""
+    """Figures of rollout calls, summed (for logs and the benchmark)."""
 
     episodes: int = 0
     seconds: float = 0.0
@@ -117,9 +105,10 @@ def prompt_key(prompt: Any) -> str:
     return json.dumps([{"role": m["role"], "content": m["content"]} for m in prompt], ensure_ascii=False)
 
 
-def task_prompt(env, task: Task, system_prompt: str | None = None) -> list[dict[str, str]]:
+def task_prompt(task: Task, max_turns: int | dict[str, int] | None = None,
+                system_prompt: str | None = None) -> list[dict[str, str]]:
     """The conversational prompt of a task: its first user message (after an optional system one)."""
-    first = env.reset(task)
+    first = make_env(task.domain, max_turns=max_turns).reset(task)
     msgs = [{"role": "system", "content": system_prompt}] if system_prompt else []
     return msgs + [{"role": "user", "content": first}]
 
@@ -155,6 +144,77 @@ class ObservationRenderer:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
+class TokenPolicy:
+    """A `rollout.run_episodes` policy that plays each episode in token form (see the module docstring).
+
+    Each turn continues the episode's exact ids. Before a later turn it appends the observation the loop
+    passed in the history (with the end token of a turn cut by its token limit) as environment tokens;
+    when the completion budget leaves no room for that observation and one more token, it ends the
+    episode with a `None` reply (`ended_by="tokens"`)."""
+
+    name = "grpo-rollout"
+
+    def __init__(self, model: Any, tokenizer: Any, prompts: dict[int, list[int]], *, renderer: ObservationRenderer,
+                 stats: RolloutStats, max_new_tokens: int, max_completion_tokens: int, temperature: float,
+                 top_p: float, batch_size: int, return_logprobs: bool, kv_cache: bool):
+        from openmanus_lite.engine.generation import PrefixCache
+
+        self.model, self.tokenizer, self.prompts, self.renderer, self.stats = model, tokenizer, prompts, renderer, stats
+        self.max_new_tokens, self.max_completion_tokens = max_new_tokens, max_completion_tokens
+        self.sampling = dict(temperature=temperature, top_p=top_p, batch_size=batch_size,
+                             return_logprobs=return_logprobs)
+        self.cache = PrefixCache() if kv_cache else None  # this call's weights only: never kept across calls
+        self.episodes: list[tuple[Any, EpisodeTokens]] = []
+        """(environment, episode) in the order the episodes started; holding the environments keeps their ids unique."""
+        self._by_env: dict[int, EpisodeTokens] = {}
+        self._unclosed: set[int] = set()  # episodes whose last turn was cut by its token limit
+
+    def _extend(self, ep: EpisodeTokens, ids: list[int], logprobs: list[float] | None, model_tokens: bool) -> None:
+        ep.completion_ids += ids
+        if self.sampling["return_logprobs"]:
+            ep.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
+        ep.env_mask += [int(model_tokens)] * len(ids)
+
+    def act_batch(self, histories: list[list[dict]], envs: list[Any]) -> list[str | None]:
+        from openmanus_lite.engine.generation import generate_from_ids
+
+        replies: list[str | None] = [None] * len(envs)
+        playing: list[tuple[int, EpisodeTokens]] = []
+        for k, (history, env) in enumerate(zip(histories, envs)):
+            ep = self._by_env.get(id(env))
+            if ep is None:
+                ep = self._by_env[id(env)] = EpisodeTokens(task=env.task, prompt_ids=list(self.prompts[id(env.task)]))
+                self.episodes.append((env, ep))
+            else:
+                observation = history[-1]["content"]
+                obs_ids = ([self.renderer.eos_id] if id(ep) in self._unclosed else []) + self.renderer.ids(observation)
+                if len(obs_ids) + 1 > self.max_completion_tokens - len(ep.completion_ids):
+                    ep.ended_by = "tokens"  # no room for the observation and at least one more token
+                    continue
+                self._extend(ep, obs_ids, None, model_tokens=False)
+                ep.messages.append({"role": "user", "content": observation})
+            playing.append((k, ep))
+        if not playing:
+            return replies
+        gen = generate_from_ids(
+            self.model, self.tokenizer, [ep.prompt_ids + ep.completion_ids for _, ep in playing],
+            max_new_tokens=[min(self.max_new_tokens, self.max_completion_tokens - len(ep.completion_ids))
+                            for _, ep in playing],
+            kv_cache=self.cache, **self.sampling)
+        self.stats.generate_calls += 1
+        for j, (k, ep) in enumerate(playing):
+            ids = gen.completion_ids[j]
+            self.stats.generated_tokens += len(ids)
+            self._extend(ep, ids, gen.logprobs[j] if gen.logprobs is not None else None, model_tokens=True)
+            if gen.stopped[j]:
+                self._unclosed.discard(id(ep))
+            else:
+                self._unclosed.add(id(ep))
+            ep.messages.append({"role": "assistant", "content": gen.texts[j]})
+            replies[k] = gen.texts[j]
+        return replies
+
+
 def run_episode_tokens(
     model: Any,
     tokenizer: Any,
@@ -179,69 +239,28 @@ def run_episode_tokens(
     environments' turn limits. With `return_logprobs=False` the episodes' `logprobs` stay empty.
     `kv_cache=False` re-encodes every turn's whole context (the same ids, for checking the cache).
     """
-    from openmanus_lite.engine.generation import PrefixCache, generate_from_ids
-
-    renderer = renderer or ObservationRenderer(tokenizer)
     stats = stats if stats is not None else RolloutStats()
     t0 = time.perf_counter()
-    envs = [make_env(t.domain, max_turns=max_turns) for t in tasks]
-    for env, task in zip(envs, tasks):
-        env.reset(task)
-    eps = [EpisodeTokens(task=t, prompt_ids=list(p)) for t, p in zip(tasks, prompts)]
-    active = list(range(len(eps)))
-    cache = PrefixCache() if kv_cache else None  # this call's weights only: never kept across calls
-    while active:
-        limits = [min(max_new_tokens, max_completion_tokens - len(eps[i].completion_ids)) for i in active]
-        gen = generate_from_ids(
-            model,
-            tokenizer,
-            [eps[i].prompt_ids + eps[i].completion_ids for i in active],
-            max_new_tokens=limits,
-            temperature=temperature,
-            top_p=top_p,
-            batch_size=batch_size,
-            return_logprobs=return_logprobs,
-            kv_cache=cache,
-        )
-        stats.generate_calls += 1
-        still = []
-        for k, i in enumerate(active):
-            ep, env = eps[i], envs[i]
-            ids = gen.completion_ids[k]
-            stats.generated_tokens += len(ids)
-            ep.completion_ids += ids
-            if return_logprobs:
-                ep.logprobs += gen.logprobs[k]
-            ep.env_mask += [1] * len(ids)
-            text = gen.texts[k]
-            ep.messages.append({"role": "assistant", "content": text})
-            step = env.step(text)
-            ep.num_turns += 1
-            ep.invalid_actions = env.invalid_actions
-            if step.done:
-                ep.outcome = float(step.info.get("score", 0.0))
-                ep.success = bool(step.info.get("success", False))
-                ep.ended_by = "done"
-                continue
-            room = max_completion_tokens - len(ep.completion_ids)
-            closing = [] if gen.stopped[k] else [renderer.eos_id]
-            obs_ids = closing + renderer.ids(step.observation)
-            if len(obs_ids) + 1 > room:  # no room for the observation and at least one more token
-                ep.ended_by = "tokens"
-                continue
-            ep.completion_ids += obs_ids
-            if return_logprobs:
-                ep.logprobs += [0.0] * len(obs_ids)
-            ep.env_mask += [0] * len(obs_ids)
-            ep.messages.append({"role": "user", "content": step.observation})
-            still.append(i)
-        active = still
-    if cache is not None:
-        stats.reused_tokens += cache.reused_tokens
-        cache.clear()
-    stats.episodes += len(eps)
+    policy = TokenPolicy(model, tokenizer, {id(t): p for t, p in zip(tasks, prompts)},
+                         renderer=renderer or ObservationRenderer(tokenizer), stats=stats,
+                         max_new_tokens=max_new_tokens, max_completion_tokens=max_completion_tokens,
+                         temperature=temperature, top_p=top_p, batch_size=batch_size,
+                         return_logprobs=return_logprobs, kv_cache=kv_cache)
+    run_episodes(policy, tasks, max_turns=max_turns, batch_size=max(1, len(tasks)), progress=False)
+    if policy.cache is not None:
+        stats.reused_tokens += policy.cache.reused_tokens
+        policy.cache.clear()
+    by_task: dict[int, list[EpisodeTokens]] = {}
+    for env, ep in policy.episodes:
+        ep.num_turns, ep.invalid_actions = env.turn, env.invalid_actions
+        if env.done:
+            ep.outcome, ep.success = float(env.last_info.get("score", 0.0)), bool(env.last_info.get("success", False))
+            ep.ended_by = "done"
+        by_task.setdefault(id(ep.task), []).append(ep)
+    stats.episodes += len(tasks)
     stats.seconds += time.perf_counter() - t0
-    return eps
+    # episodes of one task object share its prompt, so within a task any order pairs prompts and completions right
+    return [by_task[id(t)].pop(0) for t in tasks]
 
 
 class EnvRolloutFunc:
@@ -269,20 +288,18 @@ class EnvRolloutFunc:
         self.tasks: dict[str, Task] = {}
         self.duplicates = 0
         for task in tasks:
-            env = make_env(task.domain, max_turns=max_turns)
-            key = prompt_key(task_prompt(env, task, system_prompt))
+            key = prompt_key(self.prompt_for(task))
             if key in self.tasks:
                 self.duplicates += 1  # same visible prompt: the first task stands for both
                 continue
             self.tasks[key] = task
         self.last_episodes: list[EpisodeTokens] = []
-        self.last_stats = RolloutStats()
         self.total_stats = RolloutStats()
+        """Figures summed over every call (`run_episode_tokens` adds each call's into it)."""
         self._renderer: ObservationRenderer | None = None
 
     def prompt_for(self, task: Task) -> list[dict[str, str]]:
-        env = make_env(task.domain, max_turns=self.max_turns)
-        return task_prompt(env, task, self.system_prompt)
+        return task_prompt(task, self.max_turns, self.system_prompt)
 
     def _task(self, prompt: Any) -> Task:
         task = self.tasks.get(prompt_key(prompt))
@@ -303,7 +320,6 @@ class EnvRolloutFunc:
         model = trainer.accelerator.unwrap_model(trainer.model)
         tasks = [self._task(p) for p in prompts]
         prompt_ids = render_prompts(tokenizer, prompts)  # the same rendering evaluation uses
-        stats = RolloutStats()
         mode_train = trainer.model.training
         logprobs = trainer_uses_logprobs(trainer)
         eps = run_episode_tokens(
@@ -318,18 +334,14 @@ class EnvRolloutFunc:
             top_p=float(args.top_p or 1.0),
             batch_size=self.batch_size,
             renderer=self._renderer,
-            stats=stats,
+            stats=self.total_stats,
             return_logprobs=logprobs,
         )
         if mode_train and not trainer.model.training:  # inference_mode restores it; make sure
             trainer.model.train()
-        self.last_episodes, self.last_stats = eps, stats
-        for name in ("episodes", "seconds", "generated_tokens", "generate_calls", "reused_tokens"):
-            setattr(self.total_stats, name, getattr(self.total_stats, name) + getattr(stats, name))
+        self.last_episodes = eps
         log_metric = getattr(trainer, "_log_metric", None)
         if callable(log_metric):
-            log_metric("rollout/seconds", stats.seconds)
-            log_metric("rollout/tokens_per_s", stats.tokens_per_s)
             log_metric("rollout/turns_mean", sum(e.num_turns for e in eps) / len(eps))
             log_metric("rollout/success_rate", sum(e.success for e in eps) / len(eps))
         return episodes_to_rollout_output(eps, logprobs=logprobs)

@@ -27,168 +27,37 @@ Import order matters on this stack: unsloth before trl (`import_trl` does it).
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from openmanus_lite.rewards import ROLLOUT_COLUMNS, build_rewards, check_reward_columns, get_reward_funcs
+from openmanus_lite.train import reward_model  # noqa: F401  (registers the "orm" reward)
+from openmanus_lite.train.configs import (  # noqa: F401  (the config and its defaults are part of this API)
+    DEFAULT_REWARDS,
+    MODES,
+    GRPORunConfig,
+    import_trl,
+    vllm_available,
+)
+from openmanus_lite.train.env_rollout import COMPLETION_MESSAGES
 from openmanus_lite.train.grpo_data import (  # noqa: F401  (re-exported: the kit's GRPO API in one place)
     SYSTEM_PROMPT,
     build_env_dataset,
     build_single_turn_dataset,
     format_warmup_trajectories,
-    load_trajectories,
     register_context_renderer,
     trajectory_rows,
     unseen_rows,
     value_solution,
     value_task_rows,
 )
-from openmanus_lite.train.sft import import_trl  # noqa: F401  (unsloth before trl; re-exported for notebooks)
-from openmanus_lite.train.trainer_args import GRPO_OWNED, trainer_kwargs
-
-MODES = ("single", "multi", "tool")
-DEFAULT_REWARDS = {
-    "single": "answer_match format tag_count",
-    "multi": "env_outcome",
-    "tool": "env_outcome invalid_action:0.25",
-}
-"""Reward spec per mode when none is given. Multi-turn rewards the outcome alone (issue #28, docs/RESULTS.md "Multi-turn
-GRPO in the environments"): with `env_outcome react_format:0.25 invalid_action:0.25` a tidy one-turn answer out-earned
-failed multi-turn attempts and held-out db success fell 10/50 -> 0/50 (the policy stopped querying), while
-`env_outcome` alone took it 10/50 -> 24/50 (benchmarks/grpo_learning.py --part multi)."""
-
-
-
-
-# --------------------------------------------------------------------------- configuration
-
-
-@dataclass
-class GRPORunConfig:
-    """The knobs of a GRPO run (presets in train/presets.py fill these)."""
-
-    mode: str = "single"
-    rewards: str | None = None
-    """Reward spec, e.g. "accuracy:2 format tag_count"; None = DEFAULT_REWARDS[mode]."""
-    output_dir: str = "runs/grpo"
-    max_steps: int = 20
-    learning_rate: float = 5e-6
-    num_generations: int = 4
-    per_device_train_batch_size: int = 4
-    gradient_accumulation_steps: int = 1
-    max_completion_length: int = 128
-    """Single-turn: tokens of the answer."""
-    max_episode_tokens: int = 512
-    """Multi-turn / tool: tokens of the whole episode after the prompt (turns + observations)."""
-    max_new_tokens: int = 96
-    """Multi-turn: tokens per assistant turn."""
-    max_turns: int | dict[str, int] | None = None
-    """Multi-turn / tool: turn limit, one number or {domain: turns} (None = the environment's own)."""
-    max_tool_calling_iterations: int | None = 6
-    temperature: float = 1.0
-    top_p: float = 1.0
-    beta: float = 0.0
-    loss_type: str = "dapo"
-    scale_rewards: str = "group"
-    mask_truncated_completions: bool = False
-    logging_steps: int = 1
-    save_steps: int = 10
-    save_total_limit: int | None = 2
-    seed: int = 0
-    sample_every: int = 0
-    """Print sample episodes every N steps (0 = never)."""
-    use_vllm: bool | None = None
-    """Single-turn generation with vLLM (TRL colocate mode): None = when a GPU and vLLM are there.
-    The multi-turn rollout always generates with transformers' generate."""
-    gradient_checkpointing: bool = False
-    bf16: bool | None = None
-    """None: bf16 on a GPU with native bf16 (compute capability >= 8.0), else fp16 on a GPU, fp32 on CPU.
-    True where the device only emulates bf16 (T4) is refused; False: no mixed precision (precision.py)."""
-    report_to: str | list[str] = "none"
-    """Experiment tracker(s): "none", "tensorboard", "trackio", "wandb" (TrainingArguments.report_to)."""
-    disable_tqdm: bool = False
-    trainer_args: dict[str, Any] = field(default_factory=dict)
-    """Any other GRPOConfig field (e.g. {"num_iterations": 2}); see train/trainer_args.py."""
-
-    def __post_init__(self):
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.num_generations < 2:
-            raise ValueError("num_generations must be >= 2: GRPO compares samples within a group")
-        if (self.per_device_train_batch_size * self.gradient_accumulation_steps) % self.num_generations:
-            raise ValueError(
-                f"per_device_train_batch_size x gradient_accumulation_steps "
-                f"({self.per_device_train_batch_size} x {self.gradient_accumulation_steps}) must be a multiple of "
-                f"num_generations ({self.num_generations}): each group of samples must fit one generation batch"
-            )
-
-    @property
-    def reward_spec(self) -> str:
-        return self.rewards or DEFAULT_REWARDS[self.mode]
-
-    def replace(self, **changes) -> "GRPORunConfig":
-        unknown = set(changes) - {f.name for f in fields(self)}
-        if unknown:
-            raise ValueError(f"unknown GRPO settings {sorted(unknown)}")
-        return GRPORunConfig(**{**asdict(self), **changes})
-
-
-def make_grpo_config(cfg: GRPORunConfig, reward_weights: list[float]):
-    """TRL's GRPOConfig from the kit's settings (precision from the device: precision.py)."""
-    import_trl()
-    import torch
-    from trl import GRPOConfig
-
-    from openmanus_lite.engine.precision import trainer_precision
-
-    on_gpu = torch.cuda.is_available()
-    use_vllm = cfg.use_vllm if cfg.use_vllm is not None else (on_gpu and vllm_available() and cfg.mode == "single")
-    if use_vllm and not on_gpu:
-        raise ValueError("use_vllm needs a GPU; on CPU generation goes through transformers' generate")
-    if use_vllm and not vllm_available():
-        raise ValueError("use_vllm is set but vLLM is not installed (pip install vllm), or leave use_vllm unset")
-    completion = cfg.max_completion_length if cfg.mode == "single" else cfg.max_episode_tokens
-    kwargs: dict[str, Any] = dict(
-        output_dir=cfg.output_dir,
-        max_steps=cfg.max_steps,
-        learning_rate=cfg.learning_rate,
-        num_generations=cfg.num_generations,
-        per_device_train_batch_size=cfg.per_device_train_batch_size,
-        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        max_completion_length=completion,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        beta=cfg.beta,
-        loss_type=cfg.loss_type,
-        scale_rewards=cfg.scale_rewards,
-        mask_truncated_completions=cfg.mask_truncated_completions,
-        reward_weights=reward_weights,
-        logging_steps=cfg.logging_steps,
-        save_strategy="steps" if cfg.save_steps else "no",
-        save_steps=cfg.save_steps or 500,
-        save_total_limit=cfg.save_total_limit,
-        seed=cfg.seed,
-        report_to=cfg.report_to,
-        disable_tqdm=cfg.disable_tqdm,
-        **trainer_precision(cfg.bf16, fp16=False if cfg.bf16 is False else None).trainer_kwargs(),
-        use_vllm=use_vllm,
-        gradient_checkpointing=cfg.gradient_checkpointing,
-        max_tool_calling_iterations=cfg.max_tool_calling_iterations,
-        shuffle_dataset=True,
-    )
-    if use_vllm:
-        kwargs["vllm_mode"] = "colocate"
-    return GRPOConfig(**trainer_kwargs(cfg.trainer_args, GRPO_OWNED, **kwargs))
-
-
-def vllm_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("vllm") is not None
+from openmanus_lite.train.run_control import TimeLimit, resume_checkpoint
 
 
 def load_for_grpo(model: str | None, preset: Any) -> tuple[Any, Any]:
@@ -249,19 +118,26 @@ class _DomainLogged:
 # --------------------------------------------------------------------------- trainer and callbacks
 
 
+GENERATE_FIELDS = ("prompt_ids", "completion_ids", "tool_mask", "completions", "logprobs", "extra_fields", "images",
+                   "tool_images")
+"""What TRL 1.15's `GRPOTrainer._generate` returns, in order: the names its `_generate_and_score_completions` unpacks
+the tuple into. The kit reads them by these names; tests/train/test_grpo.py checks them against TRL's source, so a TRL
+that changes the shape fails that test instead of training on the wrong field."""
+
 _KIT_TRAINER = None
 
 
 def kit_trainer_class():
-    """TRL's GRPOTrainer with two additions, both around its `_generate`:
+    """TRL's GRPOTrainer with two additions around its `_generate`, which no public hook reaches
+    (`rollout_func` replaces generation, so it cannot time TRL's own single-turn or tool-calling one):
 
     - Multi-turn: with a `rollout_func`, TRL decodes the whole completion (turns and
       observations) into ONE assistant message. The episode's messages (assistant and
       observation turns), which `EnvRolloutFunc` returns under `completion_messages`, replace
       it, so rewards such as `react_format` score each assistant turn and the logged
       completions read like conversations.
-    - Timing: the generation phase's seconds and model tokens per second are logged as
-      `rollout/seconds` and `rollout/tokens_per_s` (the multi-turn rollout logs its own).
+    - Timing: the generation phase's seconds and model tokens per second (tokens under the
+      tool / env mask only) are logged as `rollout/seconds` and `rollout/tokens_per_s` in every mode.
 
     Everything else is the stock trainer.
     """
@@ -270,47 +146,22 @@ def kit_trainer_class():
         import_trl()
         from trl import GRPOTrainer
 
-        from openmanus_lite.train.env_rollout import COMPLETION_MESSAGES
-
         class KitGRPOTrainer(GRPOTrainer):
             def _generate(self, prompts):
                 t0 = time.perf_counter()
-                out = list(super()._generate(prompts))
+                out = dict(zip(GENERATE_FIELDS, super()._generate(prompts), strict=True))
                 seconds = time.perf_counter() - t0
-                extra = out[5]
-                messages = extra.pop(COMPLETION_MESSAGES, None) if isinstance(extra, dict) else None
+                messages = out["extra_fields"].pop(COMPLETION_MESSAGES, None)
                 if messages is not None:
-                    out[3] = messages
-                if self.rollout_func is None:
-                    mask, ids = out[2], out[1]
-                    tokens = sum(sum(m) for m in mask) if mask is not None else sum(len(c) for c in ids)
-                    self._log_metric("rollout/seconds", seconds)
-                    self._log_metric("rollout/tokens_per_s", tokens / seconds if seconds > 0 else 0.0)
-                return tuple(out)
+                    out["completions"] = messages
+                mask = out["tool_mask"]
+                tokens = sum(map(sum, mask)) if mask is not None else sum(map(len, out["completion_ids"]))
+                self._log_metric("rollout/seconds", seconds)
+                self._log_metric("rollout/tokens_per_s", tokens / seconds if seconds > 0 else 0.0)
+                return tuple(out.values())
 
         _KIT_TRAINER = KitGRPOTrainer
     return _KIT_TRAINER
-
-
-def make_time_limit(minutes: float):
-    """A TrainerCallback that ends training (cleanly, with a final save) after `minutes` of wall time."""
-    from transformers import TrainerCallback
-
-    class _TimeLimit(TrainerCallback):
-        def __init__(self):
-            self.start = None
-            self.stopped = False
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.start = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if self.start is not None and time.perf_counter() - self.start > minutes * 60:
-                self.stopped = True
-                control.should_training_stop = True
-                control.should_save = bool(args.save_strategy != "no")
-
-    return _TimeLimit()
 
 
 def make_sample_printer(every: int, k: int = 2, width: int = 600):
@@ -382,17 +233,6 @@ class GRPOResult:
     resumed_from: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def step_time_s(self) -> list[float]:
-        return [r["step_time"] for r in self.log_history if "step_time" in r]
-
-
-def last_checkpoint(output_dir: str | os.PathLike) -> str | None:
-    """The newest `checkpoint-N` folder under output_dir, or None."""
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(output_dir)) if Path(output_dir).is_dir() else None
-
 
 def run_grpo(
     model: Any,
@@ -413,11 +253,10 @@ def run_grpo(
     `config.mode` picks how completions are produced: single (plain generate), multi (pass
     `rollout_func`, from build_env_dataset), tool (pass `environment_factory`, from
     tool_env.tool_env_factory). Rewards come from the registry (`config.reward_spec`) unless
-    `reward_funcs` / `reward_weights` are given. `resume=True` continues from the newest
-    checkpoint in `config.output_dir` when there is one; a path resumes from that checkpoint.
+    `reward_funcs` / `reward_weights` are given. `config.max_minutes` stops the run in time (TimeLimit).
+    `resume=True` continues from the newest checkpoint in `config.output_dir` when there is one; a path
+    resumes from that checkpoint.
     """
-    from openmanus_lite.rewards import ROLLOUT_COLUMNS, build_rewards, check_reward_columns
-
     if config.mode == "multi" and rollout_func is None:
         raise ValueError("mode 'multi' needs rollout_func (see build_env_dataset)")
     if config.mode == "tool" and environment_factory is None:
@@ -428,13 +267,16 @@ def run_grpo(
         reward_funcs, weights = build_rewards(config.reward_spec)
     else:
         weights = list(reward_weights) if reward_weights is not None else [1.0] * len(reward_funcs)
+    args = copy.copy(config)  # the caller's config stays as it was given
+    args.reward_weights = list(weights)
     extra = {"multi": ROLLOUT_COLUMNS, "tool": ("environments",), "single": ()}[config.mode]
     check_reward_columns(list(reward_funcs), train_dataset.column_names, extra_columns=extra)
     if domain_metrics:
         reward_funcs = with_domain_metrics(reward_funcs)
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    args = make_grpo_config(config, list(weights))
+    if config.max_minutes:
+        callbacks = [*callbacks, TimeLimit.from_config(config)]
     tokenizer.padding_side = "left"
     trainer_cls = kit_trainer_class()
     printer = make_sample_printer(config.sample_every) if config.sample_every else None
@@ -451,11 +293,7 @@ def run_grpo(
     for cb in list(callbacks) + ([printer] if printer else []):
         if hasattr(cb, "trainer"):
             cb.trainer = trainer
-    checkpoint = None
-    if isinstance(resume, (str, os.PathLike)) and resume:
-        checkpoint = str(resume)
-    elif resume:
-        checkpoint = last_checkpoint(config.output_dir)
+    checkpoint = resume_checkpoint(resume, config.output_dir)
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=checkpoint)
     wall = time.perf_counter() - t0
@@ -541,7 +379,6 @@ def single_turn_accuracy(
     the share of rows `answer_match` scores 1.0 (the kit's rows hold agent answers, not LaTeX).
     """
     from openmanus_lite.engine.generation import generate_turns
-    from openmanus_lite.rewards import get_reward_funcs
 
     if not rows:
         raise ValueError("no rows to evaluate")

@@ -11,11 +11,13 @@ data is the tasks themselves: `build_env_dataset` returns the dataset and the ma
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Callable, Iterable, Sequence
 
-from openmanus_lite.react import extract_answer, parse_turn
-from openmanus_lite.schema import Task, Trajectory
+from openmanus_lite.envs import generate_tasks, make_env
+from openmanus_lite.react import extract_answer, format_tagged, parse_turn
+from openmanus_lite.schema import Task, Trajectory, Turn
+from openmanus_lite.splits import heldout_keys, task_key
+from openmanus_lite.train.env_rollout import EnvRolloutFunc
 
 SYSTEM_PROMPT = (
     "A conversation between User and Assistant. The user asks a question, and the Assistant solves it. "
@@ -60,9 +62,6 @@ def value_task_rows(
     `for_training`, tasks equal to a held-out task of the kit (`splits.heldout_keys`) are
     skipped too, counted in `report[domain]["held_out"]`.
     """
-    from openmanus_lite.envs import generate_tasks, make_env
-    from openmanus_lite.splits import heldout_keys, task_key
-
     rows = []
     for domain in domains:
         if domain not in _CONTEXT_RENDERERS:
@@ -224,19 +223,6 @@ def _final_answer(text: str) -> str | None:
     return answer.strip() if isinstance(answer, str) and answer.strip() else None
 
 
-def load_trajectories(path: str | os.PathLike) -> list[dict]:
-    """Trajectory records from a JSON-lines file (the merged dataset's export format)."""
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{n}: not a JSON line ({e})") from None
-    return out
-
-
 def build_single_turn_dataset(rows: list[dict[str, Any]], shuffle_seed: int | None = 0):
     """A `datasets.Dataset` of single-turn rows (prompt, solution, domain, source, task_id)."""
     from datasets import Dataset
@@ -261,9 +247,6 @@ def format_warmup_trajectories(rows: Sequence[dict[str, Any]]) -> list[Trajector
     A few steps of SFT on these ("a short SFT") give GRPO a policy that sometimes writes the
     format, so the format rewards vary within a group and GRPO has something to sharpen.
     """
-    from openmanus_lite.react import format_tagged
-    from openmanus_lite.schema import Turn
-
     out = []
     for r in rows:
         think = _WARMUP_THINK.get(r.get("domain", ""), "I read the context and work out the answer.")
@@ -306,24 +289,17 @@ def build_env_dataset(
     """
     from datasets import Dataset
 
-    from openmanus_lite.train.env_rollout import EnvRolloutFunc, prompt_key
-
     rollout = EnvRolloutFunc(
         tasks, max_turns=max_turns, max_new_tokens=max_new_tokens, system_prompt=system_prompt, batch_size=batch_size
     )
-    rows = []
-    for key, task in rollout.tasks.items():
-        prompt = rollout.prompt_for(task)
-        assert prompt_key(prompt) == key
-        rows.append(
-            {
-                "prompt": prompt,
-                "task": task.to_json(),
-                "domain": task.domain,
-                "difficulty": task.difficulty,
-                "task_id": task.id,
-            }
-        )
+    rows = [task_row(task, rollout.prompt_for(task)) for task in rollout.tasks.values()]
     if not rows:
         raise ValueError("no tasks given for multi-turn GRPO")
     return Dataset.from_list(rows), rollout
+
+
+def task_row(task: Task, prompt: list[dict[str, str]]) -> dict[str, Any]:
+    """A dataset row of an environment task (multi-turn and tool mode): the prompt, the task as JSON (which
+    the rollout or the tool environment plays), and domain, difficulty and task_id for the rewards and logs."""
+    return {"prompt": prompt, "task": task.to_json(), "domain": task.domain, "difficulty": task.difficulty,
+            "task_id": task.id}

@@ -35,9 +35,13 @@ eager CPU attention and the allocator keep more than this count, which assumes f
 
 from __future__ import annotations
 
-import argparse
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from openmanus_lite.models import DEFAULT_MODEL, LORA_TARGETS, LoraSpec, default_gguf_path
+from openmanus_lite.train.presets import TINY_MODEL, tiny_model_path
 
 GB = 1e9
 CUDA_CONTEXT = 0.5 * GB
@@ -112,7 +116,6 @@ def default_model_shape() -> ModelShape:
     """SmolLM2-135M-Instruct's shape, read from the embedded GGUF file's header (no weights are loaded)."""
     from gguf import GGUFReader
 
-    from openmanus_lite.models import DEFAULT_MODEL, default_gguf_path
 
     reader = GGUFReader(default_gguf_path())
 
@@ -128,12 +131,6 @@ def default_model_shape() -> ModelShape:
 
 def model_shape(name: str) -> ModelShape:
     """The shape of a preset's model: 'default', 'tiny', a local checkpoint, or a known Qwen2.5 hub name."""
-    import json
-    from pathlib import Path
-
-    from openmanus_lite.models import DEFAULT_MODEL
-    from openmanus_lite.train.presets import TINY_MODEL, tiny_model_path
-
     if name.lower() in ("default", "smollm2", DEFAULT_MODEL.lower()):
         return default_model_shape()
     if name == TINY_MODEL:  # built once and cached, like every user of the preset
@@ -259,42 +256,46 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
     base = {"weights": weights, "cuda_ctx": context}  # LoRA weights are in "train+grad"
 
     s = preset.sft
-    step = TrainShape(s.per_device_train_batch_size, s.max_length, s.max_length,
-                      checkpointing(lora, s.gradient_checkpointing), s.optim, fused_loss=unsloth)
+    step = TrainShape(s["per_device_train_batch_size"], s["max_length"], s["max_length"],
+                      checkpointing(lora, s.get("gradient_checkpointing", False)), s["optim"], fused_loss=unsloth)
     stages.append(StageMemory("sft", {**base, **training_parts(shape, step, n_train, compute, weights + context, card)},
                               "Unsloth fused loss" if unsloth else ""))
 
     g = preset.grpo
-    gen_batch = g.per_device_train_batch_size * g.gradient_accumulation_steps
+    gen_batch = g["per_device_train_batch_size"] * g["gradient_accumulation_steps"]
     optim_state = n_train * (4.0 + optimizer_bytes_per_param("adamw_torch"))  # weights + moments stay resident
     stages.append(StageMemory("grpo rollout", {**base, "train+optim": optim_state,
                                                **generation_parts(shape, gen_batch, preset.max_seq_length, compute)},
                               f"{gen_batch} sequences x {preset.max_seq_length} tokens"))
-    for mode, completion in (("single", g.max_completion_length), ("multi", g.max_episode_tokens)):
-        step = TrainShape(g.per_device_train_batch_size, preset.max_seq_length, completion,
-                          checkpointing(lora, g.gradient_checkpointing), "adamw_torch", fused_loss=unsloth)
+    for mode, completion in (("single", g["max_completion_length"]), ("multi", g["max_episode_tokens"])):
+        step = TrainShape(g["per_device_train_batch_size"], preset.max_seq_length, completion,
+                          checkpointing(lora, g.get("gradient_checkpointing", False)), "adamw_torch", fused_loss=unsloth)
         parts = training_parts(shape, step, n_train, compute, weights + context, card)
         stages.append(StageMemory(f"grpo {mode}", {**base, **parts}, f"update, loss on {completion} tokens"
                                   + (" (Unsloth chunked logits)" if unsloth else "")))
 
+    def stage_lora(settings: dict):
+        return LoraSpec(r=settings["lora_r"], alpha=settings["lora_alpha"]) if settings["lora_r"] else None
+
     d = preset.dpo
-    d_weights = weight_bytes(shape, d.load_in_4bit, compute)
-    d_train = trainable(d.lora)
-    step = TrainShape(2 * d.batch_size, d.max_length, d.max_length, d.gradient_checkpointing, "adamw_torch")
+    d_weights = weight_bytes(shape, d.get("load_in_4bit", False), compute)
+    d_pairs, d_len = d["per_device_train_batch_size"], d["max_length"]
+    step = TrainShape(2 * d_pairs, d_len, d_len, d.get("gradient_checkpointing", False), "adamw_torch")
     # the reference pass (adapter disabled, no grad) keeps only log-probabilities: the policy's pass is the peak
-    parts = training_parts(shape, step, d_train, compute, d_weights + context, card)
+    parts = training_parts(shape, step, trainable(stage_lora(d)), compute, d_weights + context, card)
     stages.append(StageMemory("dpo", {"weights": d_weights, "cuda_ctx": context, **parts},
-                              f"{d.batch_size} pairs x {d.max_length} tokens"))
+                              f"{d_pairs} pairs x {d_len} tokens"))
 
     r = preset.reward_model
     rm_shape = ModelShape(shape.name, 2, shape.hidden, shape.layers, shape.heads, shape.kv_heads,
                           shape.intermediate, False, shape.qkv_bias)  # a score head instead of the LM head
     # reward_model._load_head loads the base in float32 (mixed precision autocasts it), without the LM head
     r_weights = weight_bytes(shape, False, 4) - shape.vocab * shape.hidden * 4 * (not shape.tied_embeddings)
-    step = TrainShape(2 * r.batch_size, r.max_length, 1, r.gradient_checkpointing, "adamw_torch")
-    parts = training_parts(rm_shape, step, trainable(r.lora), compute, r_weights + context, card)
+    r_pairs, r_len = r["per_device_train_batch_size"], r["max_length"]
+    step = TrainShape(2 * r_pairs, r_len, 1, r.get("gradient_checkpointing", False), "adamw_torch")
+    parts = training_parts(rm_shape, step, trainable(stage_lora(r)), compute, r_weights + context, card)
     stages.append(StageMemory("reward model", {"weights": r_weights, "cuda_ctx": context, **parts},
-                              f"{r.batch_size} pairs x {r.max_length} tokens"))
+                              f"{r_pairs} pairs x {r_len} tokens"))
 
     eval_parts = {"weights": weights, "cuda_ctx": context, "adapter": n_train * 4.0 if lora is not None else 0.0,
                   **generation_parts(shape, preset.eval_batch_size, preset.max_seq_length, compute)}
@@ -304,8 +305,6 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
 
 def published_check() -> list[tuple[str, float, float]]:
     """(case, published GB, estimated GB) against Unsloth's minimum-VRAM table (see the module doc)."""
-    from openmanus_lite.models import LORA_TARGETS
-
     out = []
     for shape, published_q, published_l in ((LLAMA32_3B, 3.5, 8.0), (LLAMA31_8B, 6.0, 22.0)):
         for four_bit, published in ((True, published_q), (False, published_l)):
@@ -316,50 +315,3 @@ def published_check() -> list[tuple[str, float, float]]:
             total = weights + CUDA_CONTEXT + sum(parts.values())
             out.append((f"{shape.name} {'QLoRA' if four_bit else 'LoRA 16-bit'}", published, total / GB))
     return out
-
-
-# --------------------------------------------------------------------------- the `presets` command
-
-
-def format_table(preset: Any, stages: list[StageMemory]) -> str:
-    cols = ["weights", "adapter", "train+grad", "optimizer", "train+optim", "activations", "logits", "kv_cache",
-            "prefill", "cuda_ctx"]
-    cols = [c for c in cols if any(c in st.parts for st in stages)]
-    card = preset.memory_gb
-    head = f"{'stage':<14}" + "".join(f"{c:>12}" for c in cols) + f"{'total':>9}" + ("  of card" if card else "")
-    lines = [head]
-    for st in stages:
-        row = f"{st.stage:<14}" + "".join(f"{st.parts.get(c, 0.0) / GB:>12.2f}" for c in cols)
-        row += f"{st.total / GB:>9.2f}"
-        if card:
-            row += f"  {100 * st.total / (card * GB):>6.0f}%"
-        lines.append(row + (f"   {st.note}" if st.note else ""))
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m openmanus_lite presets [--memory] [NAME ...]`."""
-    from openmanus_lite.train.presets import PRESETS, get_preset
-
-    p = argparse.ArgumentParser(prog="openmanus_lite presets",
-                                description="List the hardware presets; --memory adds a per-stage GPU memory estimate.")
-    p.add_argument("names", nargs="*", help=f"presets to show (default: all of {sorted(PRESETS)})")
-    p.add_argument("--memory", action="store_true", help="per-stage memory estimate in GB against the preset's card")
-    p.add_argument("--published", action="store_true", help="the estimator against Unsloth's published minimum VRAM")
-    args = p.parse_args(argv)
-    unknown = [n for n in args.names if n not in PRESETS]
-    if unknown:
-        p.error(f"unknown presets {unknown}; choose from {sorted(PRESETS)}")
-    for name in args.names or list(PRESETS):
-        preset = get_preset(name)
-        card = f"{preset.memory_gb:.1f} GB card" if preset.memory_gb else "CPU (RAM)"
-        print(f"{name}: {preset.model}, {'4-bit' if preset.load_in_4bit else preset.dtype or '16-bit'}, "
-              f"max_seq_length {preset.max_seq_length}, {card}")
-        if args.memory:
-            print(format_table(preset, estimate_preset(preset)))
-            print()
-    if args.published:
-        print(f"{'case':<36}{'published GB':>14}{'estimate GB':>13}")
-        for case, published, estimate in published_check():
-            print(f"{case:<36}{published:>14.1f}{estimate:>13.1f}")
-    return 0

@@ -32,12 +32,14 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from openmanus_lite.envs import make_env
 from openmanus_lite.envs.base import Env
 from openmanus_lite.react import Action, ParseError, format_action, format_turn, parse_step
-from openmanus_lite.schema import Task, Trajectory, Turn
+from openmanus_lite.rollout import episode_trajectory, run_episodes
+from openmanus_lite.schema import Task, Trajectory
 
 Messages = list[dict[str, str]]
 
@@ -307,28 +309,6 @@ def _safe_expert(env: Env) -> str | None:
         return None
 
 
-def _episode(task: Task, env: Env, messages: Messages, source: str, index: int, extra: dict | None = None
-             ) -> Trajectory:
-    info = env.last_info
-    meta = {
-        "task_id": task.id,
-        "difficulty": task.difficulty,
-        "success": bool(info.get("success", False)),
-        "score": float(info.get("score", 0.0)),
-        "turns": env.turn,
-        "invalid_actions": env.invalid_actions,
-        "max_turns": env.max_turns,
-    }
-    meta.update(extra or {})
-    return Trajectory(
-        id=f"{source}/{task.id}/{index}",
-        source=source,
-        domain=task.domain,
-        messages=[Turn(m["role"], m["content"], m["role"] == "assistant") for m in messages],
-        meta=meta,
-    )
-
-
 def _play(env: Env, messages: Messages, text: str) -> None:
     messages.append({"role": "assistant", "content": text})
     step = env.step(text)
@@ -353,7 +333,8 @@ def expert_episode(task: Task, max_turns: int | None = None) -> Trajectory:
     env, first = _new_env(task, max_turns)
     messages = [{"role": "user", "content": first}]
     ok = _finish_with_expert(env, messages)
-    return _episode(task, env, messages, "expert", 0, None if ok else {"expert_broke": True})
+    return episode_trajectory(task, env, messages, id=f"expert/{task.id}/0", source="expert",
+                              extra=None if ok else {"expert_broke": True})
 
 
 _NUMBER = re.compile(r"\d+")
@@ -502,7 +483,8 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
         finished = _finish_with_expert(env, messages)
         if broke or not finished:
             extra["expert_broke"] = True  # the episode ended with a give-up answer, not the expert's own
-        out.append(_episode(task, env, messages, f"mistake:{extra['mistake']['kind']}", i, extra))
+        source = f"mistake:{extra['mistake']['kind']}"
+        out.append(episode_trajectory(task, env, messages, id=f"{source}/{task.id}/{i}", source=source, extra=extra))
     return out
 
 
@@ -623,8 +605,6 @@ def collect_episodes(
     and identical episodes give no pairs). Returns (episodes, counts) where counts holds
     the episodes per source and any that could not be replayed for labelling.
     """
-    from openmanus_lite.rollout import run_episodes
-
     rng = random.Random(seed)
     counts: Counter = Counter()
     episodes: list[Trajectory] = []
@@ -644,9 +624,6 @@ def collect_episodes(
         rollouts = run_episodes(policy, repeated, max_turns=max_turns, batch_size=batch_size, progress=progress)
         for k, ep in enumerate(rollouts):
             ep.id = f"{ep.id}/{k % samples_per_task}"
-            # the turn limit the episode ran under (an environment may take it from the task), for replay
-            env, _ = _new_env(by_id[ep.meta["task_id"]], max_turns)
-            ep.meta["max_turns"] = env.max_turns
         episodes += rollouts
     kept = []
     for ep in episodes:
@@ -686,6 +663,44 @@ def fit_prompt(prompt: Messages, completions: list[Messages], count_tokens: Call
         current = current[:head] + current[head + 2:]
 
 
+def chat_token_counter(tokenizer: Any) -> Callable[[Messages], int]:
+    """`messages -> token count` under the tokenizer's chat template."""
+
+    def count(messages: Messages) -> int:
+        return len(tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"])
+
+    return count
+
+
+def pair_dataset(rows: list[dict[str, Any]], tokenizer: Any, max_length: int) -> tuple[Any, Counter]:
+    """A `datasets.Dataset` of {prompt, chosen, rejected} that fits `max_length` tokens, for DPO and the ORM.
+
+    Returns (dataset, counts): rows kept, shortened (`fit_prompt` dropped the oldest turns of the
+    prompt) and dropped_too_long (not even the task message plus the completion fits).
+    """
+    import datasets
+
+    count = chat_token_counter(tokenizer)
+    counts: Counter = Counter()
+    out = []
+    for r in rows:
+        missing = [key for key in ("prompt", "chosen", "rejected") if key not in r]
+        if missing:
+            raise ValueError(f"preference row lacks {missing}: rows need prompt, chosen and rejected message lists "
+                             "(make them with preferences.make_pairs(...).rows())")
+        prompt = fit_prompt(r["prompt"], [r["chosen"], r["rejected"]], count, max_length)
+        if prompt is None:
+            counts["dropped_too_long"] += 1
+            continue
+        if len(prompt) < len(r["prompt"]):
+            counts["shortened"] += 1
+        counts["kept"] += 1
+        out.append({"prompt": prompt, "chosen": r["chosen"], "rejected": r["rejected"]})
+    if not out:
+        raise ValueError(f"no preference pair fits max_length={max_length} tokens ({dict(counts)}); raise max_length")
+    return datasets.Dataset.from_list(out), counts
+
+
 def split_by_task(rows: list[dict[str, Any]], eval_fraction: float, seed: int = 0
                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Train / held-out split by task id, so no task's pairs are on both sides."""
@@ -714,63 +729,50 @@ class PreferenceData:
              "trajectory_pairs": "trajectory_pairs.jsonl", "prm": "prm_rows.jsonl"}
 
     def save(self, out_dir: str) -> str:
-        from pathlib import Path
-
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        (out / self.FILES["episodes"]).write_text("".join(e.to_json() + "\n" for e in self.episodes))
-        for key in ("step_pairs", "trajectory_pairs", "prm"):
-            rows = getattr(self, key)
-            (out / self.FILES[key]).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        for key, name in self.FILES.items():
+            lines = ([e.to_json() for e in self.episodes] if key == "episodes"
+                     else [json.dumps(r, ensure_ascii=False) for r in getattr(self, key)])
+            (out / name).write_text("".join(line + "\n" for line in lines))
         (out / "counts.json").write_text(json.dumps(self.counts, indent=2))
         return str(out)
 
     @classmethod
     def load(cls, folder: str) -> "PreferenceData":
-        from pathlib import Path
-
         d = Path(folder)
         if not (d / cls.FILES["step_pairs"]).is_file():
             raise FileNotFoundError(f"{d} holds no preference data ({cls.FILES['step_pairs']} missing); build it with "
                                     "`python -m openmanus_lite dpo pairs --out DIR`")
 
-        def rows(name: str) -> list[dict[str, Any]]:
-            p = d / name
-            return [json.loads(line) for line in p.read_text().splitlines() if line.strip()] if p.is_file() else []
+        def lines(name: str) -> list[str]:
+            path = d / name
+            return [line for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
-        eps = [Trajectory.from_json(line) for line in (d / cls.FILES["episodes"]).read_text().splitlines()
-               if line.strip()] if (d / cls.FILES["episodes"]).is_file() else []
+        rows = {key: [json.loads(line) for line in lines(name)] for key, name in cls.FILES.items() if key != "episodes"}
         counts = json.loads((d / "counts.json").read_text()) if (d / "counts.json").is_file() else {}
-        return cls(eps, rows(cls.FILES["step_pairs"]), rows(cls.FILES["trajectory_pairs"]), rows(cls.FILES["prm"]),
-                   counts)
+        return cls([Trajectory.from_json(line) for line in lines(cls.FILES["episodes"])], counts=counts, **rows)
 
 
 def build_preference_data(
     tasks: list[Task],
     *,
-    policy: Any = None,
-    samples_per_task: int = 2,
-    mistakes_per_task: int = 2,
-    mistake_kinds: tuple[str, ...] = PAIR_MISTAKE_KINDS,
     judge: str = "step_value",
     tie_break: str = "efficiency",
     prm_label: str = "progress",
     max_pairs_per_task: int | None = None,
-    max_turns: int | None = None,
     seed: int = 0,
-    batch_size: int = 32,
-    progress: bool = False,
+    **collect: Any,
 ) -> PreferenceData:
-    """Collect episodes (`collect_episodes`) and turn them into DPO, ORM and PRM data in one go.
+    """Collect episodes (`collect_episodes`, which takes the other keywords: policy, samples_per_task,
+    mistakes_per_task, mistake_kinds, max_turns, batch_size, progress) and turn them into DPO, ORM and
+    PRM data in one go.
 
     Step pairs are judged by `judge` ('step_value' by default: the environment's expert
     decides whether the diverging turn itself was the better one); trajectory pairs always
     by the episodes' outcomes.
     """
-    episodes, ep_counts = collect_episodes(
-        tasks, policy=policy, samples_per_task=samples_per_task, mistakes_per_task=mistakes_per_task,
-        mistake_kinds=mistake_kinds, label_steps=True, max_turns=max_turns, seed=seed, batch_size=batch_size,
-        progress=progress)
+    episodes, ep_counts = collect_episodes(tasks, label_steps=True, seed=seed, **collect)
     steps = make_pairs(episodes, level="step", judge=judge, tie_break=tie_break,
                        max_pairs_per_task=max_pairs_per_task, seed=seed)
     trajs = make_pairs(episodes, level="trajectory", judge="outcome", tie_break=tie_break,

@@ -1,13 +1,18 @@
 """Hardware presets: which model, how it is loaded, and the training knobs that fit the machine.
 
-Each preset bundles the model loading settings (`load_model` arguments) with one settings
-object per training stage: `sft` (an `SFTRunConfig`), `grpo` (a `GRPORunConfig`), `dpo` (`DPOSettings`)
-and `reward_model` (`RMSettings`). Other stages add their own field the same way and fill it in each
-preset below. GPU presets name the card memory they are sized for (`memory_gb`):
-`python -m openmanus_lite presets --memory` estimates every stage against it (train/memory.py), and the
-precision (bf16 / fp16 / fp32) follows the device, not the preset (precision.py). The `assumptions`
-text says what the numbers were chosen for; change a preset by `get_preset(name).replace(...)`
-or by editing the stage's settings (`preset.sft.replace(learning_rate=...)`).
+Each preset bundles the model loading settings (`load_model` arguments) with the settings of each
+training stage, as plain mappings spelled with the TRL config's field names: `sft`, `grpo`, `dpo` and
+`reward_model`. A stage's config is built when asked, so listing presets never imports TRL:
+
+    preset = get_preset("cpu")
+    cfg = preset.sft_config(output_dir="runs/mine", learning_rate=5e-4)   # an SFTRunConfig (TRL's SFTConfig)
+    gcfg = preset.grpo_config(mode="multi", max_steps=60)                 # a GRPORunConfig (TRL's GRPOConfig)
+
+(train/configs.py has those classes: TRL's own, plus the kit's few fields). GPU presets name the card
+memory they are sized for (`memory_gb`): `python -m openmanus_lite presets --memory` estimates every stage
+against it (train/memory.py), and the precision (bf16 / fp16 / fp32) follows the device, not the preset
+(precision.py). The `assumptions` text says what the numbers were chosen for; change a preset by
+`get_preset(name).replace(...)` or by overrides when building a stage's config.
 
     t4         Colab T4 (16 GB, fp16 only): Qwen2.5-1.5B-Instruct in 4-bit (QLoRA)
     gpu8       an 8 GB consumer GPU: the same model, smaller batches
@@ -26,10 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from openmanus_lite.models import LoraSpec
-from openmanus_lite.train.dpo import DPOSettings
-from openmanus_lite.train.grpo import GRPORunConfig
-from openmanus_lite.train.reward_model import RMSettings
-from openmanus_lite.train.sft import SFTRunConfig
 
 TINY_MODEL = "tiny"
 """Preset model name for the tiny from-scratch model (built once under the cache folder)."""
@@ -53,11 +54,12 @@ class Preset:
     """Tokens per generated assistant turn in evaluation and rollouts."""
     eval_batch_size: int = 32
     """Episodes generated for in one batched forward pass."""
-    sft: SFTRunConfig = field(default_factory=SFTRunConfig)
-    grpo: GRPORunConfig = field(default_factory=GRPORunConfig)
-    """GRPO knobs for all three modes (`grpo.replace(mode="multi")` picks the mode)."""
-    dpo: DPOSettings = field(default_factory=DPOSettings)
-    reward_model: RMSettings = field(default_factory=RMSettings)
+    sft: dict[str, Any] = field(default_factory=dict)
+    """SFTRunConfig fields (TRL's SFTConfig names): `sft_config(**overrides)` builds the config."""
+    grpo: dict[str, Any] = field(default_factory=dict)
+    """GRPORunConfig fields for all three modes (`grpo_config(mode="multi")` picks the mode)."""
+    dpo: dict[str, Any] = field(default_factory=lambda: dict(DPO))
+    reward_model: dict[str, Any] = field(default_factory=lambda: dict(REWARD_MODEL))
     """Outcome / process reward model training (the base loads in float32; mixed precision on a GPU)."""
     memory_gb: float | None = None
     """The GPU memory the preset is sized for (GB, as torch reports the card); None: a CPU.
@@ -68,6 +70,30 @@ class Preset:
         if unknown:
             raise ValueError(f"unknown preset fields {sorted(unknown)}")
         return replace(copy.deepcopy(self), **changes)
+
+    def sft_config(self, **overrides: Any):
+        """The SFT stage's SFTRunConfig (TRL's SFTConfig with the kit's fields): the preset's settings, then `overrides`."""
+        from openmanus_lite.train.configs import SFTRunConfig
+
+        return SFTRunConfig(**{**self.sft, **overrides})
+
+    def grpo_config(self, **overrides: Any):
+        """The GRPO stage's GRPORunConfig (TRL's GRPOConfig with the kit's fields)."""
+        from openmanus_lite.train.configs import GRPORunConfig
+
+        return GRPORunConfig(**{**self.grpo, **overrides})
+
+    def dpo_config(self, **overrides: Any):
+        """The DPO stage's DPORunConfig (TRL's DPOConfig with the kit's fields)."""
+        from openmanus_lite.train.configs import DPORunConfig
+
+        return DPORunConfig(**{**self.dpo, **overrides})
+
+    def reward_config(self, **overrides: Any):
+        """The reward models' RewardRunConfig (TRL's RewardConfig with the kit's fields)."""
+        from openmanus_lite.train.configs import RewardRunConfig
+
+        return RewardRunConfig(**{**self.reward_model, **overrides})
 
     def with_dtype(self, dtype: str | None) -> "Preset":
         """This preset loading its weights in `dtype`: 'auto' is bfloat16 where the CPU or GPU multiplies it
@@ -118,6 +144,22 @@ def tiny_model_path() -> Path:
 
 _ALL_PROJ = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
+SFT = dict(max_steps=-1, num_train_epochs=1.0, per_device_train_batch_size=4, gradient_accumulation_steps=1,
+           learning_rate=2e-4, lr_scheduler_type="linear", warmup_steps=2, max_length=1024, optim="adamw_torch",
+           logging_steps=1, save_steps=50, save_total_limit=2, seed=0)
+"""SFT settings every preset starts from (the kit's, where they differ from TRL's defaults)."""
+GRPO = dict(max_steps=20, learning_rate=5e-6, num_generations=4, per_device_train_batch_size=4,
+            gradient_accumulation_steps=1, max_completion_length=128, max_episode_tokens=512, max_new_tokens=96,
+            logging_steps=1, save_steps=10, save_total_limit=2, seed=0)
+"""GRPO settings every preset starts from (max_completion_length: single-turn answers; max_episode_tokens:
+a whole multi-turn episode)."""
+DPO = dict(learning_rate=2e-5, num_train_epochs=1.0, per_device_train_batch_size=4, per_device_eval_batch_size=4,
+           gradient_accumulation_steps=1, max_length=1024, logging_steps=5, seed=0, lora_r=16, lora_alpha=32)
+REWARD_MODEL = dict(learning_rate=1e-4, num_train_epochs=1.0, per_device_train_batch_size=4,
+                    per_device_eval_batch_size=4, gradient_accumulation_steps=1, max_length=1024, logging_steps=5,
+                    seed=0, lora_r=16, lora_alpha=32)
+"""DPO and reward-model settings every preset starts from: LoRA r=16 on a small model, the kit's time budget unset."""
+
 PRESETS: dict[str, Preset] = {
     "t4": Preset(
         name="t4",
@@ -133,24 +175,22 @@ PRESETS: dict[str, Preset] = {
         lora=LoraSpec(r=16, alpha=32, target_modules=list(_ALL_PROJ), gradient_checkpointing="unsloth"),
         max_new_tokens=128,
         eval_batch_size=64,
-        sft=SFTRunConfig(
-            output_dir="runs/sft_t4", num_train_epochs=2, per_device_train_batch_size=4,
-            gradient_accumulation_steps=4, learning_rate=2e-4, warmup_steps=10, max_length=2048,
-            gradient_checkpointing=False,  # Unsloth's own checkpointing is set on the LoRA model
-            optim="adamw_8bit", save_steps=100, logging_steps=5,
-        ),
+        sft={**SFT,  # gradient_checkpointing stays off: Unsloth's own checkpointing is set on the LoRA model
+             "output_dir": "runs/sft_t4", "num_train_epochs": 2, "per_device_train_batch_size": 4,
+             "gradient_accumulation_steps": 4, "learning_rate": 2e-4, "warmup_steps": 10, "max_length": 2048,
+             "optim": "adamw_8bit", "save_steps": 100, "logging_steps": 5},
         # GRPO: 8 samples per prompt x 2 prompts per step; 512-token answers, 8-turn episodes of up to
         # 1536 tokens; vLLM generation (single-turn) when installed; beta 0 + DAPO loss as TRL defaults.
-        grpo=GRPORunConfig(
-            output_dir="runs/grpo_t4", max_steps=500, learning_rate=5e-6, num_generations=8,
-            per_device_train_batch_size=8, gradient_accumulation_steps=2, max_completion_length=512,
-            max_episode_tokens=1536, max_new_tokens=256, max_turns=8, beta=0.0, loss_type="dapo",
-            save_steps=50, logging_steps=1, sample_every=25,
-        ),
+        grpo={**GRPO, "output_dir": "runs/grpo_t4", "max_steps": 500, "learning_rate": 5e-6, "num_generations": 8,
+              "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2, "max_completion_length": 512,
+              "max_episode_tokens": 1536, "max_new_tokens": 256, "max_turns": 8, "save_steps": 50,
+              "sample_every": 25},
         # DPO and reward models: 4-bit / 16-bit bases with checkpointing; the DPO logits of a pair (151,936
         # vocabulary x 2 sequences, float32 copies for the loss and the reference pass) dominate (train/memory.py).
-        dpo=DPOSettings(batch_size=2, grad_accum=4, max_length=1024, load_in_4bit=True, gradient_checkpointing=True),
-        reward_model=RMSettings(batch_size=2, grad_accum=4, max_length=1024, gradient_checkpointing=True),
+        dpo={**DPO, "per_device_train_batch_size": 2, "per_device_eval_batch_size": 2, "gradient_accumulation_steps": 4,
+             "load_in_4bit": True, "gradient_checkpointing": True},
+        reward_model={**REWARD_MODEL, "per_device_train_batch_size": 2, "per_device_eval_batch_size": 2,
+                      "gradient_accumulation_steps": 4, "gradient_checkpointing": True},
         memory_gb=15.8,
     ),
     "gpu8": Preset(
@@ -166,20 +206,18 @@ PRESETS: dict[str, Preset] = {
         lora=LoraSpec(r=16, alpha=32, target_modules=list(_ALL_PROJ), gradient_checkpointing="unsloth"),
         max_new_tokens=128,
         eval_batch_size=32,
-        sft=SFTRunConfig(
-            output_dir="runs/sft_gpu8", num_train_epochs=2, per_device_train_batch_size=2,
-            gradient_accumulation_steps=8, learning_rate=2e-4, warmup_steps=10, max_length=1536,
-            optim="adamw_8bit", save_steps=100, logging_steps=5,
-        ),
+        sft={**SFT, "output_dir": "runs/sft_gpu8", "num_train_epochs": 2, "per_device_train_batch_size": 2,
+             "gradient_accumulation_steps": 8, "learning_rate": 2e-4, "warmup_steps": 10, "max_length": 1536,
+             "optim": "adamw_8bit", "save_steps": 100, "logging_steps": 5},
         # GRPO: 4 samples per prompt, 4 prompts per optimizer step through accumulation; shorter budgets.
-        grpo=GRPORunConfig(
-            output_dir="runs/grpo_gpu8", max_steps=500, learning_rate=5e-6, num_generations=4,
-            per_device_train_batch_size=4, gradient_accumulation_steps=4, max_completion_length=384,
-            max_episode_tokens=1024, max_new_tokens=192, max_turns=6, beta=0.0, loss_type="dapo",
-            save_steps=50, logging_steps=1, sample_every=25,
-        ),
-        dpo=DPOSettings(batch_size=1, grad_accum=8, max_length=1024, load_in_4bit=True, gradient_checkpointing=True),
-        reward_model=RMSettings(batch_size=1, grad_accum=8, max_length=1024, gradient_checkpointing=True),
+        grpo={**GRPO, "output_dir": "runs/grpo_gpu8", "max_steps": 500, "learning_rate": 5e-6, "num_generations": 4,
+              "per_device_train_batch_size": 4, "gradient_accumulation_steps": 4, "max_completion_length": 384,
+              "max_episode_tokens": 1024, "max_new_tokens": 192, "max_turns": 6, "save_steps": 50,
+              "sample_every": 25},
+        dpo={**DPO, "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1, "gradient_accumulation_steps": 8,
+             "load_in_4bit": True, "gradient_checkpointing": True},
+        reward_model={**REWARD_MODEL, "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1,
+                      "gradient_accumulation_steps": 8, "gradient_checkpointing": True},
         memory_gb=8.6,
     ),
     "cpu": Preset(
@@ -200,22 +238,15 @@ PRESETS: dict[str, Preset] = {
         lora=LoraSpec(r=16, alpha=32, target_modules=list(_ALL_PROJ), gradient_checkpointing=False),
         max_new_tokens=96,
         eval_batch_size=32,
-        sft=SFTRunConfig(
-            output_dir="runs/sft_cpu", num_train_epochs=1, per_device_train_batch_size=4,
-            gradient_accumulation_steps=1, learning_rate=1e-3, warmup_steps=5, max_length=1024,
-            save_steps=25, logging_steps=1,
-        ),
+        sft={**SFT, "output_dir": "runs/sft_cpu", "learning_rate": 1e-3, "warmup_steps": 5, "save_steps": 25},
         # GRPO on 2 cores: one group of 4 samples per step; 48-token single-turn answers; multi-turn
         # episodes of at most 5 turns with replies up to 96 tokens, as evaluation allows (with 48, a quarter
         # of the 60-minute checkpoint's ecommerce replies were cut and its GRPO probe solved 0 of 10;
         # docs/RESULTS.md, issue #31), 640 tokens with observations. Learning rate high: 2e-5 moved nothing
         # in 24 steps, 1e-4 did (benchmarks/grpo_learning.py's figures).
-        grpo=GRPORunConfig(
-            output_dir="runs/grpo_cpu", max_steps=40, learning_rate=1e-4, num_generations=4,
-            per_device_train_batch_size=4, max_completion_length=48, max_episode_tokens=640,
-            max_new_tokens=96, max_turns=5, beta=0.0, loss_type="dapo", save_steps=10, logging_steps=1,
-            sample_every=10,
-        ),
+        grpo={**GRPO, "output_dir": "runs/grpo_cpu", "max_steps": 40, "learning_rate": 1e-4,
+              "max_completion_length": 48, "max_episode_tokens": 640, "max_new_tokens": 96, "max_turns": 5,
+              "sample_every": 10},
     ),
     "cpu_debug": Preset(
         name="cpu_debug",
@@ -230,15 +261,11 @@ PRESETS: dict[str, Preset] = {
         lora=None,
         max_new_tokens=32,
         eval_batch_size=16,
-        sft=SFTRunConfig(
-            output_dir="runs/sft_cpu_debug", max_steps=20, per_device_train_batch_size=4,
-            learning_rate=1e-3, warmup_steps=2, max_length=512, save_steps=10, logging_steps=1,
-        ),
-        grpo=GRPORunConfig(
-            output_dir="runs/grpo_cpu_debug", max_steps=3, learning_rate=1e-4, num_generations=2,
-            per_device_train_batch_size=4, max_completion_length=16, max_episode_tokens=96, max_new_tokens=12,
-            max_turns=3, save_steps=0, logging_steps=1,
-        ),
+        sft={**SFT, "output_dir": "runs/sft_cpu_debug", "max_steps": 20, "learning_rate": 1e-3, "max_length": 512,
+             "save_steps": 10},
+        grpo={**GRPO, "output_dir": "runs/grpo_cpu_debug", "max_steps": 3, "learning_rate": 1e-4, "num_generations": 2,
+              "max_completion_length": 16, "max_episode_tokens": 96, "max_new_tokens": 12, "max_turns": 3,
+              "save_strategy": "no"},
     ),
 }
 

@@ -4,7 +4,7 @@
 trained with TRL's `RewardTrainer` (Bradley-Terry loss) on trajectory pairs: for one task,
 the episode the environment scored higher against the one it scored lower. Its score of a
 finished episode ranks candidates where the hidden checker is unavailable: best-of-N
-selection in `search.py`, and a GRPO reward (`orm` in `rewards.py`).
+selection in `search.py`, and a GRPO reward (`orm`, registered here).
 
 **Process reward model (PRM).** A token-classification head on the same network, trained
 with transformers' `Trainer` (TRL dropped its PRMTrainer; this is the maintained head and
@@ -23,50 +23,32 @@ most recent turns.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from openmanus_lite.engine.precision import trainer_precision
-from openmanus_lite.models import LoraSpec, free_memory, load_tokenizer
+from openmanus_lite.models import LoraSpec, _name_tokenizer_class, free_memory, load_tokenizer
 from openmanus_lite.paths import CACHE_DIR
-from openmanus_lite.train.dpo import (
-    config_dtype,
-    count_chat_tokens,
-    import_trl,
-    resolve_checkpoint,
-    time_limit_callback,
-)
-from openmanus_lite.train.preferences import Messages, fit_prompt
-from openmanus_lite.train.trainer_args import RM_OWNED, trainer_kwargs
+from openmanus_lite.rewards import register_reward
+from openmanus_lite.train.configs import RewardRunConfig, import_trl, renamed_settings
+from openmanus_lite.train.dpo import config_dtype, resolve_checkpoint
+from openmanus_lite.train.preferences import Messages, chat_token_counter, fit_prompt, pair_dataset
+from openmanus_lite.train.presets import REWARD_MODEL
+from openmanus_lite.train.run_control import TimeLimit
 
 RM_MARKER = "openmanus_rm.json"
 AGGREGATES = ("min", "mean", "prod", "last")
 
 
-@dataclass
-class RMSettings:
-    """Training settings shared by the ORM and the PRM. `lora=None` trains every weight (tiny models)."""
-
-    learning_rate: float = 1e-4
-    max_steps: int = -1
-    epochs: float = 1.0
-    batch_size: int = 4
-    grad_accum: int = 1
-    max_length: int = 1024
-    lora: LoraSpec | None = field(default_factory=lambda: LoraSpec(r=16, alpha=32))
-    seed: int = 0
-    logging_steps: int = 5
-    max_seconds: float | None = None
-    gradient_checkpointing: bool = False
-    report_to: str | list[str] = "none"
-    trainer_args: dict[str, Any] = field(default_factory=dict)
-    """Any other RewardConfig (ORM) / TrainingArguments (PRM) field; see train/trainer_args.py."""
+def RMSettings(**old: Any) -> RewardRunConfig:  # noqa: N802  (the old class name)
+    """Deprecated: a RewardRunConfig (TRL's RewardConfig) from the old setting names, on the presets' defaults."""
+    return RewardRunConfig(**{**REWARD_MODEL, **renamed_settings(old, "RMSettings", "RewardRunConfig")})
 
 
 @dataclass
@@ -87,6 +69,13 @@ class TrainReport:
 # --------------------------------------------------------------------------- loading heads
 
 
+def _head(kind: str) -> tuple[Any, int]:
+    """(model class, number of labels): a 1-logit sequence head for the ORM, a 2-class token head for the PRM."""
+    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
+
+    return (AutoModelForSequenceClassification, 1) if kind == "orm" else (AutoModelForTokenClassification, 2)
+
+
 def _load_head(base: str, kind: str, lora: LoraSpec | None, dtype=None):
     """(model, tokenizer): the base LM with a fresh 1-logit sequence head (orm) or 2-class token head (prm).
 
@@ -95,12 +84,10 @@ def _load_head(base: str, kind: str, lora: LoraSpec | None, dtype=None):
     weights (adapter, head) are kept in float32, as mixed precision needs (fp16's gradient scaler
     refuses half-precision trainable weights). Without LoRA every weight trains: float32."""
     import torch
-    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
     path = resolve_checkpoint(base)
     tok = load_tokenizer(path)
-    cls = AutoModelForSequenceClassification if kind == "orm" else AutoModelForTokenClassification
-    num_labels = 1 if kind == "orm" else 2
+    cls, num_labels = _head(kind)
     model = cls.from_pretrained(path, num_labels=num_labels, dtype=(dtype or torch.float32) if lora else torch.float32)
     model.config.pad_token_id = tok.pad_token_id
     if lora is not None:
@@ -119,7 +106,6 @@ def _load_head(base: str, kind: str, lora: LoraSpec | None, dtype=None):
 def load_reward_model(path: str | os.PathLike):
     """An `OutcomeRewardModel` or `ProcessRewardModel` saved by `save()`."""
     import torch
-    from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
 
     folder = Path(path)
     marker = folder / RM_MARKER
@@ -128,8 +114,7 @@ def load_reward_model(path: str | os.PathLike):
                                 "`python -m openmanus_lite dpo train-rm` / `train-prm`")
     meta = json.loads(marker.read_text())
     kind = meta["kind"]
-    cls = AutoModelForSequenceClassification if kind == "orm" else AutoModelForTokenClassification
-    num_labels = 1 if kind == "orm" else 2
+    cls, num_labels = _head(kind)
     # on a GPU: the precision it was trained in, on the GPU; on a CPU: float32 (16-bit is slow there)
     gpu = torch.cuda.is_available()
     kwargs: dict[str, Any] = {"num_labels": num_labels, "dtype": getattr(torch, meta.get("dtype", "float32"))
@@ -163,7 +148,7 @@ class _RewardModel:
         self.max_length = max_length
         self.batch_size = batch_size
         self.calls = 0
-        self._count = count_chat_tokens(tokenizer)
+        self._count = chat_token_counter(tokenizer)
         self._cache: dict[str, Any] = {}
         model.eval()
 
@@ -200,16 +185,31 @@ class _RewardModel:
         self.calls += 1
         return out.logits.float().cpu()
 
+    def _scored(self, conversations: list[Messages], encode, read) -> list[Any]:
+        """`read(logits of one row, extra)` per conversation, with `encode(conv) -> (ids, extra)`: cached results
+        first, the rest in batches of similar length (shortest first)."""
+        out: list[Any] = [None] * len(conversations)
+        todo = []
+        for i, conv in enumerate(conversations):
+            key = json.dumps(conv, ensure_ascii=False)
+            if key in self._cache:
+                out[i] = self._cache[key]
+            else:
+                todo.append((i, key, *encode(conv)))
+        todo.sort(key=lambda t: len(t[2]))
+        for b in range(0, len(todo), self.batch_size):
+            chunk = todo[b: b + self.batch_size]
+            logits = self._forward([t[2] for t in chunk])
+            for row, (i, key, _, extra) in enumerate(chunk):
+                out[i] = self._cache[key] = read(logits[row], extra)
+        return out
+
     def save(self, out_dir: str | os.PathLike) -> Path:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(out)
         self.tokenizer.save_pretrained(out)
-        cfg_path = out / "tokenizer_config.json"
-        if cfg_path.is_file():
-            cfg = json.loads(cfg_path.read_text())
-            cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
-            cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False))
+        _name_tokenizer_class(out)
         dtype = str(next(self.model.parameters()).dtype).removeprefix("torch.")  # the frozen base's precision
         (out / RM_MARKER).write_text(json.dumps({"kind": self.kind, "base": self.base, "dtype": dtype,
                                                  "options": self.options()}))
@@ -235,6 +235,18 @@ class RewardModelReward:
         prompts = prompts if prompts is not None else [[] for _ in completions]
         convs = [_as_messages(p, "user") + _as_messages(c, "assistant") for p, c in zip(prompts, completions)]
         return self.rm.score_conversations(convs)
+
+
+@register_reward("orm", bounds=(0.0, 1.0), factory=True)
+def orm_reward(model_path: str | None = None, batch_size: int = 8) -> RewardModelReward:
+    """A learned outcome reward model (`python -m openmanus_lite dpo train-rm`) scoring prompt +
+    completion: the sigmoid of its Bradley-Terry logit, in (0, 1). Needs
+    params={'orm': {'model_path': <saved reward model folder>}}."""
+    if not model_path:
+        raise ValueError("the orm reward needs params={'orm': {'model_path': <folder saved by train-rm>}}")
+    rm = load_reward_model(model_path)
+    rm.batch_size = int(batch_size)
+    return rm.as_reward_func()
 
 
 def _as_messages(x: Any, role: str) -> Messages:
@@ -266,22 +278,7 @@ class OutcomeRewardModel(_RewardModel):
 
     def raw_scores(self, conversations: list[Messages]) -> list[float]:
         """The head's logits (Bradley-Terry scale: differences are log-odds of preference)."""
-        out: list[float | None] = [None] * len(conversations)
-        todo = []
-        for i, conv in enumerate(conversations):
-            key = json.dumps(conv, ensure_ascii=False)
-            if key in self._cache:
-                out[i] = self._cache[key]
-            else:
-                todo.append((i, key, self._encode(conv)))
-        todo.sort(key=lambda t: len(t[2]))
-        for b in range(0, len(todo), self.batch_size):
-            chunk = todo[b: b + self.batch_size]
-            logits = self._forward([t[2] for t in chunk])
-            for (i, key, _), v in zip(chunk, logits[:, 0].tolist()):
-                self._cache[key] = v
-                out[i] = v
-        return [float(v) for v in out]
+        return self._scored(conversations, lambda conv: (self._encode(conv), None), lambda logits, _: float(logits[0]))
 
     def score_conversations(self, conversations: list[Messages]) -> list[float]:
         """Scores in (0, 1): the sigmoid of the logits."""
@@ -311,26 +308,15 @@ class ProcessRewardModel(_RewardModel):
         """P(label 1) after each assistant turn of each conversation (of the fitted history)."""
         import torch
 
-        out: list[list[float] | None] = [None] * len(conversations)
-        todo = []
-        for i, conv in enumerate(conversations):
-            key = json.dumps(conv, ensure_ascii=False)
-            if key in self._cache:
-                out[i] = self._cache[key]
-                continue
-            ids, positions = step_positions(self.tokenizer, self.fit(conv), self.max_length)
-            todo.append((i, key, ids, positions))
-        todo.sort(key=lambda t: len(t[2]))
-        for b in range(0, len(todo), self.batch_size):
-            chunk = todo[b: b + self.batch_size]
-            logits = self._forward([t[2] for t in chunk])
+        def encode(conv: Messages) -> tuple[list[int], list[list[int]]]:
+            return step_positions(self.tokenizer, self.fit(conv), self.max_length)
+
+        def read(logits, positions: list[list[int]]) -> list[float]:
             probs = torch.softmax(logits, dim=-1)[..., 1]
-            for row, (i, key, _, positions) in enumerate(chunk):
-                # the value after a turn: read at the end of the observation after it when there is one
-                vals = [float(probs[row, p[-1]]) for p in positions]
-                self._cache[key] = vals
-                out[i] = vals
-        return [list(v) for v in out]
+            # the value after a turn: read at the end of the observation after it when there is one
+            return [float(probs[p[-1]]) for p in positions]
+
+        return [list(v) for v in self._scored(conversations, encode, read)]
 
     def value(self, step_probs: list[float]) -> float:
         if not step_probs:
@@ -427,79 +413,58 @@ def prm_features(rows: Iterable[dict[str, Any]], tokenizer, max_length: int) -> 
 # --------------------------------------------------------------------------- training
 
 
-def _orm_dataset(rows: list[dict[str, Any]], tokenizer, max_length: int):
-    """Trajectory pairs fitted to max_length (oldest turns of the shared prefix dropped first)."""
-    import datasets
-
-    count = count_chat_tokens(tokenizer)
-    counts: Counter = Counter()
-    out = []
-    for r in rows:
-        prompt = fit_prompt(r["prompt"], [r["chosen"], r["rejected"]], count, max_length)
-        if prompt is None:
-            counts["dropped_too_long"] += 1
-            continue
-        counts["shortened" if len(prompt) < len(r["prompt"]) else "kept_whole"] += 1
-        out.append({"prompt": prompt, "chosen": r["chosen"], "rejected": r["rejected"]})
-    if not out:
-        raise ValueError(f"no trajectory pair fits max_length={max_length} ({dict(counts)}); raise max_length")
-    return datasets.Dataset.from_list(out), counts
+def trainer_config(settings: RewardRunConfig | None, output_dir: str | os.PathLike | None, kind: str
+                   ) -> tuple[RewardRunConfig, LoraSpec | None]:
+    """(the trainer's copy of `settings`, the LoRA to attach). Default settings: the presets' reward-model
+    ones. The kit fits the data to `max_length` itself, so the trainer's own truncation is off; the PRM's
+    collator needs its label columns, so unused columns stay."""
+    cfg = copy.copy(settings) if settings else RewardRunConfig(**REWARD_MODEL, output_dir=str(CACHE_DIR / "runs" / kind))
+    if output_dir:
+        cfg.output_dir = str(output_dir)
+    cfg.max_length, cfg.remove_unused_columns = None, kind == "orm"
+    return cfg, LoraSpec(r=cfg.lora_r, alpha=cfg.lora_alpha) if cfg.lora_r else None
 
 
-def _common_args(s: RMSettings, output_dir: str) -> dict[str, Any]:
-    return trainer_kwargs(
-        s.trainer_args, RM_OWNED,
-        output_dir=output_dir, learning_rate=s.learning_rate, max_steps=s.max_steps, num_train_epochs=s.epochs,
-        per_device_train_batch_size=s.batch_size, per_device_eval_batch_size=s.batch_size,
-        gradient_accumulation_steps=s.grad_accum, logging_steps=s.logging_steps, save_strategy="no",
-        report_to=s.report_to, seed=s.seed, gradient_checkpointing=s.gradient_checkpointing,
-        **trainer_precision().trainer_kwargs(),
-    )
-
-
-def train_orm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: RMSettings | None = None, *,
+def train_orm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: RewardRunConfig | None = None, *,
               output_dir: str | os.PathLike | None = None) -> tuple[OutcomeRewardModel, TrainReport]:
     """Train an outcome reward model with TRL's RewardTrainer on trajectory-pair rows."""
-    s = settings or RMSettings()
     trl = import_trl()
     t0 = time.perf_counter()
-    out_dir = str(output_dir or CACHE_DIR / "runs" / "orm")
-    cfg = trl.RewardConfig(**{"center_rewards_coefficient": 0.01, **_common_args(s, out_dir), "max_length": None})
-    model, tok, path = _load_head(str(base), "orm", s.lora, dtype=config_dtype(cfg))
-    ds, counts = _orm_dataset(rows, tok, s.max_length)
-    stop = time_limit_callback(s.max_seconds)
+    cfg, lora = trainer_config(settings, output_dir, "orm")
+    max_length = settings.max_length if settings else REWARD_MODEL["max_length"]
+    model, tok, path = _load_head(str(base), "orm", lora, dtype=config_dtype(cfg))
+    ds, counts = pair_dataset(rows, tok, max_length)
+    stop = TimeLimit.from_config(cfg)
     trainer = trl.RewardTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok, callbacks=[stop])
     trainer.train()
-    rm = OutcomeRewardModel(trainer.model, tok, base=path, max_length=s.max_length)
-    report = TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_early,
+    rm = OutcomeRewardModel(trainer.model, tok, base=path, max_length=max_length)
+    report = TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_by_time,
                          dict(counts), list(trainer.state.log_history))
     del trainer
     free_memory()  # the optimizer state, before the next stage loads its model
     return rm, report
 
 
-def train_prm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: RMSettings | None = None, *,
+def train_prm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: RewardRunConfig | None = None, *,
               aggregate: str = "min", output_dir: str | os.PathLike | None = None
               ) -> tuple[ProcessRewardModel, TrainReport]:
     """Train a process reward model (token-classification head) with transformers' Trainer on `prm_rows`."""
-    s = settings or RMSettings()
-    import_trl()  # keeps the stack's import order (Unsloth patches before any trainer is built)
     import datasets
-    from transformers import DataCollatorForTokenClassification, Trainer, TrainingArguments
+    from transformers import DataCollatorForTokenClassification, Trainer
 
     t0 = time.perf_counter()
-    out_dir = str(output_dir or CACHE_DIR / "runs" / "prm")
-    args = TrainingArguments(remove_unused_columns=False, **_common_args(s, out_dir))
-    model, tok, path = _load_head(str(base), "prm", s.lora, dtype=config_dtype(args))
-    feats, counts = prm_features(rows, tok, s.max_length)
+    args, lora = trainer_config(settings, output_dir, "prm")  # a RewardConfig is TrainingArguments to the Trainer
+    max_length = settings.max_length if settings else REWARD_MODEL["max_length"]
+    model, tok, path = _load_head(str(base), "prm", lora, dtype=config_dtype(args))
+    feats, counts = prm_features(rows, tok, max_length)
     if not feats:
-        raise ValueError(f"no PRM row fits max_length={s.max_length} ({dict(counts)}); raise max_length")
-    stop = time_limit_callback(s.max_seconds)
+        raise ValueError(f"no PRM row fits max_length={max_length} ({dict(counts)}); raise max_length")
+    stop = TimeLimit.from_config(args)
     trainer = Trainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(feats),
                       data_collator=DataCollatorForTokenClassification(tok), callbacks=[stop])
     trainer.train()
-    rm = ProcessRewardModel(trainer.model, tok, base=path, max_length=s.max_length, aggregate=aggregate)
-    report = TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_early,
+    rm = ProcessRewardModel(trainer.model, tok, base=path, max_length=max_length, aggregate=aggregate)
+    report = TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_by_time,
                          dict(counts), list(trainer.state.log_history))
     del trainer
     free_memory()
@@ -549,7 +514,3 @@ def step_accuracy(prm: ProcessRewardModel, rows: list[dict[str, Any]]) -> dict[s
         "balanced_accuracy": (tpr + tnr) / 2 if tpr is not None and tnr is not None else None,
         "auc": auc,
     }
-
-
-def settings_dict(s: RMSettings) -> dict[str, Any]:
-    return asdict(s)

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 from openmanus_lite.envs import make_env, turn_limit
 from openmanus_lite.react import format_turn
 from openmanus_lite.schema import Task
+from openmanus_lite.train.grpo_data import task_row
 
 TOOL_INSTRUCTIONS = (
     "Act only by calling the tools you are given, one call at a time; each call returns what happened. "
@@ -78,10 +79,6 @@ class ToolEnv:
     @property
     def domain(self) -> str:
         return self._task.domain if self._task is not None else self.domain_name
-
-    @property
-    def done(self) -> bool:
-        return bool(self._env is not None and self._env.done)
 
     # ------------------------------------------------------------------ stepping
     def _act(self, action: str) -> str:
@@ -358,7 +355,7 @@ def tool_prompt(task: Task, max_turns: int | dict[str, int] | None = None) -> li
 
 
 def tool_dataset(tasks: Sequence[Task], max_turns: int | dict[str, int] | None = None):
-    """Rows for tool mode: prompt, task (JSON), domain, task_id, and `environment` when the
+    """Rows for tool mode (`grpo_data.task_row`), with `environment` when the
     tasks span several domains (TRL routes each row to its domain's adapter by it)."""
     from datasets import Dataset
 
@@ -367,9 +364,8 @@ def tool_dataset(tasks: Sequence[Task], max_turns: int | dict[str, int] | None =
     multi = len({t.domain for t in tasks}) > 1
     rows = []
     for t in tasks:
-        if t.domain not in TOOL_ENVS:
-            raise KeyError(f"no tool adapter for domain {t.domain!r}; available: {sorted(TOOL_ENVS)}")
-        row = {"prompt": tool_prompt(t, max_turns), "task": t.to_json(), "domain": t.domain, "task_id": t.id}
+        tool_env_class(t.domain)  # a domain without a tool adapter fails here, before any training
+        row = task_row(t, tool_prompt(t, max_turns))
         if multi:
             row["environment"] = t.domain
         rows.append(row)

@@ -43,10 +43,10 @@ SPELLINGS = [
 
 
 def _exports():
-    from openmanus_lite import demo, models, verl_export
+    from openmanus_lite.cli import demo, export, prepare_model
 
-    return [(verl_export.build_parser, ["--output_dir", "o", "--tasks", "db"], cliargs.DEPRECATED),
-            (models.build_parser, ["--output_dir", "o", "--force"], cliargs.DEPRECATED),
+    return [(export.build_parser, ["--output_dir", "o", "--tasks", "db"], cliargs.DEPRECATED),
+            (prepare_model.build_parser, ["--output_dir", "o", "--force"], cliargs.DEPRECATED),
             (demo.build_parser, ["--output_dir", "o", "--sft_minutes", "2", "--quick"], cliargs.DEPRECATED)]
 
 
@@ -74,19 +74,11 @@ def test_every_command_takes_both_spellings_and_its_old_names(index, capsys):
 
 
 def _sft_cfg(argv):
-    from openmanus_lite.train.sft import make_sft_config
-
-    args, extras = sft_cli.parse(argv)
-    return make_sft_config(sft_cli.settings(args, extras)[1])
+    return sft_cli.settings(*sft_cli.parse(argv))[1]
 
 
 def _grpo_cfg(argv):
-    from openmanus_lite.rewards import reward_weights
-    from openmanus_lite.train.grpo import make_grpo_config
-
-    args, extras = grpo_cli.parse(argv)
-    cfg = grpo_cli.settings(args, extras)[2]
-    return make_grpo_config(cfg, reward_weights(cfg.reward_spec))
+    return grpo_cli.settings(*grpo_cli.parse(argv))[2]
 
 
 def test_yaml_config_gives_the_same_trainer_config_as_flags(tmp_path):
@@ -109,13 +101,13 @@ def test_yaml_config_gives_the_same_trainer_config_as_flags(tmp_path):
         f"preset: cpu_debug\nreward_funcs: ['accuracy:2', format]\nnum_iterations: 2\nlog_completions: true\n"
         f"max_steps: 3\noutput_dir: {tmp_path / 'grpo'}\n")
     a, b = _grpo_cfg(grpo_flags).to_dict(), _grpo_cfg(["--config", str(tmp_path / "grpo.yaml")]).to_dict()
-    assert a == b and a["num_iterations"] == 2 and a["log_completions"] is True and a["reward_weights"] == [2.0, 1.0]
+    assert a == b and a["num_iterations"] == 2 and a["log_completions"] is True and a["rewards"] == "accuracy:2 format"
 
     dpo_flags = ["train-dpo", "--output_dir", "o", "--max_steps", "3", "--adam_beta2", "0.95", "--beta", "0.2"]
     (tmp_path / "dpo.yaml").write_text("output_dir: o\nmax_steps: 3\nadam_beta2: 0.95\nbeta: 0.2\n")
     s1 = dpo_cli.settings(*dpo_cli.parse(dpo_flags))
     s2 = dpo_cli.settings(*dpo_cli.parse(["train-dpo", "--config", str(tmp_path / "dpo.yaml")]))
-    assert s1 == s2 and s1.trainer_args == {"adam_beta2": 0.95} and s1.beta == 0.2 and s1.max_steps == 3
+    assert s1 == s2 and s1.adam_beta2 == 0.95 and s1.beta == 0.2 and s1.max_steps == 3
 
 
 def test_trl_only_settings_pass_through_and_bad_ones_are_named(tmp_path, capsys):
@@ -126,7 +118,7 @@ def test_trl_only_settings_pass_through_and_bad_ones_are_named(tmp_path, capsys)
         _grpo_cfg(["--preset", "cpu_debug", "--num_iteration", "2"])
     with pytest.raises(ValueError, match="packing: the data is pre-tokenized"):
         _sft_cfg(["--preset", "cpu_debug", "--synth", "1", "--packing", "true", "--output_dir", str(tmp_path)])
-    with pytest.raises(ValueError, match="reward_weights: give weights in --reward_funcs"):
+    with pytest.raises(ValueError, match=r"reward_weights: give weights in rewards \(--reward_funcs\)"):
         _grpo_cfg(["--preset", "cpu_debug", "--reward_weights", "1", "2", "1", "--output_dir", str(tmp_path)])
     # the CLIs turn those into exit code 2 with the message, before any data or model is built
     assert sft_cli.main(["--preset", "cpu_debug", "--synth", "1", "--no_such_setting", "1"]) == 2

@@ -22,5 +22,6 @@ def test_grpo_notebook_runs(tmp_path):
     outs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in outs)
     assert "after GRPO" in text and "success after" in text
+    assert "GRPORunConfig(" in text and "mode=single," in text and "num_generations=2," in text  # the TRL config shown
     assert "tool calls per rollout" in text
     assert sum("image/png" in o.get("data", {}) for o in outs) >= 2  # the two reward-curve figures

@@ -15,6 +15,7 @@ import pytest
 from test_preferences import TASK, play  # also registers the toy 'game' environment
 
 from openmanus_lite.envs import generate_tasks
+from openmanus_lite.models import LoraSpec
 from openmanus_lite.train import preferences as P
 
 pytestmark = pytest.mark.slow
@@ -41,11 +42,13 @@ def tiny(tmp_path_factory, toy_data):
 def test_dpo_trains_a_lora_adapter_from_a_checkpoint_and_saves_a_loadable_policy(tiny, toy_data, tmp_path):
     import torch
 
-    from openmanus_lite.models import LoraSpec, load_model
-    from openmanus_lite.train.dpo import DPOSettings, run_dpo, save_policy
+    from openmanus_lite.models import load_model
+    from openmanus_lite.train.dpo import run_dpo
+    from openmanus_lite.train.presets import get_preset
+    from openmanus_lite.train.sft import save_merged
 
-    s = DPOSettings(max_steps=3, batch_size=4, learning_rate=5e-3, lora=LoraSpec(r=4, alpha=8), logging_steps=1,
-                    max_length=512)
+    s = get_preset("cpu").dpo_config(max_steps=3, per_device_train_batch_size=4, learning_rate=5e-3, lora_r=4,
+                                     lora_alpha=8, logging_steps=1, max_length=512)
     res = run_dpo(tiny, toy_data.step_pairs, s, output_dir=tmp_path / "trainer")
     assert res.steps == 3 and res.data_counts["kept"] == len(toy_data.step_pairs)
     logged = [e for e in res.log if "loss" in e]
@@ -54,7 +57,7 @@ def test_dpo_trains_a_lora_adapter_from_a_checkpoint_and_saves_a_loadable_policy
     lora_b = [p for n, p in res.model.named_parameters() if "lora_B" in n]
     assert lora_b and any(p.abs().sum() > 0 for p in lora_b)  # the adapter moved
 
-    out = save_policy(res.model, res.tokenizer, tmp_path / "policy")
+    out = save_merged(res.model, res.tokenizer, tmp_path / "policy")
     model, tok = load_model(out, backend="hf")
     start, _ = load_model(tiny, backend="hf")
     ids = tok.apply_chat_template(toy_data.step_pairs[0]["prompt"], add_generation_prompt=True, return_tensors="pt",
@@ -88,9 +91,11 @@ def test_resolve_checkpoint_merges_an_sft_adapter_once(tiny, tmp_path):
 
 @pytest.fixture(scope="module")
 def orm(tiny, toy_data, tmp_path_factory):
-    from openmanus_lite.train.reward_model import RMSettings, train_orm
+    from openmanus_lite.train.presets import get_preset
+    from openmanus_lite.train.reward_model import train_orm
 
-    s = RMSettings(max_steps=16, batch_size=8, learning_rate=3e-3, lora=None, logging_steps=4, max_length=512)
+    s = get_preset("cpu").reward_config(max_steps=16, per_device_train_batch_size=8, learning_rate=3e-3, lora_r=0,
+                                        logging_steps=4, max_length=512)
     rm, report = train_orm(tiny, toy_data.trajectory_pairs, s, output_dir=tmp_path_factory.mktemp("orm"))
     return rm, report
 
@@ -165,9 +170,11 @@ def test_step_positions_sit_on_turn_ends(tiny):
 
 @pytest.fixture(scope="module")
 def prm(tiny, toy_data, tmp_path_factory):
-    from openmanus_lite.train.reward_model import RMSettings, train_prm
+    from openmanus_lite.train.presets import get_preset
+    from openmanus_lite.train.reward_model import train_prm
 
-    s = RMSettings(max_steps=12, batch_size=8, learning_rate=3e-3, lora=None, logging_steps=1, max_length=512)
+    s = get_preset("cpu").reward_config(max_steps=12, per_device_train_batch_size=8, learning_rate=3e-3, lora_r=0,
+                                        logging_steps=1, max_length=512)
     return train_prm(tiny, toy_data.prm, s, output_dir=tmp_path_factory.mktemp("prm"))
 
 
@@ -201,10 +208,10 @@ def test_prm_guides_beam_search(prm):
 
 @pytest.mark.parametrize("kind", ["orm", "prm"])
 def test_lora_reward_heads_save_as_adapters_and_reload(kind, tiny, toy_data, tmp_path):
-    from openmanus_lite.models import LoraSpec
     from openmanus_lite.train.reward_model import RMSettings, load_reward_model, train_orm, train_prm
 
-    s = RMSettings(max_steps=1, batch_size=4, lora=LoraSpec(r=4, alpha=8), max_length=512)
+    s = RMSettings(max_steps=1, batch_size=4, lora=LoraSpec(r=4, alpha=8), max_length=512)  # the old names still work
+    assert (s.per_device_train_batch_size, s.lora_r, s.lora_alpha) == (4, 4, 8)
     if kind == "orm":
         rm, _ = train_orm(tiny, toy_data.trajectory_pairs[:8], s, output_dir=tmp_path / "t")
     else:

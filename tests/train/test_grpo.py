@@ -55,9 +55,37 @@ class Probe:
 
 def _cfg(tmp_path, **kw):
     base = dict(output_dir=str(tmp_path / "run"), max_steps=2, num_generations=2, per_device_train_batch_size=4,
-                learning_rate=1e-4, save_steps=0, disable_tqdm=True)
+                learning_rate=1e-4, save_strategy="no", disable_tqdm=True, logging_steps=1)
     base.update(kw)
     return GRPORunConfig(**base)
+
+
+def test_trl_grpo_trainer_has_the_shape_the_kit_relies_on():
+    """KitGRPOTrainer reads `_generate`'s result by name and EnvRolloutFunc is TRL's `rollout_func`: this fails
+    when a TRL release changes what either relies on (read from TRL's own source, no model needed)."""
+    import ast
+    import inspect
+    import textwrap
+
+    from trl import GRPOTrainer
+
+    from openmanus_lite.train.grpo import GENERATE_FIELDS
+
+    def parsed(fn):
+        return ast.parse(textwrap.dedent(inspect.getsource(fn)))
+
+    returns = [n.value for n in ast.walk(parsed(GRPOTrainer._generate)) if isinstance(n, ast.Return)]
+    assert [[e.id for e in r.elts] for r in returns] == [list(GENERATE_FIELDS)]
+    unpacks = [n.targets[0] for n in ast.walk(parsed(GRPOTrainer._generate_and_score_completions))
+               if isinstance(n, ast.Assign) and getattr(getattr(n.value, "func", None), "attr", "") == "_generate"]
+    assert len(unpacks) == 1 and len(unpacks[0].elts) == len(GENERATE_FIELDS)
+    assert list(inspect.signature(GRPOTrainer._generate).parameters) == ["self", "prompts"]
+    assert {"rollout_func", "environment_factory"} <= set(inspect.signature(GRPOTrainer.__init__).parameters)
+    source = inspect.getsource(GRPOTrainer._generate)
+    assert "self.rollout_func(prompts, self)" in source  # the rollout gets the prompts and the trainer
+    assert '{"prompt_ids", "completion_ids", "logprobs"}' in source  # the keys it must return
+    assert 'extra_fields.pop("env_mask", None)' in source  # env_mask becomes the tool mask
+    assert callable(GRPOTrainer._log_metric)
 
 
 def test_single_turn_steps_log_rewards_per_function_and_domain(tiny_dir, tmp_path):
@@ -156,6 +184,19 @@ def test_cached_rollout_continues_the_same_token_ids_as_an_uncached_one(tiny_dir
     assert runs[False][2].reused_tokens == 0 and runs[True][2].reused_tokens > 0
 
 
+def test_a_spent_token_budget_ends_the_episode_before_the_next_turn(tiny_dir):
+    model, tok = _model(tiny_dir)
+    tasks = generate_tasks("db", 2, seed=0)
+    _, rollout = build_env_dataset(tasks, max_turns=5)
+    prompts = render_prompts(tok, [rollout.prompt_for(t) for t in tasks])
+    eps = run_episode_tokens(model, tok, tasks, prompts, max_turns=5, max_new_tokens=8, max_completion_tokens=60,
+                             temperature=0.0)
+    for ep in eps:  # five 8-token turns and four observations cannot fit 60 tokens
+        assert ep.ended_by == "tokens" and ep.num_turns < 5 and not ep.success and ep.outcome == 0.0
+        assert len(ep.completion_ids) == len(ep.env_mask) <= 60
+        assert ep.messages[-1]["role"] == "assistant" and ep.env_mask[-1] == 1  # no observation without a turn after it
+
+
 def test_multi_turn_steps_pass_env_columns_and_conversations_to_rewards(tiny_dir, tmp_path):
     model, tok = _model(tiny_dir)
     tasks = generate_tasks("db", 2, seed=1) + generate_tasks("kg", 2, seed=1)
@@ -216,10 +257,10 @@ def test_tool_calling_mode_runs_the_environment_through_tools(tmp_path):
 def test_resume_continues_from_the_last_checkpoint(tiny_dir, tmp_path):
     ds = build_single_turn_dataset(value_task_rows(("db",), n=4, seed=0))
     model, tok = _model(tiny_dir)
-    first = run_grpo(model, tok, ds, _cfg(tmp_path, max_completion_length=8, save_steps=1))
+    first = run_grpo(model, tok, ds, _cfg(tmp_path, max_completion_length=8, save_strategy="steps", save_steps=1))
     assert first.global_step == 2 and (tmp_path / "run" / "checkpoint-2").is_dir()
     model, tok = _model(tiny_dir)
-    second = run_grpo(model, tok, ds, _cfg(tmp_path, max_completion_length=8, save_steps=1, max_steps=3), resume=True)
+    second = run_grpo(model, tok, ds, _cfg(tmp_path, max_completion_length=8, save_strategy="steps", save_steps=1, max_steps=3), resume=True)
     assert second.resumed_from.endswith("checkpoint-2")
     assert second.global_step == 3
     assert [r["step"] for r in second.log_history if "reward" in r] == [1, 2, 3]

@@ -56,6 +56,6 @@ def test_every_preset_has_its_own_grpo_settings():
     from openmanus_lite.train.presets import PRESETS
 
     for name in PRESETS:
-        cfg = get_preset(name).grpo
-        assert cfg.output_dir != GRPORunConfig().output_dir, f"preset {name!r} lost its grpo=GRPORunConfig(...)"
+        cfg = get_preset(name).grpo_config()
+        assert isinstance(cfg, GRPORunConfig) and cfg.output_dir != GRPORunConfig().output_dir, f"preset {name!r} lost its grpo"
         assert cfg.num_generations >= 2 and cfg.per_device_train_batch_size % cfg.num_generations == 0

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from openmanus_lite.recipes import Recipe, get_recipe, list_recipes, recipe_tasks, recipe_trajectories, sft_config
+from openmanus_lite.recipes import Recipe, get_recipe, list_recipes, recipe_tasks, recipe_trajectories
+from openmanus_lite.train.presets import get_preset
 
 
 def test_registry_lists_the_recipes_and_names_an_unknown_one():
@@ -17,7 +18,9 @@ def test_registry_lists_the_recipes_and_names_an_unknown_one():
     with pytest.raises(ValueError, match=r"unknown recipe fields \['minutes'\]"):
         get_recipe("cpu_60min").replace(minutes=3)
     with pytest.raises(AttributeError):  # frozen: a recipe is changed by .replace, never in place
-        get_recipe("cpu_60min").batch_size = 8
+        get_recipe("cpu_60min").per_device_train_batch_size = 8
+    with pytest.warns(DeprecationWarning, match="per_device_train_batch_size"):  # the old name still works
+        assert get_recipe("cpu_60min").replace(batch_size=8).per_device_train_batch_size == 8
 
 
 def test_recipes_share_the_measured_data_and_differ_in_budget_and_hardware():
@@ -26,13 +29,15 @@ def test_recipes_share_the_measured_data_and_differ_in_budget_and_hardware():
             "turn_limits", "difficulty")
     assert all(getattr(r, f) == getattr(r60, f) for r in (r30, t4, gpu8) for f in data)
     assert dict(r60.domain_weights) == {"household": 3.0, "web": 2.0} and r60.recovery_repeats == (1, 2)
-    c60, c30 = sft_config(r60), sft_config(r30)
-    assert (c60.lr_scheduler_type, c60.max_minutes, c30.max_minutes) == ("cosine_by_time", 60.0, 30.0)
-    assert c30.mark_minutes == (15.0, 30.0) and c60.learning_rate == c30.learning_rate == 1e-3
-    ct4, c8 = sft_config(t4), sft_config(gpu8)
-    assert ct4.max_minutes is None and ct4.num_train_epochs == 2 and ct4.optim == "adamw_8bit"  # the preset's
+    c60, c30 = r60.sft_config(), r30.sft_config()
+    assert (c60.cosine_by_time, c60.max_minutes, c30.max_minutes) == (True, 60.0, 30.0)
+    assert c30.mark_minutes == [15.0, 30.0] and c60.learning_rate == c30.learning_rate == 1e-3
+    ct4, c8 = t4.sft_config(), gpu8.sft_config()
+    assert ct4.max_minutes is None and ct4.num_train_epochs == 2  # the preset's (its adamw_8bit needs a GPU)
+    assert ct4.output_dir == "runs/sft_t4" and get_preset(t4.preset).sft["optim"] == "adamw_8bit"
+    assert ct4.lr_scheduler_type == "cosine" and not ct4.cosine_by_time
     assert (c8.per_device_train_batch_size * c8.gradient_accumulation_steps, c8.max_length) == (16, 1536)
-    assert sft_config(r60, output_dir="x", learning_rate=5e-4).learning_rate == 5e-4
+    assert r60.sft_config(output_dir="x", learning_rate=5e-4).learning_rate == 5e-4
 
 
 def test_recipe_data_weights_domains_and_adds_recovery_episodes():
@@ -54,7 +59,7 @@ def test_sft_command_takes_a_recipe_and_its_flags_override_it():
     args, extras = parse(["--recipe", "cpu_30min", "--learning_rate", "5e-4"])
     preset, cfg = settings(args, extras)
     assert preset.name == "cpu" and preset.lora.r == 16
-    assert cfg == sft_config(get_recipe("cpu_30min"), learning_rate=5e-4)
+    assert cfg == get_recipe("cpu_30min").sft_config(learning_rate=5e-4)
     r = synth_recipe(args)
     assert r.tasks_per_domain == 250 and r.recovery == 1 and r.recovery_repeats == (1, 2)
     args, _ = parse(["--recipe", "cpu_60min", "--synth", "3", "--domains", "os,web", "--recovery", "0"])

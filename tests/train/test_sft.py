@@ -14,6 +14,7 @@ from openmanus_lite.engine.generation import generate_turns  # noqa: E402
 from openmanus_lite.models import build_tiny_model, count_parameters, load_model  # noqa: E402
 from openmanus_lite.schema import Trajectory, Turn  # noqa: E402
 from openmanus_lite.train.data import build_sft_dataset  # noqa: E402
+from openmanus_lite.train.run_control import time_cosine_factor  # noqa: E402
 from openmanus_lite.train.sft import (  # noqa: E402
     GGUFExportUnavailable,
     SFTRunConfig,
@@ -24,7 +25,6 @@ from openmanus_lite.train.sft import (  # noqa: E402
     run_sft,
     save_adapter,
     save_merged,
-    time_cosine_factor,
 )
 
 pytestmark = pytest.mark.slow
@@ -125,9 +125,13 @@ def test_resume_continues_the_step_count(tiny, data, tmp_path):
     model, tok = load_model(tiny, backend="unsloth", full_finetuning=True)
     first = run_sft(model, tok, data, _cfg(tmp_path, max_steps=4, save_steps=2))
     assert first.global_step == 4 and first.resumed_from is None
+    # a save killed half-way (issue #44): the newer folder has weights but no trainer_state.json
+    killed = tmp_path / "out" / "checkpoint-5"
+    killed.mkdir()
+    (killed / "model.safetensors").write_bytes(b"")
     model2, tok2 = load_model(tiny, backend="unsloth", full_finetuning=True)
     second = run_sft(model2, tok2, data, _cfg(tmp_path, max_steps=6, save_steps=2))
-    assert second.resumed_from.endswith("checkpoint-4")
+    assert second.resumed_from.endswith("checkpoint-4")  # the newest complete one
     assert second.global_step == 6
     assert [h["step"] for h in second.loss_history] == [1, 2, 3, 4, 5, 6]
     assert second.loss_history[:4] == [{k: h[k] for k in ("step", "loss", "learning_rate")} for h in first.loss_history]
@@ -147,10 +151,10 @@ def test_cosine_by_time_decays_over_the_time_budget_not_the_steps(tiny, data, tm
     """A fake clock where each step takes one second: the rate of step s + 1 is the cosine at s seconds."""
     from transformers import TrainerCallback
 
-    import openmanus_lite.train.sft as sft_module
+    import openmanus_lite.train.run_control as run_control
 
     now = [0.0]
-    monkeypatch.setattr(sft_module, "training_clock", lambda kind: lambda: now[0])
+    monkeypatch.setattr(run_control, "training_clock", lambda kind: lambda: now[0])
 
     class OneSecondSteps(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
@@ -168,10 +172,31 @@ def test_cosine_by_time_decays_over_the_time_budget_not_the_steps(tiny, data, tm
     assert expected[-1] < 0.03 * 5e-3  # at 9 of 10 seconds the cosine is nearly at its end
 
 
-def test_cosine_by_time_needs_a_time_budget(tiny, data, tmp_path):
-    model, tok = load_model(tiny, backend="unsloth", lora={"r": 4, "alpha": 8})
+def test_resume_skips_checkpoints_without_their_trainer_state(tmp_path):
+    from openmanus_lite.train.run_control import last_checkpoint, resume_checkpoint
+
+    out = tmp_path / "out"
+    assert last_checkpoint(out) is None and resume_checkpoint("auto", out) is None
+    for step, complete in ((10, True), (20, False), (9, True)):
+        (out / f"checkpoint-{step}").mkdir(parents=True)
+        if complete:
+            (out / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    (out / "checkpoint-30.tmp").mkdir()
+    assert last_checkpoint(out) == str(out / "checkpoint-10")  # by step, not by name; 20 was never finished
+    assert resume_checkpoint(False, out) is None and resume_checkpoint("no", out) is None
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        resume_checkpoint(str(out / "checkpoint-99"), out)
+
+
+def test_the_config_is_trls_and_cosine_by_time_needs_a_time_budget(tmp_path):
+    from trl import SFTConfig
+
+    cfg = _cfg(tmp_path, max_minutes=1.0, lr_scheduler_type="cosine_by_time")
+    assert isinstance(cfg, SFTConfig) and cfg.cosine_by_time and cfg.lr_scheduler_type == "constant_with_warmup"
     with pytest.raises(ValueError, match="max_minutes"):
-        run_sft(model, tok, data, _cfg(tmp_path, lr_scheduler_type="cosine_by_time"))
+        _cfg(tmp_path, lr_scheduler_type="cosine_by_time")
+    with pytest.raises(ValueError, match="packing: the data is pre-tokenized"):
+        _cfg(tmp_path, packing=True)
 
 
 def test_time_cosine_factor():

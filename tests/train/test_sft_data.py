@@ -169,7 +169,7 @@ def test_domain_weight_lists_parse_or_name_the_bad_item():
 
 def test_recovery_trajectories_train_the_recovery_not_the_mistake(tok):
     from openmanus_lite.envs import generate_tasks, make_env
-    from openmanus_lite.train.measure import RECOVERY_NOTE, recovery_trajectories
+    from openmanus_lite.train.recovery import RECOVERY_NOTE, recovery_trajectories
 
     tasks = [t for d in ("household", "web", "db") for t in generate_tasks(d, 4, seed=5)]
     trajs, counts = recovery_trajectories(tasks, per_task=2, max_turns=12, seed=0)
@@ -205,7 +205,7 @@ def test_recovery_trajectories_train_the_recovery_not_the_mistake(tok):
 def test_recovery_trajectories_rotate_the_mistake_kinds_across_tasks():
     """At one episode per task every kind still occurs (a skip with nothing to skip is a corruption)."""
     from openmanus_lite.envs import generate_tasks
-    from openmanus_lite.train.measure import recovery_trajectories
+    from openmanus_lite.train.recovery import recovery_trajectories
 
     tasks = generate_tasks("household", 12, seed=5)
     trajs, _ = recovery_trajectories(tasks, per_task=1, max_turns=16, seed=0, kinds=("random", "corrupt", "skip"))
@@ -217,7 +217,7 @@ def test_recovery_trajectories_repeat_a_rejected_mistake_before_the_recovery():
     """With repeats (1, 2), every other task's rejected mistake is played twice, the second time after the
     recovery note (a model's loop); neither copy trains, the recovery after them does."""
     from openmanus_lite.envs import generate_tasks, make_env
-    from openmanus_lite.train.measure import RECOVERY_NOTE, recovery_trajectories
+    from openmanus_lite.train.recovery import RECOVERY_NOTE, recovery_trajectories
 
     tasks = generate_tasks("household", 12, seed=5)
     trajs, counts = recovery_trajectories(tasks, per_task=1, max_turns=16, seed=0, repeats=(1, 2))

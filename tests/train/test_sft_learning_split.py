@@ -99,19 +99,23 @@ def test_domain_weights_scale_the_training_tasks_and_reject_bad_items():
 
 
 def test_the_default_run_is_the_cpu_60min_recipe(tmp_path):
-    """A plain `python benchmarks/sft_learning.py` trains the recipe: same settings, same SFTRunConfig, same data."""
+    """A plain `python benchmarks/sft_learning.py` trains the recipe: same settings, same SFTRunConfig, same data;
+    its training options are the `sft` command's (the old spellings still work)."""
     from benchmarks.sft_learning import parse_args, recipe_from_args, run_config
-    from openmanus_lite.recipes import get_recipe, recipe_trajectories, sft_config
+    from openmanus_lite.recipes import get_recipe, recipe_trajectories
 
     recipe = get_recipe("cpu_60min")
     args = parse_args([])
     ours = recipe_from_args(args)
     assert ours == recipe.replace(domains=tuple(recipe.domain_list()))
     cfg = run_config(ours, tmp_path, args)
-    assert cfg == sft_config(recipe, output_dir=str(tmp_path / "trainer"), save_steps=10**6, save_total_limit=None,
-                             resume=False, disable_tqdm=False, logging_steps=5, clock="wall")
-    assert (cfg.lr_scheduler_type, cfg.max_minutes, cfg.mark_minutes, cfg.per_device_train_batch_size) == (
-        "cosine_by_time", 60.0, (15.0, 30.0, 60.0), 4)
+    assert cfg == recipe.sft_config(output_dir=str(tmp_path / "trainer"), save_steps=10**6, save_total_limit=None,
+                                    resume=False, disable_tqdm=False, logging_steps=5, clock="wall")
+    assert (cfg.cosine_by_time, cfg.max_minutes, cfg.mark_minutes, cfg.per_device_train_batch_size) == (
+        True, 60.0, [15.0, 30.0, 60.0], 4)
+    new = run_config(ours, tmp_path, parse_args(["--per_device_train_batch_size", "8", "--adam_beta2", "0.9"]))
+    old = run_config(ours, tmp_path, parse_args(["--batch-size", "8", "--adam_beta2", "0.9"]))
+    assert new == old and (new.per_device_train_batch_size, new.adam_beta2) == (8, 0.9)
     # the data: the same tasks and episodes, on small counts (weights, recovery kinds and repeats as the recipe's)
     small = recipe_from_args(parse_args(["--train-tasks", "2", "--domains", "os,web,household"]))
     trajs, info = recipe_trajectories(small)
@@ -166,10 +170,10 @@ def test_dtype_auto_takes_bf16_only_where_the_cpu_has_it(monkeypatch, native):
     import torch
 
     from benchmarks.sft_learning import training_dtype
-    from openmanus_lite import models
+    from openmanus_lite.engine import precision
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(models, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
 
     def error(message):
         raise SystemExit(message)

@@ -1,0 +1,252 @@
+"""The trainers' configs: TRL's own config classes, each with the few fields the kit adds.
+
+TRL pairs each trainer with a config dataclass (SFTTrainer / SFTConfig, GRPOTrainer / GRPOConfig,
+DPOTrainer / DPOConfig, RewardTrainer / RewardConfig). The kit's trainers take those classes too: any
+TRL field works as TRL documents it. The subclasses here add only what the kit owns, with help text in
+the field metadata so `HfArgumentParser` reads them like TRL's own fields:
+
+    SFTRunConfig     time budget (max_minutes, mark_minutes, clock), lr_scheduler_type="cosine_by_time", resume
+    GRPORunConfig    mode (single / multi / tool), rewards by name, episode budgets, turn limits, sample printing
+    DPORunConfig     time budget, the fresh LoRA adapter, how the start checkpoint loads
+    RewardRunConfig  time budget, LoRA (the ORM's RewardConfig; the PRM trains with the same TrainingArguments)
+
+A few defaults differ from TRL's, for reasons the kit owns: bf16 / fp16 unset mean the device's choice
+(engine/precision.py), gradient checkpointing is off (Unsloth's LoRA models bring their own), SFT data is
+pre-tokenized with per-turn loss masks (so no packing or padding-free batching, and TRL must not re-mask).
+
+Importing this module imports TRL (after unsloth). Presets and recipes hold their settings as plain
+mappings spelled with these field names and build a config only when asked (`preset.sft_config(...)`).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from openmanus_lite.engine.precision import trainer_precision
+
+
+def import_trl():
+    """`trl`, imported after unsloth when unsloth is installed (TRL's CPU kernels need its patch)."""
+    try:
+        import unsloth  # noqa: F401
+    except Exception:
+        pass
+    import trl
+
+    return trl
+
+
+trl = import_trl()
+
+TIME_COSINE = "cosine_by_time"
+MODES = ("single", "multi", "tool")
+DEFAULT_REWARDS = {
+    "single": "answer_match format tag_count",
+    "multi": "env_outcome",
+    "tool": "env_outcome invalid_action:0.25",
+}
+"""Reward spec per mode when none is given. Multi-turn rewards the outcome alone (issue #28, docs/RESULTS.md "Multi-turn
+GRPO in the environments"): with `env_outcome react_format:0.25 invalid_action:0.25` a tidy one-turn answer out-earned
+failed multi-turn attempts and held-out db success fell 10/50 -> 0/50 (the policy stopped querying), while
+`env_outcome` alone took it 10/50 -> 24/50 (benchmarks/grpo_learning.py --part multi)."""
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+def _default(base: type, name: str, value: Any) -> Any:
+    """A field of `base` with the kit's default and TRL's help text."""
+    return field(default=value, metadata=base.__dataclass_fields__[name].metadata)
+
+
+def _kit_sets(config: Any, required: dict[str, tuple[Any, str]]) -> None:
+    """Refuse a setting the kit needs at one value, saying why."""
+    wrong = {k: why for k, (value, why) in required.items() if getattr(config, k) != value}
+    if wrong:
+        raise ValueError("the kit sets these trainer settings itself: " + "; ".join(f"{k}: {w}" for k, w in wrong.items()))
+
+
+PUSH = (False, "the kit uploads its final adapter / merged model itself (--push_to_hub --hub_model_id)")
+
+
+@dataclass
+class _KitConfig:
+    """What every kit config adds: a time budget; and does before TRL's `__post_init__`: precision from the device."""
+
+    max_minutes: float | None = field(default=None, metadata=_help(
+        "Stop (with a final save, where the config saves) after this many minutes of training time; SFT does not "
+        "count the evaluation at its marks."))
+
+    def _kit_post_init(self) -> None:
+        fp16 = False if self.bf16 is False and self.fp16 is None else self.fp16  # bf16=False: no mixed precision
+        for key, value in trainer_precision(self.bf16, fp16).trainer_kwargs().items():
+            setattr(self, key, value)
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ValueError(f"max_minutes must be positive, got {self.max_minutes}")
+
+
+@dataclass
+class SFTRunConfig(_KitConfig, trl.SFTConfig):
+    """TRL's SFTConfig for the kit's pre-tokenized agent data, with a time budget (see the module doc)."""
+
+    mark_minutes: list[float] = field(default_factory=list, metadata=_help(
+        "Training-time marks (minutes) at which a checkpoint is saved and run_sft's on_mark is called."))
+    clock: str = field(default="wall", metadata=_help(
+        "How training time is counted: 'wall' seconds, or 'cpu' (this process's CPU seconds / torch threads, an "
+        "estimate of wall time on an idle machine when other processes share the CPU)."))
+    cosine_by_time: bool = field(default=False, metadata=_help(
+        "A cosine decay over max_minutes of training time after warmup_steps (set by "
+        "lr_scheduler_type='cosine_by_time'): for time budgets, where the steps that fit are not known beforehand "
+        "and a step-based cosine ends either early or undecayed."))
+    resume: str = field(default="auto", metadata=_help(
+        "'auto': continue from the newest complete checkpoint in output_dir if there is one; a path: from that one; "
+        "False (or 'no'): start fresh."))
+    output_dir: str | None = _default(trl.SFTConfig, "output_dir", "runs/sft")
+    bf16: bool | None = _default(trl.SFTConfig, "bf16", None)
+    fp16: bool | None = _default(trl.SFTConfig, "fp16", None)
+    gradient_checkpointing: bool = _default(trl.SFTConfig, "gradient_checkpointing", False)
+    train_sampling_strategy: str = _default(trl.SFTConfig, "train_sampling_strategy", "group_by_length")
+
+    def __post_init__(self):
+        if self.lr_scheduler_type == TIME_COSINE:
+            self.cosine_by_time, self.lr_scheduler_type = True, "constant_with_warmup"  # the callback reshapes it
+        if self.cosine_by_time and not self.max_minutes:
+            raise ValueError(f"lr_scheduler_type {TIME_COSINE!r} decays over max_minutes of training time: set max_minutes")
+        if self.clock not in ("wall", "cpu"):
+            raise ValueError(f"clock must be 'wall' or 'cpu', got {self.clock!r}")
+        self.mark_minutes = sorted(float(m) for m in self.mark_minutes)
+        self.data_seed = self.seed if self.data_seed is None else self.data_seed
+        if self.include_num_input_tokens_seen in ("no", False):
+            self.include_num_input_tokens_seen = "non_padding"
+        self._kit_post_init()
+        masks = "the data is pre-tokenized with per-turn loss masks, which it would mix"
+        _kit_sets(self, {"push_to_hub": PUSH, "packing": (False, masks), "padding_free": (False, masks),
+                         "assistant_only_loss": (False, "the loss mask comes from the data's per-turn train flags"),
+                         "include_num_input_tokens_seen": ("non_padding", "the kit reports tokens per second from it")})
+        super().__post_init__()
+
+
+@dataclass
+class GRPORunConfig(_KitConfig, trl.GRPOConfig):
+    """TRL's GRPOConfig with the kit's modes, rewards by name and episode budgets (see the module doc)."""
+
+    mode: str = field(default="single", metadata=_help(
+        "single: one answer per prompt; multi: whole episodes in the environments (rollout_func); "
+        "tool: the environments' actions as tools (environment_factory)."))
+    rewards: str | None = field(default=None, metadata=_help(
+        "Reward spec, registered names or package.module:function, each with an optional :weight, e.g. "
+        "'accuracy:2 format tag_count'; None: the mode's default (DEFAULT_REWARDS)."))
+    max_episode_tokens: int | None = field(default=None, metadata=_help(
+        "multi / tool: tokens of the whole episode after the prompt (turns and observations); it becomes "
+        "max_completion_length in those modes."))
+    max_new_tokens: int = field(default=96, metadata=_help("multi: tokens per assistant turn."))
+    max_turns: int | str | None = field(default=None, metadata=_help(
+        "multi / tool: turn limit per episode, one number or {domain: turns} (JSON on the command line); None: the "
+        "environment's own."))
+    sample_every: int = field(default=0, metadata=_help("Print sample episodes every N steps (0: never)."))
+    output_dir: str | None = _default(trl.GRPOConfig, "output_dir", "runs/grpo")
+    bf16: bool | None = _default(trl.GRPOConfig, "bf16", None)
+    fp16: bool | None = _default(trl.GRPOConfig, "fp16", None)
+    use_vllm: bool | None = field(default=None, metadata=_help(
+        "Single-turn generation with vLLM (colocate mode): None = when a GPU and vLLM are there. The multi-turn "
+        "rollout always generates with transformers' generate."))
+    gradient_checkpointing: bool = _default(trl.GRPOConfig, "gradient_checkpointing", False)
+    max_tool_calling_iterations: int | None = _default(trl.GRPOConfig, "max_tool_calling_iterations", 6)
+
+    def __post_init__(self):
+        import torch
+
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if isinstance(self.max_turns, str):
+            self.max_turns = json.loads(self.max_turns)
+        if self.mode != "single" and self.max_episode_tokens is not None:
+            self.max_completion_length = self.max_episode_tokens
+        on_gpu = torch.cuda.is_available()
+        if self.use_vllm is None:
+            self.use_vllm = on_gpu and vllm_available() and self.mode == "single"
+        elif self.use_vllm and not on_gpu:
+            raise ValueError("use_vllm needs a GPU; on CPU generation goes through transformers' generate")
+        elif self.use_vllm and not vllm_available():
+            raise ValueError("use_vllm is set but vLLM is not installed (pip install vllm), or leave use_vllm unset")
+        if self.use_vllm:
+            self.vllm_mode = "colocate"
+        self._kit_post_init()
+        _kit_sets(self, {"push_to_hub": PUSH, "reward_weights": (None, "give weights in rewards (--reward_funcs), "
+                                                                      "e.g. accuracy:2 format; run_grpo sets them")})
+        super().__post_init__()
+
+    @property
+    def reward_spec(self) -> str:
+        return self.rewards or DEFAULT_REWARDS[self.mode]
+
+
+@dataclass
+class DPORunConfig(_KitConfig, trl.DPOConfig):
+    """TRL's DPOConfig with a time budget and the fresh LoRA adapter DPO trains on the SFT checkpoint."""
+
+    lora_r: int = field(default=16, metadata=_help(
+        "Rank of the LoRA adapter DPO trains (its reference is the adapter-free SFT model, so it must be > 0)."))
+    lora_alpha: int = field(default=32, metadata=_help("LoRA alpha."))
+    backend: str = field(default="auto", metadata=_help("How the start checkpoint loads: auto, unsloth or hf."))
+    load_in_4bit: bool = field(default=False, metadata=_help("Load the start checkpoint in 4-bit (QLoRA)."))
+    output_dir: str | None = _default(trl.DPOConfig, "output_dir", None)
+    bf16: bool | None = _default(trl.DPOConfig, "bf16", None)
+    fp16: bool | None = _default(trl.DPOConfig, "fp16", None)
+    gradient_checkpointing: bool = _default(trl.DPOConfig, "gradient_checkpointing", False)
+    save_strategy: str = _default(trl.DPOConfig, "save_strategy", "no")
+
+    def __post_init__(self):
+        if self.lora_r <= 0:
+            raise ValueError("DPO here trains a LoRA adapter (its reference is the adapter-free SFT model): lora_r > 0")
+        self._kit_post_init()
+        _kit_sets(self, {"push_to_hub": PUSH, "save_strategy": ("no", "the kit saves the policy at the end (save_merged / save_adapter)")})
+        super().__post_init__()
+
+
+@dataclass
+class RewardRunConfig(_KitConfig, trl.RewardConfig):
+    """TRL's RewardConfig with a time budget and LoRA, for the outcome and the process reward model."""
+
+    lora_r: int = field(default=16, metadata=_help("LoRA rank; 0 trains every weight (tiny models)."))
+    lora_alpha: int = field(default=32, metadata=_help("LoRA alpha."))
+    output_dir: str | None = _default(trl.RewardConfig, "output_dir", None)
+    center_rewards_coefficient: float | None = _default(trl.RewardConfig, "center_rewards_coefficient", 0.01)
+    bf16: bool | None = _default(trl.RewardConfig, "bf16", None)
+    fp16: bool | None = _default(trl.RewardConfig, "fp16", None)
+    gradient_checkpointing: bool = _default(trl.RewardConfig, "gradient_checkpointing", False)
+    save_strategy: str = _default(trl.RewardConfig, "save_strategy", "no")
+
+    def __post_init__(self):
+        self._kit_post_init()
+        _kit_sets(self, {"push_to_hub": PUSH, "save_strategy": ("no", "the kit saves the reward model (rm.save)")})
+        super().__post_init__()
+
+
+def vllm_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+RENAMED_SETTINGS = {"epochs": "num_train_epochs", "batch_size": "per_device_train_batch_size",
+                    "grad_accum": "gradient_accumulation_steps"}
+
+
+def renamed_settings(old: dict[str, Any], old_name: str, new_name: str) -> dict[str, Any]:
+    """The keywords of the old DPOSettings / RMSettings as fields of the TRL config that replaced them."""
+    warnings.warn(f"{old_name} is deprecated: use {new_name} (TRL's config with the kit's fields)",
+                  DeprecationWarning, stacklevel=3)
+    new = {RENAMED_SETTINGS.get(k, k): v for k, v in old.items() if k not in ("lora", "max_seconds", "trainer_args")}
+    if "per_device_train_batch_size" in new:
+        new.setdefault("per_device_eval_batch_size", new["per_device_train_batch_size"])
+    if old.get("max_seconds"):
+        new["max_minutes"] = old["max_seconds"] / 60
+    if "lora" in old:
+        lora = old["lora"]
+        new.update(lora_r=lora.r if lora else 0, lora_alpha=lora.alpha if lora else 32)
+    return {**new, **old.get("trainer_args", {})}
