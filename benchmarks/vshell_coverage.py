@@ -1,5 +1,5 @@
 """How much real agent bash the OS environment's virtual shell runs: the recorded scripts of
-tests/test_vshell_scripts.py (agent-style solutions and per-feature scripts, each with the stdout
+tests/envs/test_vshell_scripts.py (agent-style solutions and per-feature scripts, each with the stdout
 and status real bash printed) run on the shell of whichever tree is first on PYTHONPATH.
 
     python benchmarks/vshell_coverage.py                          # this tree
@@ -28,7 +28,7 @@ REFUSALS = ("command not found", "not supported", "syntax error", "not available
 def recorded_scripts() -> dict:
     """FILES, FEATURES and REALISTIC as literals from the test module (read, not imported, so an
     older shell without the test's imports can be measured)."""
-    tree = ast.parse((ROOT / "tests" / "test_vshell_scripts.py").read_text())
+    tree = ast.parse((ROOT / "tests" / "envs" / "test_vshell_scripts.py").read_text())
     found = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):

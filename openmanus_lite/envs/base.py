@@ -32,6 +32,17 @@ from openmanus_lite.schema import StepResult, Task, Trajectory, Turn
 DIFFICULTIES = ("easy", "medium", "hard")
 
 
+ECHO_LIMIT = 80
+"""Most characters of the agent's own text an observation quotes back (an unknown name, a bad argument)."""
+
+
+def echoed(text: str, limit: int = ECHO_LIMIT) -> str:
+    """`text` as an observation may quote it: cut to `limit` characters, saying how long it was, so that
+    an observation does not grow with the action (a 1 MB action echoed whole fills the context)."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 class InvalidAction(Exception):
     """A well-formed action that is not valid in the current state (shown to the agent)."""
 
@@ -102,7 +113,7 @@ class Env:
         except InvalidAction as e:
             observation = str(e)
         except Exception as e:  # a bug in a domain must not crash the agent's episode
-            observation = f"Error: {type(e).__name__}: {e}"
+            observation = f"Error: {type(e).__name__}: {echoed(e, 4 * ECHO_LIMIT)}"
             info["internal_error"] = traceback.format_exc(limit=3)
         if not info["valid"]:
             self.invalid_actions += 1

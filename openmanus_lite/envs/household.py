@@ -17,7 +17,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from openmanus_lite.envs.base import Env, InvalidAction, expert_turn, register_domain
+from openmanus_lite.envs.base import Env, InvalidAction, echoed, expert_turn, register_domain
 from openmanus_lite.react import Action
 from openmanus_lite.schema import Task
 
@@ -234,7 +234,7 @@ def parse_command(text: str) -> Command | str:
         if m:
             groups = [g or "" for g in m.groups()] + ["", ""]
             return Command(verb, groups[0], groups[1])
-    return f"Nothing happens. I do not understand {s[:60]!r}. " + COMMAND_HELP
+    return f"Nothing happens. I do not understand {echoed(s, 60)!r}. " + COMMAND_HELP
 
 
 # --------------------------------------------------------------------------- generator
@@ -498,7 +498,7 @@ class HouseholdEnv(Env):
                 return matches[0]
             if matches:
                 raise InvalidAction(f"Nothing happens. Which {name}? Add its number, e.g. {matches[0]}.")
-        raise InvalidAction(f"Nothing happens. There is no {name[:60]} here.")
+        raise InvalidAction(f"Nothing happens. There is no {echoed(name, 60)} here.")
 
     def _need_here(self, recep: str) -> None:
         if recep not in self.recep_set:

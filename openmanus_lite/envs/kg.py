@@ -31,7 +31,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from openmanus_lite.envs.base import DIFFICULTIES, Env, InvalidAction, expert_turn, register_domain, run_expert
+from openmanus_lite.envs.base import (
+    DIFFICULTIES,
+    Env,
+    InvalidAction,
+    echoed,
+    expert_turn,
+    register_domain,
+    run_expert,
+)
 from openmanus_lite.react import answer, tool
 from openmanus_lite.schema import Task
 
@@ -349,7 +357,7 @@ class KGEnv(Env):
     def _resolve(self, arg: str) -> tuple[str, frozenset[str] | int]:
         """An argument -> (key, value): '#n' is a variable, anything else an entity name."""
         a = arg.strip().strip("'\"")
-        m = re.fullmatch(r"#(\d+)", a)
+        m = re.fullmatch(r"#(\d{1,9})", a)
         if m:
             i = int(m.group(1))
             if i >= len(self.vars):
@@ -362,13 +370,13 @@ class KGEnv(Env):
         folded = {n.lower(): n for n in self.task.spec["entities"]}
         if a.lower() in folded:
             return folded[a.lower()], frozenset([folded[a.lower()]])
-        raise InvalidAction(f"Error: unknown entity {a!r}. Use an entity listed in the question or a variable "
+        raise InvalidAction(f"Error: unknown entity {echoed(a)!r}. Use an entity listed in the question or a variable "
                             f"such as #0.")
 
     def _entities(self, arg: str, tool_name: str) -> tuple[str, frozenset[str]]:
         key, value = self._resolve(arg)
         if isinstance(value, int):
-            raise InvalidAction(f"Error: {tool_name} needs entities, but {arg.strip()} is a number.")
+            raise InvalidAction(f"Error: {tool_name} needs entities, but {echoed(arg.strip())} is a number.")
         return key, value
 
     def _var_key(self, ref: str) -> str:
@@ -390,7 +398,7 @@ class KGEnv(Env):
         arity = {"get_relations": 1, "get_neighbors": 2, "intersection": 2, "get_attributes": 1, "argmax": 2,
                  "argmin": 2, "count": 1}
         if name not in arity:
-            raise InvalidAction(f"Error: unknown tool {name!r}. Valid tools: {', '.join(TOOLS)}; "
+            raise InvalidAction(f"Error: unknown tool {echoed(name)!r}. Valid tools: {', '.join(TOOLS)}; "
                                 f"finish with answer(#n).")
         if len(args) != arity[name]:
             raise InvalidAction(f"Error: {name} takes {arity[name]} argument(s), got {len(args)}: {name}("
@@ -405,7 +413,7 @@ class KGEnv(Env):
             key, ents = self._entities(args[0], name)
             rel = args[1].strip().strip("'\"")
             if rel not in self.world.relations(ents):
-                raise InvalidAction(f"Error: {rel!r} is not a relation of {args[0]}. Call get_relations({args[0]}) "
+                raise InvalidAction(f"Error: {echoed(rel)!r} is not a relation of {key}. Call get_relations({key}) "
                                     f"to see its relations.")
             found = self.world.neighbors(ents, rel)
             return self._new_var(f"(JOIN {rel} {self._var_key(key)})", found, self._type_label(found))
@@ -431,8 +439,8 @@ class KGEnv(Env):
             key, ents = self._entities(args[0], name)
             attr = args[1].strip().strip("'\"")
             if attr not in self.world.attributes(ents):
-                raise InvalidAction(f"Error: {attr!r} is not an attribute of {args[0]}. Call get_attributes("
-                                    f"{args[0]}) to see them.")
+                raise InvalidAction(f"Error: {echoed(attr)!r} is not an attribute of {key}. Call get_attributes("
+                                    f"{key}) to see them.")
             found = _arg_extreme(self.world, ents, attr, name == "argmax")
             return self._new_var(f"({name.upper()} {self._var_key(key)} {attr})", found, self._type_label(found))
         # count
@@ -444,7 +452,7 @@ class KGEnv(Env):
     # ------------------------------------------------------------------ checker
     def _answer_value(self, answer_text: str) -> frozenset[str] | int | None:
         a = answer_text.strip().strip("'\"")
-        m = re.fullmatch(r"#(\d+)", a)
+        m = re.fullmatch(r"#(\d{1,9})", a)
         if m:
             i = int(m.group(1))
             return self.vars[i].value if i < len(self.vars) else None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from openmanus_lite.envs.base import Env, InvalidAction, expert_turn, register_domain
+from openmanus_lite.envs.base import Env, InvalidAction, echoed, expert_turn, register_domain
 from openmanus_lite.react import Action
 from openmanus_lite.schema import Task
 
@@ -422,10 +422,10 @@ class ShopEnv(Env):
             self.page, self.page_no, self.item = "results", 1, None
             return self._render()
         if name != "click":
-            raise InvalidAction(f"Unknown action {action.name[:30]!r}. Use search[<keywords>] or click[<value>].")
+            raise InvalidAction(f"Unknown action {echoed(action.name, 30)!r}. Use search[<keywords>] or click[<value>].")
         target = self._clickables().get(arg.lower())
         if target is None:
-            raise InvalidAction(f"Nothing to click named {arg[:80]!r} on this page. "
+            raise InvalidAction(f"Nothing to click named {echoed(arg)!r} on this page. "
                                 "Click a button, product id or option exactly as shown.")
         if target == "back":
             self.page, self.item, self.selected = "search", None, {}

@@ -13,10 +13,12 @@ Generated tasks cover AgentBench's categories (counting, comparison, ranking,
 aggregation-SUM/MAX/MIN/AVG, other, INSERT, UPDATE, DELETE) over generated tables;
 `load_agentbench_db(path)` imports real AgentBench dbbench rows.
 
-Safety: an authorizer refuses ATTACH/DETACH (which also blocks VACUUM INTO), extension
-loading and every PRAGMA that could change settings; a progress handler stops runaway
-statements (recursive CTEs) after a fixed number of VM instructions; string/blob size,
-page count and fetched rows are capped.
+Safety: an authorizer refuses ATTACH/DETACH (which also blocks VACUUM INTO), every PRAGMA that could
+change settings, virtual tables, and the built-ins that reach past SQL values (DENIED_FUNCTIONS: extension
+loading, fts3_tokenizer's raw pointers); the built-ins whose single call can run for seconds (printf widths,
+quadratic instr/replace/trim) check their arguments' sizes first; a progress handler stops a statement
+after a fixed number of VM instructions or STATEMENT_CPU_S of CPU time; string/blob size, page count and
+fetched rows are capped.
 """
 
 from __future__ import annotations
@@ -24,13 +26,15 @@ from __future__ import annotations
 import ast
 import json
 import random
+import re
 import sqlite3
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from openmanus_lite.envs.base import Env, InvalidAction, expert_turn, register_domain
+from openmanus_lite.envs.base import Env, InvalidAction, echoed, expert_turn, register_domain
 from openmanus_lite.react import answer, sql
 from openmanus_lite.schema import Task
 
@@ -41,9 +45,18 @@ INTRO = (
 )
 OBSERVATION_LIMIT = 800
 MAX_ROWS = 200
-VM_STEPS_PER_CHECK = 1_000
-MAX_CHECKS = 3_000
+VM_STEPS_PER_CHECK = 100
+MAX_CHECKS = 30_000
 """A statement may run at most MAX_CHECKS * VM_STEPS_PER_CHECK SQLite VM instructions (~0.1 s)."""
+STATEMENT_CPU_S = 0.5
+"""...and at most this much CPU time of its thread: the instruction count alone misses slow function
+calls (one `printf('%.*c', 2000000000, 'x')` is a single instruction), and thread time, unlike wall
+time, is not stretched by other work in the process."""
+MAX_LENGTH = 100_000
+"""Longest string or blob a value may hold (the tasks' cells are short)."""
+MAX_PAIR_WORK = 5_000_000
+"""Most characters x characters one call of a quadratic built-in (instr, replace, trim) may compare:
+~10 ms. SQLite scans the text once per position of the pattern (or per character of trim's set)."""
 
 MUTATION_TYPES = ("INSERT", "UPDATE", "DELETE")
 
@@ -54,24 +67,76 @@ _TABLE_PRAGMAS = {"table_info", "table_xinfo", "index_list", "index_info", "inde
 _READ_PRAGMAS = {"table_list", "database_list", "collation_list", "page_size", "page_count", "encoding",
                  "user_version", "schema_version", "foreign_keys", "journal_mode", "max_page_count",
                  "compile_options", "function_list", "pragma_list", "freelist_count", "application_id"}
-
-
-def _authorizer(action: int, arg1, arg2, dbname, source) -> int:
-    if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_PRAGMA:
-        name = (arg1 or "").lower()
-        if name in _TABLE_PRAGMAS or (name in _READ_PRAGMAS and arg2 is None):
-            return sqlite3.SQLITE_OK
-        return sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() == "load_extension":
-        return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
+DENIED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer", "fts5", "sqlite_log", "rtreenode", "rtreedepth",
+                              "rtreecheck"})
+"""Built-ins no task needs that reach past SQL values: load_extension loads native code; fts3_tokenizer
+returns and installs raw C pointers (a forged one crashes the process at the next full-text table);
+fts5() hands out an API pointer; sqlite_log writes to the host's log; the rtree* functions parse raw
+r-tree node blobs. The authorizer refuses them when a statement is prepared, and each is also replaced
+by a function that refuses, should a path around the authorizer exist."""
+_LEADING_NUMBER = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_PRINTF_SPEC = re.compile(r"%[-+ #!0,]*(\*|\d+)?(?:\.(\*|\d*))?(?:ll|l)?(.?)", re.S)
 
 
 def quote_ident(name: str) -> str:
     """An identifier quoted for SQLite (works for names with spaces, quotes, or none at all)."""
     return '"' + name.replace('"', '""') + '"'
+
+
+def _size_of(value) -> float:
+    """What SQLite reads as an integer from `value` (a printf `*` width), as a magnitude, over-estimated
+    rather than under: text counts by its leading number, as SQLite converts it."""
+    if isinstance(value, (bytes, str)):
+        text = value.decode("latin-1") if isinstance(value, bytes) else value
+        m = _LEADING_NUMBER.match(text)
+        return abs(float(m.group())) if m else 0.0
+    if isinstance(value, (int, float)):
+        return abs(float(value)) if value == value else 0.0
+    return 0.0
+
+
+def printf_sizes(fmt, args: tuple) -> list[float]:
+    """Every width and precision a printf/format call asks for (SQLite loops over a `%c` precision
+    even when the result will be refused as too long, so a huge one takes seconds)."""
+    if not isinstance(fmt, str):
+        return []
+    sizes, i = [], 0
+    for m in _PRINTF_SPEC.finditer(fmt):
+        for part in m.group(1), m.group(2):
+            if part == "*":
+                sizes.append(_size_of(args[i]) if i < len(args) else 0.0)
+                i += 1
+            elif part:
+                sizes.append(float("inf") if len(part) > 9 else float(part))
+        if m.group(3) not in ("%", "n"):
+            i += 1
+    return sizes
+
+
+def _text_length(value) -> int:
+    return len(value) if isinstance(value, (str, bytes)) else 24
+
+
+def _check_call(name: str, args: tuple) -> str | None:
+    """Why a call of a guarded built-in would run too long, or None when it is cheap."""
+    if name in ("printf", "format"):
+        big = max(printf_sizes(args[0] if args else None, args[1:]), default=0.0)
+        if big > MAX_LENGTH:
+            return f"{name}: a width or precision of {big:.0f} is over this database's limit of {MAX_LENGTH}"
+        return None
+    if len(args) >= 2:
+        work = _text_length(args[0]) * _text_length(args[1])
+        if work > MAX_PAIR_WORK:
+            return (f"{name}: a {_text_length(args[0])}-character text with a {_text_length(args[1])}-character "
+                    f"{'set' if name.endswith('trim') else 'pattern'} is more work than this database allows; "
+                    "use shorter text")
+    return None
+
+
+_GUARDED_FUNCTIONS = {"printf": -1, "format": -1, "instr": 2, "replace": 3, "trim": 2, "ltrim": 2, "rtrim": 2}
+"""Built-ins whose one call can run for seconds, with the argument count guarded (SQLite's progress
+handler runs between VM instructions, so it cannot stop one slow call). Each is replaced by a function
+that checks the arguments' sizes and then runs the built-in on a side connection with no tables."""
 
 
 class SafeDB:
@@ -89,25 +154,71 @@ class SafeDB:
                 _conn = _build(tables or [])
         self.conn = _conn
         self._checks = 0
+        self._cpu_deadline = float("inf")
+        self._refusal: str | None = None
+        self._builtins = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self._builtins.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
         self._guard()
 
     def _guard(self) -> None:
         c = self.conn
         c.execute("PRAGMA max_page_count = 4096")  # 16 MiB at the default 4 KiB pages
-        c.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 1_000_000)
+        c.execute("PRAGMA temp.max_page_count = 4096")  # CREATE TEMP TABLE too
+        c.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_LENGTH)
         c.setlimit(sqlite3.SQLITE_LIMIT_SQL_LENGTH, 100_000)
         c.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         c.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, 500)
-        c.set_authorizer(_authorizer)
+        c.setlimit(sqlite3.SQLITE_LIMIT_LIKE_PATTERN_LENGTH, 1_000)
+        for name in DENIED_FUNCTIONS:
+            c.create_function(name, -1, self._refuse_function(name))
+        for name, n_args in _GUARDED_FUNCTIONS.items():
+            c.create_function(name, n_args, self._guarded_function(name), deterministic=True)
+        c.set_authorizer(self._authorize)
         c.set_progress_handler(self._progress, VM_STEPS_PER_CHECK)
+
+    def _refuse_function(self, name: str):
+        def refuse(*_args):
+            self._refusal = f"not authorized: the function {name}() is not available in this database"
+            raise ValueError(self._refusal)
+        return refuse
+
+    def _guarded_function(self, name: str):
+        def call(*args):
+            self._refusal = _check_call(name, args)
+            if self._refusal is not None:
+                raise ValueError(self._refusal)
+            try:
+                return self._builtins.execute(f"SELECT {name}({', '.join('?' * len(args))})", args).fetchone()[0]
+            except sqlite3.Error as e:  # e.g. "string or blob too big": the statement's error, not a bare
+                self._refusal = str(e)  # "user-defined function raised exception"
+                raise
+        return call
+
+    def _authorize(self, action: int, arg1, arg2, dbname, source) -> int:
+        if action in (sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH):
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_PRAGMA:
+            name = (arg1 or "").lower()
+            if name in _TABLE_PRAGMAS or (name in _READ_PRAGMAS and arg2 is None):
+                return sqlite3.SQLITE_OK
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_FUNCTION and (arg2 or "").lower() in DENIED_FUNCTIONS:
+            self._refusal = f"not authorized: the function {arg2.lower()}() is not available in this database"
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_CREATE_VTABLE:
+            self._refusal = f"not authorized: virtual tables ({arg2}) are not available in this database"
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
 
     def _progress(self) -> int:
         self._checks += 1
-        return 1 if self._checks > MAX_CHECKS else 0
+        return 1 if self._checks > MAX_CHECKS or time.thread_time() > self._cpu_deadline else 0
 
     def run(self, statement: str) -> tuple[list[tuple] | None, str | None, bool]:
         """Execute one statement: (rows, error message, truncated). Never raises."""
         self._checks = 0
+        self._refusal = None
+        self._cpu_deadline = time.thread_time() + STATEMENT_CPU_S
         try:
             cur = self.conn.execute(statement)
             rows = cur.fetchmany(MAX_ROWS + 1)
@@ -115,10 +226,21 @@ class SafeDB:
             if str(e) == "interrupted":
                 return None, ("the statement was stopped: it ran longer than this environment allows "
                               "(e.g. a recursive query without an end)"), False
-            return None, _explain(str(e)), False
+            return None, self._explain(str(e)), False
         except (sqlite3.Error, sqlite3.Warning, ValueError, OverflowError, MemoryError) as e:
-            return None, _explain(str(e) or type(e).__name__), False
+            return None, self._explain(str(e) or type(e).__name__), False
+        finally:
+            self._cpu_deadline = float("inf")
         return rows[:MAX_ROWS], None, len(rows) > MAX_ROWS
+
+    def _explain(self, msg: str) -> str:
+        if self._refusal is not None and (msg.startswith("not authorized") or msg == "authorization denied"
+                                          or "user-defined function raised exception" in msg):
+            return self._refusal
+        if msg in ("not authorized", "authorization denied"):
+            return ("not authorized: this database refuses ATTACH/DETACH, VACUUM INTO, extension loading and "
+                    "PRAGMAs that change settings")
+        return echoed(msg, OBSERVATION_LIMIT)
 
     def table_state(self, names: list[str]) -> dict[str, Any]:
         """Each table's columns and rows as a multiset (normalised), for grading."""
@@ -155,6 +277,7 @@ class SafeDB:
 
     def close(self) -> None:
         self.conn.close()
+        self._builtins.close()
 
 
 _TEMPLATES: dict[int, tuple[list, sqlite3.Connection]] = {}
@@ -184,13 +307,6 @@ def _template(tables: list[dict[str, Any]]) -> sqlite3.Connection:
         old.close()
     _TEMPLATES[id(tables)] = (tables, conn)
     return conn
-
-
-def _explain(msg: str) -> str:
-    if msg in ("not authorized", "authorization denied"):
-        return ("not authorized: this database refuses ATTACH/DETACH, VACUUM INTO, extension loading and "
-                "PRAGMAs that change settings")
-    return msg
 
 
 def format_rows(rows: list[tuple] | None, error: str | None, truncated: bool) -> str:

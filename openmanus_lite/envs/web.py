@@ -20,7 +20,7 @@ import re
 from collections import deque
 from dataclasses import dataclass
 
-from openmanus_lite.envs.base import Env, InvalidAction, expert_turn, register_domain
+from openmanus_lite.envs.base import Env, InvalidAction, echoed, expert_turn, register_domain
 from openmanus_lite.react import Action, ParsedTurn, format_turn, parse_turn
 from openmanus_lite.schema import Task
 
@@ -503,7 +503,7 @@ class WebEnv(Env):
             label = arg.strip().strip("[]").strip()
             target = self._links().get(label.lower())
             if target is None:
-                raise InvalidAction(f"There is no link named {label[:80]!r} on this page. Click one of the links "
+                raise InvalidAction(f"There is no link named {echoed(label)!r} on this page. Click one of the links "
                                     "listed after 'Links:' (or a search result), exactly as written.")
             if target == "submit":
                 return self._submit()
@@ -529,12 +529,12 @@ class WebEnv(Env):
                 raise InvalidAction("Use type[<field>][<text>], e.g. type[name][Ada Brook].")
             field, text = parts[0].strip().lower(), " ".join(parts[1].split())
             if field not in self.fields:
-                raise InvalidAction(f"There is no field {field[:40]!r}. Fields: {', '.join(FORM_FIELDS)}.")
+                raise InvalidAction(f"There is no field {echoed(field, 40)!r}. Fields: {', '.join(FORM_FIELDS)}.")
             if len(text) > 200:
                 raise InvalidAction("That text is too long for the field (200 characters at most).")
             self.fields[field] = text
             return self._render()
-        raise InvalidAction(f"Unknown action {action.name[:30]!r}. Use click[<link>], search[<words>], "
+        raise InvalidAction(f"Unknown action {echoed(action.name, 30)!r}. Use click[<link>], search[<words>], "
                             "type[<field>][<text>], back[] or answer(<answer>).")
 
     def _submit(self) -> str:

@@ -486,18 +486,19 @@ def _glob_escape(text: str) -> str:
     return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
-def _glob_regex(pattern: str) -> str:
-    """A shell glob -> Python regex text (`*` greedy), for ${var#pat} and friends."""
+def _glob_atoms(pattern: str) -> list[str]:
+    """A shell glob -> its atoms as regex text: "*" for a star, else one piece that matches one character
+    (a literal, `?` or a bracket expression), so the list can be reversed to match a suffix."""
     out = []
     i = 0
     while i < len(pattern):
         c = pattern[i]
         if c == "*":
-            out.append(".*")
+            out.append("*")
         elif c == "?":
             out.append(".")
         elif c == "[":
-            end = pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "^") else i + 1)
+            end = _bracket_end(pattern, i)
             if end < 0:
                 out.append(r"\[")
             else:
@@ -509,9 +510,33 @@ def _glob_regex(pattern: str) -> str:
                 out.append("[" + body.replace("\\", "\\\\") + "]")
                 i = end
         else:
-            out.append(re.escape(c))
+            out.append(regex.escape(c))
         i += 1
-    return "".join(out)
+    return out
+
+
+def _bracket_end(pattern: str, start: int) -> int:
+    """Index of the `]` that closes the bracket expression opening at `start` (a `]` first in the set and
+    the ones of `[:class:]` do not close it), or -1."""
+    j = start + 1
+    if pattern[j:j + 1] in ("!", "^"):
+        j += 1
+    if pattern[j:j + 1] == "]":
+        j += 1
+    while j < len(pattern) and pattern[j] != "]":
+        close = pattern.find(":]", j + 2) if pattern.startswith("[:", j) else -1
+        j = close + 2 if close > 0 else j + 1
+    return j if j < len(pattern) else -1
+
+
+def _glob_regex(atoms: list[str], lazy: bool = False, prefix: str = "", suffix: str = "") -> regex.Pattern:
+    """Glob atoms -> a compiled `regex` pattern (so that matching takes a timeout). Stars are greedy, so a
+    match at a given start is the longest there, or lazy, so an anchored match is the shortest."""
+    star = ".*?" if lazy else ".*"
+    try:
+        return regex.compile(prefix + "".join(star if a == "*" else a for a in atoms) + suffix, regex.S)
+    except regex.error as e:
+        raise ExpansionError(f"bad pattern: {e}") from None
 
 
 def _split_xargs_opts(args: list[str]) -> list[str]:
@@ -691,6 +716,9 @@ class _TestParser:
 class Shell:
     """Runs scripts against a VFS. `run(script) -> (output, exit_status)`; never raises."""
 
+    run_deadline_s = RUN_DEADLINE_S
+    """Wall-clock budget of one `run` (a subclass or instance may allow more)."""
+
     def __init__(self, fs: VFS, cwd: str = HOME):
         self.fs = fs
         self.cwd = cwd
@@ -726,7 +754,7 @@ class Shell:
         self._subst_status = 0
 
     def copy(self) -> "Shell":
-        new = Shell(self.fs.copy(), self.cwd)
+        new = type(self)(self.fs.copy(), self.cwd)  # a subclass (the AgentBench sandbox) stays itself
         new.vars = dict(self.vars)
         new.functions = dict(self.functions)
         return new
@@ -757,7 +785,7 @@ class Shell:
             self.vars["?"] = "2"
             sink.write(2, "bash: syntax error: nested too deeply\n")
             return sink, 2
-        self._deadline = time.perf_counter() + RUN_DEADLINE_S
+        self._deadline = time.perf_counter() + self.run_deadline_s
         self._steps = self._depth = self._loops = 0
         try:
             status = self.exec(tree, Input(""), sink)
@@ -780,7 +808,7 @@ class Shell:
         if self._steps > MAX_STEPS:
             raise ScriptLimit(f"more than {MAX_STEPS} commands or loop iterations in one action")
         if time.perf_counter() > self._deadline:
-            raise ScriptLimit(f"the action ran longer than {RUN_DEADLINE_S} s")
+            raise ScriptLimit(f"the action ran longer than {self.run_deadline_s} s")
 
     @property
     def deadline(self) -> float:
@@ -1318,26 +1346,21 @@ class Shell:
         val = val or ""
         for op in ("##", "#", "%%", "%"):
             if rest.startswith(op):
-                rx = re.compile(_glob_regex(self.expand_word(rest[len(op):], "pattern")), re.S)
-                spans = range(len(val), -1, -1) if op == "##" else range(len(val) + 1)  # shortest match first
-                for k in spans:
-                    if op.startswith("#") and rx.fullmatch(val, 0, k):
-                        return val[k:]
-                    if op.startswith("%") and rx.fullmatch(val, len(val) - k if op == "%" else k):
-                        return val[:len(val) - k] if op == "%" else val[:k]
-                return val
+                return self._remove_affix(body, val, _glob_atoms(self.expand_word(rest[len(op):], "pattern")),
+                                          longest=len(op) == 2, suffix=op[0] == "%")
         if rest.startswith("/"):
             pat, _, rep = rest[1:].partition("/") if not rest.startswith("//") else rest[2:].partition("/")
             if not pat:
                 return val
             count = 0 if rest.startswith("//") else 1
-            prefix = ""
+            anchor = ""
             if pat.startswith("#") or pat.startswith("%"):
-                prefix, pat = pat[0], pat[1:]
-            rx = _glob_regex(self.expand_word(pat, "pattern"))
-            rx = ("^" + rx) if prefix == "#" else (rx + r"\Z") if prefix == "%" else rx
+                anchor, pat = pat[0], pat[1:]
+            rx = _glob_regex(_glob_atoms(self.expand_word(pat, "pattern")), prefix="^" if anchor == "#" else "",
+                             suffix=r"\Z" if anchor == "%" else "")
             rep_text = self.expand_word(rep, "one")
-            return re.sub(rx, lambda _m: rep_text, val, count=count, flags=re.S)
+            return self._glob_call(body, lambda timeout: rx.sub(lambda _m: rep_text, val, count=count,
+                                                                timeout=timeout))
         if rest in ("^^", ",,", "^", ","):
             if rest == "^^":
                 return val.upper()
@@ -1354,6 +1377,23 @@ class Shell:
             ln = self.arith(length)
             return val[start:start + ln] if ln >= 0 else val[start:len(val) + ln]
         raise ExpansionError(f"${{{body}}}: bad substitution")
+
+    def _remove_affix(self, body: str, val: str, atoms: list[str], longest: bool, suffix: bool) -> str:
+        """${v#p} ${v##p} ${v%p} ${v%%p} with one anchored match: lazy stars find the shortest prefix,
+        greedy ones the longest; a suffix is a prefix of the reversed text, matched by the reversed glob."""
+        text = val[::-1] if suffix else val
+        rx = _glob_regex(atoms[::-1] if suffix else atoms, lazy=not longest)
+        m = self._glob_call(body, lambda timeout: rx.match(text, timeout=timeout))
+        if m is None:
+            return val
+        return val[:len(val) - m.end()] if suffix else val[m.end():]
+
+    def _glob_call(self, body: str, call):
+        """Run one pattern match of ${...} under the action's deadline, like grep, sed and awk."""
+        try:
+            return call(regex_timeout(self._deadline))
+        except (TimeoutError, RegexTimeout):
+            raise ExpansionError(f"${{{body[:40]}}}: the pattern took too long to match") from None
 
     def command_substitution(self, src: str) -> str:
         """$(...) / `...`: run in a subshell, capture stdout (trailing newlines removed)."""
@@ -1624,6 +1664,8 @@ class Shell:
         return _TestParser(words, self, "[[", cond=True).parse()
 
     def file_test(self, op: str, path: str) -> bool:
+        if not path:  # `[ -x "" ]` is false (an empty name is not the current directory)
+            return False
         parts = self.parts(path)
         node = self.fs.get(parts)
         if op == "-e" or op == "-a":
@@ -2355,12 +2397,16 @@ class Shell:
                     continue
             try:
                 if cmd == "mv":
+                    modes = {k[len(sparts):]: m for k, m in self.fs.modes.items() if k[:len(sparts)] == tuple(sparts)}
                     self.fs.remove(sparts)
                     try:
                         self.fs.insert(target, snode)
                     except FSError:
                         self.fs.insert(sparts, snode)  # put it back
+                        target = sparts
                         raise
+                    finally:  # a moved file keeps its permissions (chmod +x, then mv onto $PATH)
+                        self.fs.modes.update({tuple(target) + rel: m for rel, m in modes.items()})
                 else:
                     self.fs.insert(target, _copy_tree(snode) if isinstance(snode, dict) else snode)
             except FSError as e:
