@@ -33,6 +33,7 @@ from openmanus_lite.paths import IN_CHECKOUT, SAMPLES_DIR
 suite = load_suite("dev", domains=["db", "os"], limit=2)
 res = run_benchmark(ExpertPolicy(), suite, progress=False)
 print(json.dumps({"file": openmanus_lite.__file__, "in_checkout": IN_CHECKOUT, "tasks": len(suite),
+                  "agentbench_os": len(load_suite("agentbench_os")),
                   "success": res.success_rate(), "samples": sorted(p.name for p in SAMPLES_DIR.iterdir())}))
 """
 
@@ -104,6 +105,7 @@ def test_wheel_carries_the_data_and_evaluates_outside_the_checkout(tmp_path):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert Path(out["file"]).is_relative_to(site) and out["in_checkout"] is False
     assert out["tasks"] == 2 * 2 * 3 and out["success"] == 1.0
+    assert out["agentbench_os"] == 19
     assert "agentinstruct" in out["samples"]
 
 

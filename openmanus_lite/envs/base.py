@@ -20,6 +20,7 @@ info, reward, never raising on bad input) lives here once.
 from __future__ import annotations
 
 import copy
+import importlib
 import numbers
 import random
 import traceback
@@ -196,9 +197,17 @@ def register_domain(domain: str, env_cls: type[Env], generate: Callable[[random.
     _REGISTRY[domain] = DomainSpec(env_cls, generate)
 
 
-def _spec(domain: str) -> DomainSpec:
-    from openmanus_lite.envs import _load_all
+DOMAIN_MODULES = ("os_shell", "sql_db", "web", "kg", "household", "shop")
+"""The kit's domain modules under openmanus_lite.envs; each registers its domain when imported."""
 
+
+def _load_all() -> None:
+    """Import every domain module once (a registry of plug-ins: the modules import this one, not the reverse)."""
+    for name in DOMAIN_MODULES:
+        importlib.import_module(f"openmanus_lite.envs.{name}")
+
+
+def _spec(domain: str) -> DomainSpec:
     _load_all()
     if domain not in _REGISTRY:
         raise KeyError(f"unknown environment domain {domain!r}; available: {sorted(_REGISTRY)}")
@@ -206,8 +215,6 @@ def _spec(domain: str) -> DomainSpec:
 
 
 def list_domains() -> list[str]:
-    from openmanus_lite.envs import _load_all
-
     _load_all()
     return [d for d in ("os", "db", "web", "kg", "household", "ecommerce") if d in _REGISTRY]
 

@@ -22,6 +22,9 @@ import random
 import re
 from typing import Any
 
+from openmanus_lite.envs.agentbench_os import expert_action as agentbench_expert_action
+from openmanus_lite.envs.agentbench_os import grade as agentbench_grade
+from openmanus_lite.envs.agentbench_os import sandbox as agentbench_sandbox
 from openmanus_lite.envs.base import Env, expert_turn, register_domain
 from openmanus_lite.envs.shell.interpreter import HOME, VFS, Shell, split_path
 from openmanus_lite.react import answer, bash
@@ -65,8 +68,11 @@ class OSEnv(Env):
 
     def _setup(self, task: Task) -> None:
         spec = task.spec
-        self.shell = Shell(VFS.from_spec(spec["files"], spec.get("dirs", [])), cwd=spec.get("cwd", HOME))
         self.executed: list[str] = []
+        if "agentbench" in spec:  # an imported AgentBench OS task (envs/agentbench_os.py)
+            self.shell = agentbench_sandbox(spec["agentbench"])
+            return
+        self.shell = Shell(VFS.from_spec(spec["files"], spec.get("dirs", [])), cwd=spec.get("cwd", HOME))
 
     def step(self, assistant_text: str) -> StepResult:
         # AgentBench OS ends change tasks with `Act: finish`; treat it as answer(done).
@@ -88,11 +94,15 @@ class OSEnv(Env):
 
     # ------------------------------------------------------------------ checker
     def _score(self, answer_text: str | None) -> float:
+        if "agentbench" in self.task.spec:
+            return float(agentbench_grade(self.task.spec["agentbench"], answer_text, self.shell))
         return float(check(self.task.spec["check"], answer_text, self.shell.fs))
 
     # ------------------------------------------------------------------ expert
     def expert_action(self) -> str:
         spec = self.task.spec
+        if "agentbench" in spec:
+            return agentbench_expert_action(spec["agentbench"], self.shell, self.executed)
         chk = spec["check"]
         state_task = chk["kind"] == "state"
         if state_task and not unmet(chk, self.shell.fs):

@@ -29,6 +29,7 @@ from openmanus_lite.envs import DIFFICULTIES, generate_tasks, list_domains, make
 from openmanus_lite.envs.agentbench_os import SUITE_NAME as AGENTBENCH_OS_SUITE
 from openmanus_lite.envs.agentbench_os import import_tasks as import_agentbench_os
 from openmanus_lite.envs.sql_db import load_agentbench_db
+from openmanus_lite.errors import UserError
 from openmanus_lite.paths import DATA_DIR, IN_CHECKOUT, REAL_SAMPLES_DIR
 from openmanus_lite.schema import Task
 
@@ -43,7 +44,7 @@ SUITE_SEEDS = {"dev": 91001, "test": 92002}
 regenerated. Distinct from every seed of `splits.SPLITS`, whose training sets leave these suites' tasks out."""
 
 
-class SuiteError(ValueError):
+class SuiteError(UserError):
     """A frozen suite is missing, unknown, or does not match its manifest."""
 
 
@@ -214,7 +215,8 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
     """Generate and write the frozen suites once; returns the manifest.
 
     `agentbench_path`: the dbbench JSONL to import (default: the shared real samples);
-    False skips the AgentBench suites (agentbench_db, and agentbench_os imported from the shipped source). Test tasks that duplicate a dev task (same instruction, spec and answer) are skipped,
+    False skips the AgentBench suites (agentbench_db, and agentbench_os imported from the shipped source).
+    Test tasks that duplicate a dev task (same instruction, spec and answer) are skipped,
     and every task must be solved by the expert (a task the expert cannot solve measures
     the generator, not the agent); shortfalls are filled from further generated tasks.
     """
