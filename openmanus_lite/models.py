@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openmanus_lite.errors import UserError
 from openmanus_lite.paths import CACHE_DIR, RUNS_DIR
 from openmanus_lite.peak_memory import release_memory
 
@@ -260,14 +262,20 @@ def _check_reachable(name: str) -> None:
     if Path(name).exists():
         if not (Path(name) / "config.json").is_file():
             raise FileNotFoundError(f"{name} is a folder but has no config.json: is it a model checkpoint?")
+        try:
+            json.loads((Path(name) / "config.json").read_text(encoding="utf-8"))
+        except ValueError as e:  # empty or cut short: transformers would fail deep in loading
+            raise UserError(f"{name}/config.json is not valid JSON ({e}): copy it again from the checkpoint") from None
         check_tokenizer_files(name)
         return
+    if name.startswith(("/", ".", "~")) or name.count("/") > 1:
+        raise FileNotFoundError(f"model folder {name} does not exist (a hub name is written user/name)")
     from huggingface_hub import try_to_load_from_cache
 
     cached = try_to_load_from_cache(name, "config.json")
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
     if offline and not isinstance(cached, str):
-        raise RuntimeError(
+        raise UserError(
             f"Model {name!r} is neither a local folder nor in the Hugging Face cache, and the hub is offline "
             "(HF_HUB_OFFLINE=1). Pass a local checkpoint path, run once with network access, or use the "
             "embedded default: load_model('default')."
@@ -302,27 +310,17 @@ def unsloth_available() -> bool:
     since the run then loses Unsloth's speed and memory savings, or runs on the CPU (`gpu_unusable_reason`)."""
     try:
         import unsloth  # noqa: F401
-    except ModuleNotFoundError as e:
-        if e.name != "unsloth":
-            _warn_once(f"unsloth is installed but does not import ({type(e).__name__}: {e}): the plain "
-                       "transformers + PEFT backend runs instead, without Unsloth's speed and memory savings")
-        return False
     except Exception as e:
-        _warn_once(f"unsloth is installed but does not import ({type(e).__name__}: {e}): the plain transformers "
-                   f"+ PEFT backend runs instead, without Unsloth's speed and memory savings. {gpu_unusable_reason() or ''}")
+        if not (isinstance(e, ModuleNotFoundError) and e.name == "unsloth"):
+            warnings.warn(f"unsloth is installed but does not import ({type(e).__name__}: {e}): the plain transformers "
+                          "+ PEFT backend runs instead, without Unsloth's speed and memory savings. "
+                          + (gpu_unusable_reason() or ""), RuntimeWarning, stacklevel=2)
         return False
     return True
 
 
-_WARNED: set[str] = set()
-
-
-def _warn_once(message: str) -> None:
-    import warnings
-
-    if message not in _WARNED:
-        _WARNED.add(message)
-        warnings.warn(message.strip(), RuntimeWarning, stacklevel=3)
+NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
+"""Present whenever the NVIDIA kernel driver is loaded (its first line names the driver's version)."""
 
 
 def gpu_unusable_reason() -> str | None:
@@ -332,12 +330,9 @@ def gpu_unusable_reason() -> str | None:
     no GPU, and without this every choice (preset, backend, precision) quietly became the CPU's."""
     import torch
 
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() or not NVIDIA_DRIVER.is_file():
         return None
-    version = Path("/proc/driver/nvidia/version")
-    if not version.is_file() and not Path("/dev/nvidia0").exists():
-        return None
-    driver = version.read_text().split("\n")[0].strip() if version.is_file() else "unknown"
+    driver = NVIDIA_DRIVER.read_text().split("\n")[0].strip()
     try:
         torch.cuda.init()
         why = "torch.cuda.is_available() is False"
@@ -373,8 +368,9 @@ def torch_replaced_message() -> str | None:
         installed = version("torch")
     except PackageNotFoundError:
         return None
-    if str(getattr(loaded, "__version__", installed)) == installed:
-        return None
+    running = str(getattr(loaded, "__version__", installed))
+    if running == installed or ("+" not in installed and running.split("+")[0] == installed):
+        return None  # PyPI's wheels record no local tag (+cu130) in their metadata; torch.__version__ has it
     return (f"The install replaced torch {loaded.__version__} (already imported in this runtime) with {installed}: "
             "restart the runtime (Colab: Runtime > Restart session) and run the notebook again.")
 

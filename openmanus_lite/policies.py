@@ -97,7 +97,7 @@ class ModelPolicy:
     round of an episode encodes only the new observation instead of the whole conversation.
     The cache empties itself when the weights change (e.g. training continues between two
     evaluations with the same policy); pass `kv_cache=False` to encode every prompt in full, or a
-    `PrefixCache(max_bytes=...)` for another memory cap (default 2 GiB).
+    `PrefixCache(max_bytes=...)` for another memory cap (default: half of `generation.kv_budget()`).
     """
 
     def __init__(

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from openmanus_lite.errors import UserError
+
 DOMAINS: tuple[str, ...] = ("os", "db", "web", "kg", "household", "ecommerce")
 """The six task domains of the OpenManus-RL recipe."""
 
@@ -20,7 +22,7 @@ EXTRA_LABELS: tuple[str, ...] = ("tool", "game", "science", "math", "qa", "code"
 ROLES: tuple[str, ...] = ("system", "user", "assistant")
 
 
-class SchemaError(ValueError):
+class SchemaError(UserError):
     """A record does not follow the unified schema; the message names record and field."""
 
 

@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from openmanus_lite.errors import UserError
 from openmanus_lite.models import LoraSpec, build_tiny_model, count_parameters, load_model, load_tokenizer
 
 
@@ -63,7 +64,7 @@ def test_training_and_inference_tokenize_alike(tiny_dir):
 
 def test_offline_hub_name_gives_a_clear_error(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(RuntimeError, match="neither a local folder nor in the Hugging Face cache"):
+    with pytest.raises(UserError, match="neither a local folder nor in the Hugging Face cache"):
         load_model("someone/not-a-cached-model-xyz", backend="hf")
 
 

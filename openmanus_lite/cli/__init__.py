@@ -1,13 +1,22 @@
 """`python -m openmanus_lite <command> ...`: one entry point for every stage.
 
 Each command lives next to the code it drives, as `main(argv) -> int` in the module named
-below; this file only dispatches, so importing it stays cheap.
+below; this file only dispatches, so importing it stays cheap. It is also the one boundary for user
+errors: a `UserError` (or a missing file, or a file that is not UTF-8 text) becomes one line on stderr
+and exit code 2; `--debug` (before or after the command) shows the traceback instead. Any other
+exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+
+from openmanus_lite.errors import UserError
+
+USER_ERRORS = (UserError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError,
+               UnicodeDecodeError)
+"""What the boundary reports as one line: the user's mistakes, never the kit's bugs."""
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "merge": ("openmanus_lite.cli.merge", "merge source datasets into the unified format"),
@@ -24,13 +33,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _usage() -> str:
-    lines = ["usage: python -m openmanus_lite <command> [options]", "", "commands:"]
+    lines = ["usage: python -m openmanus_lite [--debug] <command> [options]", "", "commands:"]
     lines += [f"  {name:<14}{help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "--debug: show the traceback of a user error (bad path, file, setting or reward) instead of one line"]
     return "\n".join(lines)
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, UnicodeDecodeError):
+        return f"a file is not UTF-8 text ({e}); save it as UTF-8"
+    if isinstance(e, OSError) and e.filename is not None:
+        return f"{e.strerror or type(e).__name__}: {e.filename}"
+    return " ".join(str(e).split()) or type(e).__name__
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0
@@ -46,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         return int(module.main(rest) or 0)
+    except USER_ERRORS as e:
+        if debug:
+            raise
+        print(f"error: {_one_line(e)}  (--debug shows the traceback)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\ninterrupted; re-run the same command to resume.", file=sys.stderr)
         return 130

@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from openmanus_lite.errors import UserError
+
 DEPRECATED: dict[str, str] = {
     "out": "output_dir",
     "lr": "learning_rate",
@@ -151,7 +153,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None, *, passth
 def trainer_overrides(extras: Sequence[str], config_cls: type, *, command: str) -> dict[str, Any]:
     """Read `--key value` options as settings of `config_cls` (a TRL / transformers config dataclass),
     typed as `HfArgumentParser` types them. Only the keys given come back; an unknown key is a
-    ValueError that names the close matches."""
+    UserError that names the close matches."""
     import dataclasses
 
     from transformers import HfArgumentParser
@@ -167,15 +169,23 @@ def trainer_overrides(extras: Sequence[str], config_cls: type, *, command: str) 
         if key not in names:
             close = difflib.get_close_matches(key, sorted(names), n=3)
             hint = f" (did you mean {', '.join('--' + c for c in close)}?)" if close else ""
-            raise ValueError(f"unknown setting --{key}{hint}: `{command}` takes its own options (see --help) "
+            raise UserError(f"unknown setting --{key}{hint}: `{command}` takes its own options (see --help) "
                              f"and any field of TRL's {config_cls.__name__}")
         given.append(key)
     if not given:
         return {}
     ns, rest = HfArgumentParser(config_cls).parse_known_args(list(extras))
     if rest:
-        raise ValueError(f"cannot read {' '.join(rest)} as settings of {config_cls.__name__}")
+        raise UserError(f"cannot read {' '.join(rest)} as settings of {config_cls.__name__}")
     return {k: getattr(ns, k) for k in dict.fromkeys(given)}
+
+
+def add_rerun_args(p: argparse.ArgumentParser | Any) -> None:
+    """--overwrite_output_dir and the one rerun rule of the training commands (train/run_folder.py), in --help."""
+    p.add_argument("--overwrite_output_dir", action="store_true",
+                   help="start fresh in an output folder that holds a run (its checkpoints are removed). Without it, "
+                        "a folder with a complete checkpoint of the same command is resumed and any other non-empty "
+                        "folder is refused; a folder in use by another run is always refused")
 
 
 # --------------------------------------------------------------------------- tracking and the Hub
@@ -211,10 +221,10 @@ def check_tracking_args(args: argparse.Namespace) -> None:
     trackers = [args.report_to] if isinstance(args.report_to, str) else list(args.report_to)
     missing = [t for t in trackers if t in TRACKER_PACKAGES and importlib.util.find_spec(TRACKER_PACKAGES[t]) is None]
     if missing:
-        raise ValueError(f"--report_to {','.join(missing)}: not installed here; pip install "
+        raise UserError(f"--report_to {','.join(missing)}: not installed here; pip install "
                          f"{' '.join(TRACKER_PACKAGES[t] for t in missing)} (or --report_to none)")
     if args.push_to_hub and not args.hub_model_id:
-        raise ValueError("--push_to_hub needs --hub_model_id user/name: the repository to upload the model to")
+        raise UserError("--push_to_hub needs --hub_model_id user/name: the repository to upload the model to")
     if args.hub_model_id and not args.push_to_hub:
         print("note: --hub_model_id without --push_to_hub: nothing is uploaded", file=sys.stderr)
 

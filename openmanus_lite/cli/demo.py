@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import shlex
 import shutil
 import sys
 import time
@@ -49,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grpo_domains", default=None, choices=sorted(GRPO_DOMAIN_RULES),
                    help=f"where GRPO trains (default: {d.grpo_domains}: " + GRPO_DOMAIN_RULES[d.grpo_domains] + ")")
     p.add_argument("--domains", default=None, help="comma-separated subset of the six domains")
+    p.add_argument("--overwrite_output_dir", action="store_true",
+                   help="start over in --output_dir (its finished stages are removed). Without it, the same folder "
+                        "resumes its run with the settings that started it, and other settings are refused")
     return p
 
 
@@ -72,14 +76,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[demo] --resume: no unfinished run in {RUNS_DIR}; starting a new one")
     run_dir = run_dir or RUNS_DIR / time.strftime("demo-%Y%m%d-%H%M%S")
     given = args.quick or args.domains or any(getattr(args, n) is not None for n in SETTINGS)
-    if not given and (run_dir / "config.json").is_file() and (run_dir / "state.json").is_file():
+    fresh = given or args.overwrite_output_dir
+    if not fresh and (run_dir / "config.json").is_file() and (run_dir / "state.json").is_file():
         try:  # a resume: the run's own settings
             cfg = DemoConfig.from_json(json.loads((run_dir / "config.json").read_text()))
         except (ValueError, TypeError) as e:
             print(f"error: {run_dir}/config.json: {e}; start a new run in another --output_dir.", file=sys.stderr)
             return 2
         print(f"[demo] continuing {run_dir} with its own settings (config.json)")
-    where = f" (the settings of {run_dir})" if not given and (run_dir / "config.json").is_file() else ""
+    where = f" (the settings of {run_dir})" if not fresh and (run_dir / "config.json").is_file() else ""
     if cfg.preset not in PRESETS:
         p.error(f"--preset {cfg.preset!r}{where}: choose one of {sorted(PRESETS)}")
     if cfg.recipe not in list_recipes():
@@ -89,18 +94,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: only {free_gb:.1f} GB free on the disk of {run_dir}; the demo needs about 2 GB.",
               file=sys.stderr)
         return 1
+    from openmanus_lite.train.run_folder import LOCK_FILE, hold_output_dir
+
+    hold_output_dir(run_dir, "demo")  # a second demo into the same folder is refused, naming this one
+    if args.overwrite_output_dir and (run_dir / "state.json").is_file():  # only a demo's own folder is emptied
+        for old in run_dir.iterdir():
+            if old.name != LOCK_FILE:
+                shutil.rmtree(old) if old.is_dir() else old.unlink()
+    resume = f"python -m openmanus_lite demo --output_dir {shlex.quote(str(run_dir))}"  # config.json holds the rest
     try:
         run_demo(cfg, run_dir, argv)
     except ConfigMismatch as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\n[demo] interrupted; finished stages are kept. Resume with:\n  {resume}", file=sys.stderr)
+        return 130
     except ModuleNotFoundError as e:
         print(f"error: missing dependency {e.name!r}. Run `make demo` (it installs requirements.txt into .venv).",
               file=sys.stderr)
         return 1
     except OSError as e:
         if e.errno == errno.ENOSPC:
-            print(f"error: the disk is full while writing {run_dir}. Free space and re-run the same command: "
+            print(f"error: the disk is full while writing {run_dir}. Free space and resume with `{resume}`: "
                   "finished stages are kept.", file=sys.stderr)
             return 1
         raise

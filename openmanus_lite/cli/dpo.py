@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from openmanus_lite.cli.args import (
+    add_rerun_args,
     add_tracking_args,
     check_tracking_args,
     make_parser,
@@ -70,6 +71,7 @@ def _train_args(p: argparse.ArgumentParser, lr: float) -> None:
     g.add_argument("--learning_rate", type=float, default=lr)
     g.add_argument("--max_length", type=int, default=1024)
     g.add_argument("--lora_r", type=int, default=16, help="LoRA rank (0: train every weight)")
+    add_rerun_args(g)
     add_tracking_args(p)
 
 
@@ -180,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             check_tracking_args(args)
             s = settings(args, extras)
+            from openmanus_lite.train.run_folder import claim_output_dir
+
+            dpo = args.cmd in ("train-dpo", "dpo")  # only DPO resumes; a reward model's rerun needs the overwrite
+            resume = claim_output_dir(args.output_dir, "dpo" if dpo else args.cmd, checkpoints=s.output_dir,
+                                      resume="auto" if dpo else False, overwrite=args.overwrite_output_dir)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -201,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             print("error: no step pairs to train on (see the counts above); add tasks, mistakes or rollouts",
                   file=sys.stderr)
             return 1
-        res = run_dpo(args.model, data.step_pairs, s, output_dir=out / "trainer")
+        res = run_dpo(args.model, data.step_pairs, s, output_dir=out / "trainer", resume=resume)
         # merged: a standalone checkpoint; adapter only: its base is the merged SFT checkpoint
         (save_adapter if args.adapter_only else save_merged)(res.model, res.tokenizer, out)
         summary = {**res.summary(), "settings": s.to_dict()}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from openmanus_lite.cli.args import DEPRECATED, make_parser, parse
 from openmanus_lite.envs.base import parse_turn_limits
+from openmanus_lite.errors import UserError
 from openmanus_lite.eval import (
     SuiteError,
     comparison_table,
@@ -57,14 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
     ))
     p.add_argument("--model", action="append", required=True,
                    help="expert | random | default | latest:sft | checkpoint path or hub name; repeat to compare")
-    p.add_argument("--suite", default="dev", help="frozen suite: dev, test, agentbench_db or agentbench_os (default dev)")
+    p.add_argument("--suite", default="dev",
+                   help="frozen suite: dev, test, agentbench_db or agentbench_os (default dev)")
     p.add_argument("--domains", help="comma-separated subset, e.g. db,kg")
     p.add_argument("--difficulties", help="comma-separated subset of easy,medium,hard")
     p.add_argument("--limit", type=int, help="at most this many tasks per domain x difficulty")
     p.add_argument("--max_turns", type=_turn_limits, help="turn limits: N, domain=N,... or 'easy' (the recipes' "
                    "limits, which their training prompts state); default: each environment's own")
     p.add_argument("--per_device_eval_batch_size", type=int, default=32, help="episodes per batched policy call")
-    p.add_argument("--max_new_tokens", type=int, default=96)
+    p.add_argument("--max_new_tokens", type=int, default=96, help="tokens per turn (at most the model's context)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--strategy", choices=["best_of_n", "beam", "mcts", "dfsdt"], help="run test-time search")
@@ -76,8 +78,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+COUNTS = ("limit", "per_device_eval_batch_size", "max_new_tokens", "budget_calls", "budget_tokens")
+"""Options that count something and must be at least 1 when given."""
+
+
 def _run(argv: list[str]) -> int:
     a, _ = parse(build_parser(), argv, deprecated=RENAMED)
+    for name in COUNTS:
+        if getattr(a, name) is not None and getattr(a, name) < 1:
+            raise UserError(f"--{name} must be at least 1, got {getattr(a, name)}")
     try:
         suite = load_suite(a.suite, domains=_csv(a.domains), difficulties=_csv(a.difficulties), limit=a.limit)
     except SuiteError as e:
@@ -186,7 +195,8 @@ def freeze_parser() -> argparse.ArgumentParser:
     p.add_argument("--per_cell", type=int, default=None, help="tasks per split x domain x difficulty")
     p.add_argument("--domains", help="comma-separated subset (default: every registered domain)")
     p.add_argument("--agentbench", help="AgentBench dbbench JSONL to import (default: the shared real samples)")
-    p.add_argument("--no_agentbench", action="store_true", help="freeze without the agentbench_db and agentbench_os suites")
+    p.add_argument("--no_agentbench", action="store_true",
+                   help="freeze without the agentbench_db and agentbench_os suites")
     p.add_argument("--force", action="store_true", help="replace existing frozen suites")
     return p
 

@@ -6,10 +6,13 @@ import argparse
 from pathlib import Path
 
 from openmanus_lite.cli.args import make_parser, parse
+from openmanus_lite.data.merge import read_jsonl
 from openmanus_lite.envs import generate_tasks
-from openmanus_lite.schema import Trajectory
 from openmanus_lite.splits import GRPO_TRAIN_SEED, VERL_TEST_SEED, check_disjoint, training_tasks
 from openmanus_lite.verl_export import export_tasks, export_trajectories
+
+MAX_N = 100_000
+"""The most tasks per domain and split one export makes."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     ))
     p.add_argument("--output_dir", required=True, help="output folder")
     p.add_argument("--tasks", default="", help="comma-separated domains to generate tasks for")
-    p.add_argument("--n", type=int, default=100, help="tasks per domain and split")
+    p.add_argument("--n", type=int, default=100, help=f"tasks per domain and split, 1 to {MAX_N:,} (default: 100)")
     p.add_argument("--difficulty", default="easy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--trajectories", default=None, help="a Trajectory JSONL file (e.g. from merge or synth)")
@@ -32,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     p = build_parser()
     args, _ = parse(p, argv)
     out = Path(args.output_dir)
+    if not args.tasks and not args.trajectories:
+        p.error("give --tasks and/or --trajectories")
+    if not 1 <= args.n <= MAX_N:
+        p.error(f"--n must be 1 to {MAX_N:,}")
     if args.tasks:
         domains = [d.strip() for d in args.tasks.split(",") if d.strip()]
         test = [t for d in domains for t in generate_tasks(d, args.n, VERL_TEST_SEED + args.seed, args.difficulty)]
@@ -41,10 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         for split, tasks in (("train", train), ("test", test)):
             print(export_tasks(tasks, out / f"{split}.parquet", split), f"({len(tasks)} tasks)")
     if args.trajectories:
-        with open(args.trajectories, encoding="utf-8") as f:
-            trajs = [Trajectory.from_json(line) for line in f if line.strip()]
+        trajs = read_jsonl(args.trajectories)  # a bad line is an error naming file and line
         path, skipped = export_trajectories(trajs, out / f"{args.layout}.parquet", layout=args.layout)
         print(path, f"({len(trajs) - skipped} rows, {skipped} skipped: no final answer)")
-    if not args.tasks and not args.trajectories:
-        p.error("give --tasks and/or --trajectories")
     return 0

@@ -14,7 +14,8 @@ The OpenManus-RL script's flag names are accepted too (--model_name_or_path, --d
 any other GRPOConfig field (`--num_iterations 2`, `--log_completions`) passes through to TRL.
 `--reward_funcs` takes registered names and `package.module:function`, each with an optional
 `:weight`. Writes checkpoints, `log_history.json`, `reward_curves.png` and the
-final adapter / model under --output_dir; `--resume` continues from the newest checkpoint.
+final adapter / model under --output_dir. A rerun into the same output folder resumes from its newest
+complete checkpoint; any other non-empty folder needs `--overwrite_output_dir`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 from pathlib import Path
 
 from openmanus_lite.cli.args import (
+    add_rerun_args,
     add_tracking_args,
     check_tracking_args,
     make_parser,
@@ -33,6 +35,7 @@ from openmanus_lite.cli.args import (
     trainer_overrides,
 )
 from openmanus_lite.cli.args import parse as parse_args
+from openmanus_lite.errors import UserError
 from openmanus_lite.schema import DOMAINS
 
 SEED_FLAGS_WITHOUT_EFFECT = ("packing", "max_seq_length", "max_prompt_length", "dataset_config", "attn_implementation")
@@ -89,10 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GPU only: generate with vLLM (Unsloth fast_inference) when installed")
     p.add_argument("--gradient_checkpointing", action="store_true", default=None)
     p.add_argument("--bf16", action="store_true", default=None)
-    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output_dir")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output_dir (what "
+                                                         "a rerun does anyway)")
     p.add_argument("--resume_from", default=None, help="continue from this checkpoint folder")
     p.add_argument("--no_plot", action="store_true", help="do not write reward_curves.png")
     p.add_argument("--no_save", action="store_true", help="do not save the final model")
+    add_rerun_args(p)
     add_tracking_args(p)
     for flag in SEED_FLAGS_WITHOUT_EFFECT:
         p.add_argument(f"--{flag}", nargs="?", const=True, default=None, help=argparse.SUPPRESS)
@@ -112,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"completion budgets from --max_completion_length)", file=sys.stderr)
     try:
         return run(args, extras)
-    except (ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
+    except (UserError, FileNotFoundError) as e:  # anything else is a bug: its traceback shows
         print(f"error: {e}", file=sys.stderr)
         return 2
 
@@ -170,9 +175,16 @@ def run(args, extras: list[str] = ()) -> int:
         value_task_rows,
     )
 
-    domains = _domains(args)  # bad input fails before the slow imports
-    preset_name, preset, cfg = settings(args, extras)
-    parse_reward_spec(cfg.reward_spec)  # a bad reward spec fails here, before data and model
+    try:  # bad settings, domains and rewards fail here, before data and model
+        domains = _domains(args)
+        preset_name, preset, cfg = settings(args, extras)
+        parse_reward_spec(cfg.reward_spec)
+    except (ValueError, KeyError) as e:
+        raise UserError(e.args[0] if e.args else str(e)) from e
+    from openmanus_lite.train.run_folder import claim_output_dir
+
+    resume = claim_output_dir(cfg.output_dir, "grpo", resume=args.resume_from or "auto",
+                              overwrite=args.overwrite_output_dir)
 
     # ---- data
     env_rollout = environment_factory = None
@@ -190,9 +202,9 @@ def run(args, extras: list[str] = ()) -> int:
         dataset = build_single_turn_dataset(rows, shuffle_seed=args.seed)
     else:
         if not domains:
-            raise ValueError(f"--mode {args.mode} needs --envs")
+            raise UserError(f"--mode {args.mode} needs --envs")
         if args.data:
-            raise ValueError("--data is for single-turn mode; multi-turn and tool modes train on generated tasks")
+            raise UserError("--data is for single-turn mode; multi-turn and tool modes train on generated tasks")
         tasks, _ = training_tasks("grpo_train", domains, args.n_tasks, seed=GRPO_TRAIN_SEED + args.seed,
                                   difficulty=args.difficulty)
         if args.mode == "multi":
@@ -220,9 +232,8 @@ def run(args, extras: list[str] = ()) -> int:
     print(f"model {args.model or preset.model} (LoRA r={preset.lora.r if preset.lora else 'none'}, "
           f"4-bit={preset.load_in_4bit}); preset {preset_name}; {cfg.max_steps} steps, rewards: {cfg.reward_spec}")
 
-    resume = args.resume_from or args.resume
     result = run_grpo(model, tokenizer, dataset, cfg, rollout_func=env_rollout,
-                      environment_factory=environment_factory, resume=resume)
+                      environment_factory=environment_factory, resume=resume or False)
 
     # ---- outputs
     out = Path(cfg.output_dir)

@@ -2,7 +2,7 @@
 
     python -m openmanus_lite merge \\
         --source agentinstruct=THUDM/AgentInstruct --source agent_flan=internlm/Agent-FLAN \\
-        --source agenttraj_l=AgentGym/AgentTraj-L --output_dir runs/merged --six_only --negatives 0.05
+        --source agenttraj_l=AgentGym/AgentTraj-L --output_dir data/merged --six_only --negatives 0.05
 
 Writes `<split>.jsonl` / `.parquet` / `hf/`, `report.json`, `rejected.jsonl` and (with
 --plots) PNG figures to DIR, and prints the accounting. Sources: agentinstruct,
@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 
 from openmanus_lite.cli.args import make_parser, parse
-from openmanus_lite.data.merge import MergeConfig, SourceSpec, merge
+from openmanus_lite.data.merge import MergeConfig, MergeTooLarge, SourceSpec, merge
 from openmanus_lite.data.sources import SOURCES, get_source
 from openmanus_lite.data.sources.base import InputError
+from openmanus_lite.errors import UserError
 from openmanus_lite.schema import EXTRA_LABELS, SchemaError
 
 
@@ -41,8 +42,8 @@ def _labels(text: str | None) -> tuple[str, ...]:
 
 
 EXAMPLES = (
-    "python -m openmanus_lite merge --source agenttraj_l=openmanus_lite/resources/samples/agenttraj_l --output_dir runs/merged --six_only",
-    "python -m openmanus_lite merge --source taskcraft=openmanus_lite/resources/samples/taskcraft --output_dir runs/merged --formats jsonl",
+    "python -m openmanus_lite merge --source agenttraj_l=data/samples/agenttraj_l --output_dir data/merged --six_only",
+    "python -m openmanus_lite merge --source taskcraft=data/samples/taskcraft --output_dir data/merged --formats jsonl",
 )
 
 
@@ -129,9 +130,15 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    specs = _specs(args)
+    for spec in specs:
+        src = Path(spec.path).resolve()
+        if src.exists() and (src == out.resolve() or out.resolve() in src.parents):
+            raise UserError(f"--output_dir {out} holds the input {spec.path}, which the merge would overwrite: "
+                            "write to another folder")
     try:
-        result = merge(_specs(args), cfg)
-    except (InputError, SchemaError) as e:
+        result = merge(specs, cfg)
+    except (InputError, SchemaError, MergeTooLarge) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     written = result.save(out, formats=_labels(args.formats))

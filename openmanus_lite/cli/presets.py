@@ -16,7 +16,7 @@ from openmanus_lite.train.presets import PRESETS, get_preset
 
 def format_table(preset: Any, stages: list[StageMemory]) -> str:
     cols = ["weights", "adapter", "train+grad", "optimizer", "train+optim", "activations", "logits", "kv_cache",
-            "prefill", "cuda_ctx"]
+            "prefill", "prefix_cache", "cuda_ctx", "runtime"]
     cols = [c for c in cols if any(c in st.parts for st in stages)]
     card = preset.memory_gb
     head = f"{'stage':<14}" + "".join(f"{c:>12}" for c in cols) + f"{'total':>9}" + ("  of card" if card else "")
@@ -31,7 +31,7 @@ def format_table(preset: Any, stages: list[StageMemory]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = make_parser("openmanus_lite presets", "List the hardware presets; --memory adds a per-stage GPU memory estimate.",
+    p = make_parser("openmanus_lite presets", "List the hardware presets; --memory adds a per-stage memory estimate (GPU memory, or resident memory on a CPU).",
                     ("python -m openmanus_lite presets t4 --memory",))
     p.add_argument("names", nargs="*", help=f"presets to show (default: all of {sorted(PRESETS)})")
     p.add_argument("--memory", action="store_true", help="per-stage memory estimate in GB against the preset's card")

@@ -6,8 +6,8 @@ and its schedule, dtype, batch, length and budget; any flag given still override
 Data comes from a merged dataset (`--data`, a JSONL/parquet file or a merge output folder)
 and/or expert trajectories synthesized in the environments (`--synth N` per domain), with
 `--recovery K` episodes per synthesized task in which the expert recovers from an injected
-mistake (see `train.recovery.recovery_trajectories`). A run resumes from the last checkpoint in
-its output folder unless `--no_resume`. Options follow TRL's spelling (`--x_y` or `--x-y`);
+mistake (see `train.recovery.recovery_trajectories`). A rerun into the same output folder resumes
+from its last complete checkpoint; any other non-empty folder needs `--overwrite_output_dir`. Options follow TRL's spelling (`--x_y` or `--x-y`);
 `--config run.yaml` holds any of them, and any other field of the run's config (TRL's SFTConfig
 plus the kit's, train/configs.py) passes through to it.
 """
@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from openmanus_lite.cli.args import (
+    add_rerun_args,
     add_tracking_args,
     check_tracking_args,
     make_parser,
@@ -27,6 +28,7 @@ from openmanus_lite.cli.args import (
     trainer_overrides,
 )
 from openmanus_lite.cli.args import parse as parse_args
+from openmanus_lite.errors import UserError
 from openmanus_lite.hub import HubPushError
 
 
@@ -86,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--save", default="adapter,merged",
                    help="what to save at the end: any of adapter, merged, gguf (default: adapter,merged)")
-    p.add_argument("--no_resume", action="store_true", help="start fresh even if the output folder has checkpoints")
+    p.add_argument("--no_resume", action="store_true", help="the older name of --overwrite_output_dir")
+    add_rerun_args(p)
     p.add_argument("--no_progress", action="store_true", help="no progress bar (log lines instead)")
     add_tracking_args(p)
     return p
@@ -168,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         if recipe is not None:
             recipe.task_counts()  # an unknown domain fails here, before any model is loaded
         preset, cfg = settings(args, extras)
+        from openmanus_lite.train.run_folder import claim_output_dir
+
+        overwrite = args.overwrite_output_dir or args.no_resume
+        cfg.resume = claim_output_dir(cfg.output_dir, "sft", resume=cfg.resume, overwrite=overwrite) or False
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -178,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     trajs = []
     if args.data:
         trajs += load_trajectories(args.data, split=args.split)
+        if not trajs:
+            raise UserError(f"--data {args.data}: no trajectories in it (an empty file?)")
         print(f"loaded {len(trajs)} trajectories from {args.data}")
     if recipe is not None:
         synth, info = recipe_trajectories(recipe)

@@ -10,6 +10,7 @@ Each line is a unified `Trajectory` (source "synth") with the episode outcome in
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -17,15 +18,19 @@ from pathlib import Path
 from openmanus_lite.cli.args import make_parser, parse
 from openmanus_lite.envs.base import DIFFICULTIES, list_domains, synthesize_trajectories
 
+MAX_N = 100_000
+"""The most trajectories per domain and difficulty one run makes (more: several runs with other --seed)."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = make_parser("python -m openmanus_lite synth", __doc__.split("\n\n")[0] + " Options take --x_y or --x-y.",
                     [line.strip() for line in __doc__.split("\n\n")[1].splitlines()])
     p.add_argument("--domain", default="all", help="an environment domain, or 'all' (default: all)")
-    p.add_argument("--n", type=int, default=100, help="trajectories per domain and difficulty (default: 100)")
+    p.add_argument("--n", type=int, default=100,
+                   help=f"trajectories per domain and difficulty, 1 to {MAX_N:,} (default: 100)")
     p.add_argument("--seed", type=int, default=0, help="task-generation seed (default: 0)")
     p.add_argument("--difficulty", default="easy", help=f"one of {', '.join(DIFFICULTIES)}, or 'all' (default: easy)")
-    p.add_argument("--output_file", required=True, help="output JSONL file (overwritten)")
+    p.add_argument("--output_file", required=True, help="output JSONL file (replaced when the run completes)")
     p.add_argument("--only_success", action="store_true", help="drop episodes the expert did not solve")
     return p
 
@@ -43,27 +48,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown difficulty {args.difficulty!r}; use one of {', '.join(DIFFICULTIES)} or 'all'",
               file=sys.stderr)
         return 2
-    if args.n < 1:
-        print("error: --n must be at least 1", file=sys.stderr)
+    if not 1 <= args.n <= MAX_N:
+        print(f"error: --n must be 1 to {MAX_N:,} (more: several runs with another --seed)", file=sys.stderr)
         return 2
     out = Path(args.output_file)
     out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(f".{out.name}.partial")  # the old file stays whole until this one is
     counts: Counter = Counter()
     dropped = 0
-    with out.open("w", encoding="utf-8") as f:
-        for domain in domains:
-            for difficulty in difficulties:
-                trajs = synthesize_trajectories(domain, args.n, seed=args.seed, difficulty=difficulty)
-                for traj in trajs:
-                    ok = bool(traj.meta.get("success"))
-                    if args.only_success and not ok:
-                        dropped += 1
-                        continue
-                    f.write(traj.validate().to_json() + "\n")
-                    counts[(domain, difficulty, ok)] += 1
-                solved = counts[(domain, difficulty, True)]
-                total = solved + counts[(domain, difficulty, False)]
-                print(f"{domain:<10} {difficulty:<7} {total:>6} trajectories, expert solved {solved}/{args.n}")
+    try:
+        with partial.open("w", encoding="utf-8") as f:
+            for domain in domains:
+                for difficulty in difficulties:
+                    trajs = synthesize_trajectories(domain, args.n, seed=args.seed, difficulty=difficulty)
+                    for traj in trajs:
+                        ok = bool(traj.meta.get("success"))
+                        if args.only_success and not ok:
+                            dropped += 1
+                            continue
+                        f.write(traj.validate().to_json() + "\n")
+                        counts[(domain, difficulty, ok)] += 1
+                    solved = counts[(domain, difficulty, True)]
+                    total = solved + counts[(domain, difficulty, False)]
+                    print(f"{domain:<10} {difficulty:<7} {total:>6} trajectories, expert solved {solved}/{args.n}")
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    os.replace(partial, out)
     written = sum(counts.values())
     note = f" ({dropped} unsolved dropped)" if dropped else ""
     print(f"wrote {written} trajectories to {out}{note}")

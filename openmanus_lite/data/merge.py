@@ -53,6 +53,7 @@ from openmanus_lite.data.sources.base import (
     local_files,
     read_jsonl_range,
 )
+from openmanus_lite.errors import UserError
 from openmanus_lite.schema import DOMAINS, EXTRA_LABELS, SchemaError, Trajectory, Turn
 
 SPLITS = ("train", "validation", "test")
@@ -61,7 +62,7 @@ MAX_UPSAMPLED_ROWS = 20_000_000
 LENIENT_HINT = " (run with lenient mode, --lenient, to count such rows as rejected and go on)"
 
 
-class MergeTooLarge(ValueError):
+class MergeTooLarge(UserError):
     """The merge as configured would make more rows than `MAX_UPSAMPLED_ROWS`; says how many."""
 
 
@@ -138,6 +139,9 @@ class MergeConfig(CheckConfig):
         for name, weights in (("source_weights", self.source_weights), ("domain_weights", self.domain_weights)):
             if any(not 0 <= w < math.inf for w in weights.values()):
                 raise ValueError(f"{name} must be finite numbers >= 0, got {weights}")
+        for name, caps in (("source_caps", self.source_caps), ("domain_caps", self.domain_caps)):
+            if any(c < 0 for c in caps.values()):
+                raise ValueError(f"{name} must be row counts >= 0, got {caps}")
 
 
 # --------------------------------------------------------------------------- report
@@ -885,13 +889,16 @@ def _role_head(role: str) -> str:
 def read_jsonl(path: str | Path) -> list[Trajectory]:
     """Trajectories from a JSONL file; a bad line raises SchemaError naming file and line."""
     out = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
             where = f"{path}, line {lineno}"
             try:
+                line = raw.decode("utf-8")
+                if not line.strip():
+                    continue
                 rec = json.loads(line)
+            except UnicodeDecodeError:
+                raise SchemaError(f"{where}: not UTF-8 text; save the file as UTF-8") from None
             except json.JSONDecodeError as e:
                 raise SchemaError(f"{where}: invalid JSON ({e.msg})") from None
             out.append(_from_record(rec, where))

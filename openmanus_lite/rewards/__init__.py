@@ -45,9 +45,12 @@ from openmanus_lite.rewards.columns import ROLLOUT_COLUMNS, assistant_texts, las
 from openmanus_lite.rewards.environment import trajectory_reward_inputs
 from openmanus_lite.rewards.open_r1 import accuracy_skips
 from openmanus_lite.rewards.registry import (
+    CheckedReward,
+    RewardError,
     RewardFunc,
     build_rewards,
     check_reward_columns,
+    checked_reward,
     describe_rewards,
     get_reward_func,
     get_reward_funcs,
@@ -57,7 +60,7 @@ from openmanus_lite.rewards.registry import (
 )
 
 __all__ = [
-    "ROLLOUT_COLUMNS", "RewardFunc", "accuracy_skips", "assistant_texts", "build_rewards", "check_reward_columns",
+    "CheckedReward", "ROLLOUT_COLUMNS", "RewardError", "RewardFunc", "accuracy_skips", "assistant_texts", "build_rewards", "check_reward_columns", "checked_reward",
     "describe_rewards", "get_reward_func", "get_reward_funcs", "last_assistant_text", "parse_reward_spec",
     "register_reward", "reward_table", "trajectory_reward_inputs",
 ]

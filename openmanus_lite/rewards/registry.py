@@ -6,17 +6,23 @@
 
 A name is a registered reward or an import path `package.module:function`, as TRL's and open-r1's
 scripts take them (its `required_columns` / `reward_range` attributes are used when it has them).
+Every reward `get_reward_func` hands out (and every function `train_grpo` is given) is a `CheckedReward`:
+an exception, a string, NaN or an infinite value from it becomes a `RewardError` naming the reward, never a
+number TRL trains on.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
+import inspect
 import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from openmanus_lite.errors import UserError
 from openmanus_lite.rewards.columns import COLUMN_HINTS, TRAINER_KWARGS
 
 RewardFunc = Callable[..., list]
@@ -96,6 +102,59 @@ def register_reward(
         return func
 
     return decorate
+
+
+class RewardError(UserError):
+    """A reward function raised or returned something that is not one finite number (or None) per completion."""
+
+
+def check_reward_values(name: str, values: Any, n: int | None) -> None:
+    """Raise a RewardError naming the reward unless `values` holds `n` finite numbers or None (skip)."""
+    if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__len__"):
+        raise RewardError(f"reward {name!r} returned {type(values).__name__} {values!r:.80}: a reward returns a "
+                          f"list of numbers, one per completion (None skips a sample)")
+    if n is not None and len(values) != n:
+        raise RewardError(f"reward {name!r} returned {len(values)} values for {n} completions: give one per completion")
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        if isinstance(v, (str, bytes)) or not hasattr(v, "__float__"):
+            raise RewardError(f"reward {name!r} returned {v!r:.80} for completion {i}: a reward is a number "
+                              f"(None skips a sample)")
+        if not math.isfinite(float(v)):
+            raise RewardError(f"reward {name!r} returned {float(v)} for completion {i}: rewards must be finite "
+                              f"(return None to skip a sample)")
+
+
+class CheckedReward:
+    """A reward whose every output goes through `check_reward_values`, so a broken custom reward stops the run
+    with its name instead of training on NaN or failing inside TRL. An exception raised by a reward outside the
+    kit becomes a RewardError naming it (the original is its cause); the kit's own rewards raise as they are."""
+
+    def __init__(self, func: Callable, name: str):
+        functools.update_wrapper(self, func)  # __name__, columns, range and a factory's own attributes
+        self.reward_name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> list:
+        completions = kwargs.get("completions", args[1] if len(args) > 1 else None)
+        try:
+            values = self.__wrapped__(*args, **kwargs)
+        except Exception as e:
+            if str(getattr(self.__wrapped__, "__module__", "")).startswith("openmanus_lite."):
+                raise
+            raise RewardError(f"reward {self.reward_name!r} raised {type(e).__name__}: {e}") from e
+        check_reward_values(self.reward_name, values, len(completions) if hasattr(completions, "__len__") else None)
+        return values
+
+
+def checked_reward(func: Any, name: str | None = None) -> Any:
+    """`func` as a CheckedReward. A reward model (a hub name or a torch module, which TRL scores itself), an
+    async reward (TRL awaits it; a wrapper would hide that) and an already checked reward stay as they are."""
+    if isinstance(func, (str, CheckedReward)) or hasattr(func, "parameters"):
+        return func
+    if inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__):
+        return func
+    return CheckedReward(func, name or getattr(func, "reward_name", getattr(func, "__name__", type(func).__name__)))
 
 
 def _lookup(name: str) -> RewardInfo:
@@ -205,13 +264,13 @@ def get_reward_func(name: str, **params: Any) -> RewardFunc:
     if not info.factory:
         if params:
             raise ValueError(f"reward {name!r} takes no parameters, got {sorted(params)}")
-        return info.func
+        return checked_reward(info.func, name)
     try:
         func = info.func(**params)
     except TypeError as e:
         raise ValueError(f"bad parameters for reward {name!r}: {e}") from None
     _label(func, name, info.columns, getattr(func, "reward_range", info.bounds))
-    return func
+    return checked_reward(func, name)
 
 
 def get_reward_funcs(spec: Spec, params: Mapping[str, Mapping[str, Any]] | None = None) -> list[RewardFunc]:

@@ -21,11 +21,13 @@ mappings spelled with these field names and build a config only when asked (`pre
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 from openmanus_lite.engine.precision import trainer_precision
+from openmanus_lite.errors import UserError
 
 
 def import_trl():
@@ -85,8 +87,18 @@ class _KitConfig:
         fp16 = False if self.bf16 is False and self.fp16 is None else self.fp16  # bf16=False: no mixed precision
         for key, value in trainer_precision(self.bf16, fp16).trainer_kwargs().items():
             setattr(self, key, value)
-        if self.max_minutes is not None and self.max_minutes <= 0:
-            raise ValueError(f"max_minutes must be positive, got {self.max_minutes}")
+        rules = (  # checked here, before any data or model loads (torch would refuse some only at the first step)
+            ("learning_rate", math.isfinite(self.learning_rate) and self.learning_rate >= 0, "a finite number >= 0"),
+            ("per_device_train_batch_size", self.per_device_train_batch_size >= 1, "at least 1"),
+            ("gradient_accumulation_steps", self.gradient_accumulation_steps >= 1, "at least 1"),
+            ("max_steps", self.max_steps >= 1 or self.max_steps == -1,
+             "at least 1, or -1 to train num_train_epochs (0 would train a whole epoch)"),
+            ("num_train_epochs", math.isfinite(self.num_train_epochs) and self.num_train_epochs > 0, "positive"),
+            ("max_minutes", self.max_minutes is None or self.max_minutes > 0, "positive"),
+        )
+        wrong = [f"{name} must be {rule}, got {getattr(self, name)}" for name, ok, rule in rules if not ok]
+        if wrong:
+            raise UserError("; ".join(wrong))
 
 
 @dataclass
@@ -148,6 +160,22 @@ class GRPORunConfig(_KitConfig, trl.GRPOConfig):
         "multi / tool: turn limit per episode, one number or {domain: turns} (JSON on the command line); None: the "
         "environment's own."))
     sample_every: int = field(default=0, metadata=_help("Print sample episodes every N steps (0: never)."))
+    drop_uniform_groups: bool = field(default=False, metadata=_help(
+        "Drop the groups whose rewards are all equal (zero advantage) before any forward or backward pass, and "
+        "normalise the loss over the kept groups' tokens (DAPO's dynamic sampling; train/grpo_signal.py)."))
+    refill_rounds: int = field(default=0, metadata=_help(
+        "With drop_uniform_groups: up to this many extra rollout rounds per step, on prompts drawn at random from the "
+        "training set, to replace dropped groups (bounded, so a step never stalls; 0: train on what is kept)."))
+    signal_warning_share: float = field(default=0.5, metadata=_help(
+        "Warn, naming the cause, when fewer than this share of a step's groups have rewards that differ."))
+    step_advantage_weight: float = field(default=0.0, metadata=_help(
+        "multi: step-level credit (GiGPO), 0 = off: each turn's advantage among the group's turns that start from the "
+        "same state (discounted returns), times this weight, is added to the episode advantage on that turn's tokens."))
+    step_discount: float = field(default=0.95, metadata=_help(
+        "The discount of the turn returns step_advantage_weight compares (shorter paths to success win)."))
+    check_template: bool = field(default=True, metadata=_help(
+        "multi: before training, check that the chat template renders a whole conversation as the exact tokens "
+        "the rollout trains on (grpo_signal.check_chat_template)."))
     output_dir: str | None = _default(trl.GRPOConfig, "output_dir", "runs/grpo")
     bf16: bool | None = _default(trl.GRPOConfig, "bf16", None)
     fp16: bool | None = _default(trl.GRPOConfig, "fp16", None)

@@ -19,7 +19,7 @@ import copy
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -116,12 +116,14 @@ class DPOResult:
     wall_s: float
     stopped_early: bool
     start_checkpoint: str
+    peak_memory: dict[str, Any] = field(default_factory=dict)  # the training's (peak_memory.PeakMemory)
 
     def summary(self) -> dict[str, Any]:
         last = {k: v for k, v in (self.log[-2] if len(self.log) > 1 else (self.log or [{}])[-1]).items()
                 if isinstance(v, (int, float))}
         return {"steps": self.steps, "wall_s": round(self.wall_s, 1), "stopped_early": self.stopped_early,
-                "data": self.data_counts, "last_log": last, "start": self.start_checkpoint}
+                "data": self.data_counts, "last_log": last, "start": self.start_checkpoint,
+                "peak_memory": self.peak_memory}
 
 
 def run_dpo(
@@ -131,6 +133,7 @@ def run_dpo(
     *,
     output_dir: str | os.PathLike | None = None,
     eval_rows: list[dict[str, Any]] | None = None,
+    resume: str | None = None,
 ) -> DPOResult:
     """DPO on preference rows, starting from an SFT checkpoint (path) or a loaded (model, tokenizer).
 
@@ -138,7 +141,7 @@ def run_dpo(
     LoRA adapter (the reference is the adapter-free model = the SFT policy). A loaded
     PEFT model is used as given (TRL then copies its adapter as the reference). `settings`: TRL's DPOConfig
     with the kit's fields (DPORunConfig; `preset.dpo_config()`), by default the presets' DPO settings;
-    `output_dir` overrides its folder.
+    `output_dir` overrides its folder; `resume`: a checkpoint of this run to continue from.
     """
     s = copy.copy(settings) if settings else DPORunConfig(**DPO, output_dir=str(CACHE_DIR / "runs" / "dpo"))
     if output_dir:
@@ -158,12 +161,13 @@ def run_dpo(
     stop = TimeLimit.from_config(s)
     trainer = trl.DPOTrainer(model=model, args=s, train_dataset=train_ds, eval_dataset=eval_ds,
                              processing_class=tok, callbacks=[stop])
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume)
     model = trainer.model
     model.eval()
     result = DPOResult(model=model, tokenizer=tok, log=list(trainer.state.log_history), data_counts=dict(counts),
                        steps=int(trainer.state.global_step), wall_s=time.perf_counter() - t0,
-                       stopped_early=stop.stopped_by_time, start_checkpoint=str(start_name))
+                       stopped_early=stop.stopped_by_time, start_checkpoint=str(start_name),
+                       peak_memory=stop.peak_memory)
     del trainer
     free_memory()  # the optimizer state and TRL's reference copy, if it made one
     return result

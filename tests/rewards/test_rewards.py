@@ -416,7 +416,7 @@ def test_spec_parsing_and_weights():
     assert R.parse_reward_spec(["accuracy=0.5,format", "tag_count"]) == {"accuracy": 0.5, "format": 1.0, "tag_count": 1.0}
     assert R.parse_reward_spec({"format": 3}) == {"format": 3.0}
     funcs, weights = R.build_rewards("accuracy:2 format tag_count")
-    assert funcs == [open_r1.accuracy_reward, open_r1.format_reward, open_r1.tag_count_reward]
+    assert [f.__wrapped__ for f in funcs] == [open_r1.accuracy_reward, open_r1.format_reward, open_r1.tag_count_reward]
     assert [f.__name__ for f in funcs] == ["accuracy", "format", "tag_count"]
     assert weights == [2.0, 1.0, 1.0]
 
@@ -455,7 +455,7 @@ def test_register_custom_reward():
 
     try:
         (f,) = R.get_reward_funcs("test_short_answers")
-        assert f is short and f.__name__ == "test_short_answers"
+        assert f.__wrapped__ is short and f.__name__ == "test_short_answers"
         assert f(completions=["hi", "x" * 20]) == [1.0, 0.0]
         # re-running the same definition (a notebook cell) replaces it; another function may not
         R.register_reward("test_short_answers", columns=["solution"])(short)

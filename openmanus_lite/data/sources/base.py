@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from openmanus_lite.errors import UserError
+
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
 
 
-class InputError(ValueError):
+class InputError(UserError):
     """Input that cannot be read as the source's schema; names file, line and field."""
 
     def __init__(self, where: str, message: str, reason: str = "input.invalid"):
