@@ -169,6 +169,11 @@ class Env:
     def random_action(self, rng: random.Random) -> str:
         raise NotImplementedError
 
+    def typical_mistake(self, due: str, rng: random.Random) -> str | None:
+        """A slip agents are known to make in this domain instead of the expert's `due` turn (the "typical"
+        mistakes of recovery data, e.g. db's unquoted names), or None when there is none here."""
+        return None
+
     def _safe_score(self, answer_text: str | None) -> float:
         try:
             return min(1.0, max(0.0, float(self._score(answer_text))))

@@ -11,7 +11,9 @@ reference SQL on a fresh copy of the start database.
 
 Generated tasks cover AgentBench's categories (counting, comparison, ranking,
 aggregation-SUM/MAX/MIN/AVG, other, INSERT, UPDATE, DELETE) over generated tables;
-`load_agentbench_db(path)` imports real AgentBench dbbench rows.
+envs/sql_tables.py makes AgentBench-style ones (web-table names and headers, text cells, WikiSQL phrasing);
+`load_agentbench_db(path)` imports real AgentBench dbbench rows. `DBEnv.typical_mistake` is the slip models
+make on such tables (names left unquoted), for recovery data in which the expert reads the error and quotes.
 
 Safety: an authorizer refuses ATTACH/DETACH (which also blocks VACUUM INTO), every PRAGMA that could
 change settings, virtual tables, and the built-ins that reach past SQL values (DENIED_FUNCTIONS: extension
@@ -24,6 +26,7 @@ fetched rows are capped.
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import random
 import re
@@ -35,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from openmanus_lite.envs.base import Env, InvalidAction, echoed, expert_turn, register_domain
-from openmanus_lite.react import answer, sql
+from openmanus_lite.react import ParseError, answer, parse_step, sql
 from openmanus_lite.schema import Task
 
 INTRO = (
@@ -422,6 +425,7 @@ class DBEnv(Env):
     def _setup(self, task: Task) -> None:
         self.db = SafeDB(task.spec["tables"])
         self.executed: list[str] = []
+        self.last_error: str | None = None
         self._expected: dict[str, Any] | None = None
         self._current: tuple[int, dict[str, Any]] | None = None
 
@@ -431,6 +435,7 @@ class DBEnv(Env):
             raise InvalidAction("The SQL block is empty. Write one SQL statement in the ```sql block.")
         self.executed.append(statement)
         rows, error, truncated = self.db.run(statement)
+        self.last_error = error
         return format_rows(rows, error, truncated)
 
     # ------------------------------------------------------------------ checker
@@ -463,24 +468,48 @@ class DBEnv(Env):
         spec = self.task.spec
         ref = spec.get("reference_sql")
         if spec["type"] in MUTATION_TYPES:
+            plan = self._plan_thought(f"I will run the {spec['type']} statement the task asks for.")
             if not self.executed:  # from the start state the reference statement is the plan
-                return expert_turn(spec.get("think") or f"I will run the {spec['type']} statement the task asks for.",
-                                   sql(ref))
+                return expert_turn(plan, sql(ref))
             if self.table_matches():
                 return expert_turn(spec.get("final_think") or "The change is done, so I commit my answer.",
                                    answer('["none"]'))
             if ref not in self.executed:
-                return expert_turn(spec.get("think") or f"I will run the {spec['type']} statement the task asks for.",
-                                   sql(ref))
+                return expert_turn(plan, sql(ref))
             think, statement = self._repair()
             return expert_turn(think, sql(statement))
         if ref and ref not in self.executed:
-            return expert_turn(spec.get("think") or "I will query the table for the answer.", sql(ref))
+            return expert_turn(self._plan_thought("I will query the table for the answer."), sql(ref))
         if not ref:
             look = f"SELECT * FROM {quote_ident(spec['tables'][0]['name'])} LIMIT 3"
             if look not in self.executed:
                 return expert_turn("I first look at a few rows to see the table's values.", sql(look))
         return expert_turn(spec.get("final_think") or "I have the answer.", answer(format_answer(spec["label"])))
+
+    def _plan_thought(self, default: str) -> str:
+        """The thought before the reference statement; after the reference failed for want of quotes
+        (`typical_mistake`), one that reads the error and says why the names are now quoted."""
+        ref = self.task.spec.get("reference_sql")
+        if self.executed and self.last_error and ref and self.executed[-1] == unquoted(ref) != ref.strip():
+            return (f"The query failed with \"{echoed(self.last_error)}\": the table and column names have spaces, "
+                    "punctuation or digits, so I quote every name with backticks and run it again.")
+        return self.task.spec.get("think") or default
+
+    def typical_mistake(self, due: str, rng: random.Random) -> str | None:
+        """The expert's `due` statement with its names' backtick quotes left out, when SQLite then refuses it
+        (`near "-": syntax error`): the slip models make on AgentBench's tables. None otherwise."""
+        parsed = parse_step(due, self.domain)
+        if isinstance(parsed, ParseError) or parsed[1].kind != "sql":
+            return None
+        bare = unquoted(parsed[1].arg)
+        if bare == parsed[1].arg.strip():
+            return None
+        trial = copy.deepcopy(self.db)
+        try:
+            _, error, _ = trial.run(bare)
+        finally:
+            trial.close()
+        return expert_turn("I will query the table for the answer.", sql(bare)) if error else None
 
     def _repair(self) -> tuple[str, str]:
         """From a perturbed state: rewrite the first table that differs (delete, then insert)."""
@@ -500,7 +529,7 @@ class DBEnv(Env):
                 return f"{name} does not match the required result, so I clear it and refill it.", \
                     f"DELETE FROM {quote_ident(name)}"
             rows = list(expected[name][1].elements())
-            values = ", ".join("(" + ", ".join(_sql_literal(v) for v in r) + ")" for r in rows)
+            values = ", ".join("(" + ", ".join(sql_literal(v) for v in r) + ")" for r in rows)
             return f"I refill {name} with the rows it must contain.", f"INSERT INTO {quote_ident(name)} VALUES {values}"
         return "The tables already match.", "SELECT 1"
 
@@ -510,7 +539,7 @@ class DBEnv(Env):
         name = quote_ident(t["name"])
         cols = [c["name"] for c in t["columns"]]
         col = quote_ident(rng.choice(cols))
-        cell = _sql_literal(rng.choice(rng.choice(t["rows"]))) if t["rows"] else "1"
+        cell = sql_literal(rng.choice(rng.choice(t["rows"]))) if t["rows"] else "1"
         if rng.random() < 0.2:
             r = rng.random()
             value = (rng.choice(rng.choice(t["rows"])) if t["rows"] and r < 0.4 else
@@ -548,7 +577,12 @@ def expected_state(spec: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-def _sql_literal(v) -> str:
+def unquoted(statement: str) -> str:
+    """`statement` with its backtick quotes left out (what a model that does not quote names writes)."""
+    return statement.strip().replace("`", "")
+
+
+def sql_literal(v) -> str:
     if v is None:
         return "NULL"
     if isinstance(v, (int, float)):
@@ -848,7 +882,7 @@ def _g_insert(x: _Ctx, difficulty: str):
         values[c] = _num_value(x.rng, spec)
     cols = list(values) if difficulty != "easy" else x.cols
     desc = ", ".join(f"{c} {values[c]}" for c in cols)
-    lits = ", ".join(_sql_literal(values[c]) for c in cols)
+    lits = ", ".join(sql_literal(values[c]) for c in cols)
     return (f"Insert a new record into the {x.t['name']} table with {desc}.",
             f"INSERT INTO {x.q} ({', '.join(cols)}) VALUES ({lits})")
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from openmanus_lite.train.presets import default_preset_name, get_preset
 
-RECIPE_MODULES = ("cpu_60min", "cpu_30min", "t4", "gpu8")
+RECIPE_MODULES = ("cpu_60min", "cpu_30min", "t4", "gpu8", "cpu_60min_agentbench")
 """One module per recipe in this package; each defines RECIPE."""
 SFT_FIELDS = ("max_minutes", "mark_minutes", "max_steps", "num_train_epochs", "lr_scheduler_type", "warmup_steps",
               "per_device_train_batch_size", "gradient_accumulation_steps", "max_length", "learning_rate", "seed")
@@ -58,6 +58,9 @@ class Recipe:
     """Training tasks of a domain = tasks_per_domain x its weight (domains not named: 1; weights of registered
     domains outside `domains` do not apply, so a recipe narrowed to some domains keeps the others' weights)."""
     difficulty: str = "easy"
+    db_agentbench_share: float = 0.0
+    """Share of the db training tasks made by envs/sql_tables.py (AgentBench-style tables and questions) instead
+    of at `difficulty`."""
     turn_limits: int | tuple[tuple[str, int], ...] | None = None
     """Environment turn limit stated in every training prompt (one, or per domain); None: the environments'."""
     recovery: int = 0
@@ -150,10 +153,20 @@ def weights_text(weights: tuple[tuple[str, float], ...]) -> str:
 
 def recipe_tasks(recipe: Recipe):
     """(training tasks, how many generated tasks equal held-out ones were left out) of the recipe."""
-    from openmanus_lite.splits import get_split, training_tasks
+    from openmanus_lite.envs.sql_tables import agentbench_style_tasks
+    from openmanus_lite.splits import get_split, heldout_keys, task_key, training_tasks
 
-    return training_tasks(recipe.split, recipe.domain_list(), recipe.task_counts(),
-                          seed=get_split(recipe.split).seed + recipe.seed, difficulty=recipe.difficulty)
+    counts, seed = recipe.task_counts(), get_split(recipe.split).seed + recipe.seed
+    styled = round(counts.get("db", 0) * recipe.db_agentbench_share)
+    if styled:
+        counts["db"] -= styled
+    tasks, removed = training_tasks(recipe.split, recipe.domain_list(), counts, seed=seed, difficulty=recipe.difficulty)
+    for task in agentbench_style_tasks(styled, seed=seed):
+        if task_key(task) in heldout_keys("db", recipe.difficulty):
+            removed += 1
+        else:
+            tasks.append(task)
+    return tasks, removed
 
 
 def recipe_trajectories(recipe: Recipe, tasks=None) -> tuple[list, dict[str, Any]]:

@@ -47,6 +47,10 @@ MISTAKE_KINDS = ("random", "corrupt", "skip")
 """Injected mistakes: the environment's random action, a corrupted expert action (`corrupt_turn`),
 or a skipped step (`skipped_step`: the expert's turn after next, played one turn early)."""
 
+ALL_MISTAKE_KINDS = MISTAKE_KINDS + ("typical",)
+"""...and, asked for by name, the domain's typical slip (`Env.typical_mistake`, e.g. db's unquoted names) at
+the first turn that has one; a random action where the domain has none."""
+
 PAIR_MISTAKE_KINDS = ("random", "corrupt")
 """The default kinds for preference data. Skips are left out: a skipped step can beat the
 expert's turn in hindsight (a search location that happened to be empty), and a pair that
@@ -430,6 +434,21 @@ def skipped_step(env: Env) -> str | None:
     return None if sim.done else _safe_expert(sim)
 
 
+def _typical_turn(task: Task, max_turns: int | None, rng: random.Random) -> int | None:
+    """The first turn of the expert's episode at which the environment has its typical slip, or None."""
+    env, _ = _new_env(task, max_turns)
+    turn = 0
+    while not env.done:
+        due = _safe_expert(env)
+        if due is None:
+            return None
+        if env.typical_mistake(due, rng) is not None:
+            return turn
+        env.step(due)
+        turn += 1
+    return None
+
+
 def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, ...] = MISTAKE_KINDS,
                      max_turns: int | None = None, expert_turns: int | None = None, repeats: int = 1
                      ) -> list[Trajectory]:
@@ -444,8 +463,8 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
     some of these episodes still succeed.
     """
     for kind in kinds:
-        if kind not in MISTAKE_KINDS:
-            raise ValueError(f"unknown mistake kind {kind!r}; expected some of {MISTAKE_KINDS}")
+        if kind not in ALL_MISTAKE_KINDS:
+            raise ValueError(f"unknown mistake kind {kind!r}; expected some of {ALL_MISTAKE_KINDS}")
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     if expert_turns is None:
@@ -454,6 +473,8 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
     for i in range(n):
         kind = kinds[i % len(kinds)]
         at = rng.randrange(max(1, expert_turns))
+        typical_at = _typical_turn(task, max_turns, rng) if kind == "typical" else None
+        at = at if typical_at is None else typical_at
         env, first = _new_env(task, max_turns)
         messages = [{"role": "user", "content": first}]
         broke = False
@@ -465,8 +486,11 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
             _play(env, messages, text)
         extra: dict[str, Any] = {"mistake": {"turn": at, "kind": kind}}
         if not env.done and not broke:
-            if kind == "random":
+            if kind == "random" or (kind == "typical" and typical_at is None):
                 mistake = env.random_action(rng)
+                extra["mistake"]["kind"] = "random"
+            elif kind == "typical":
+                mistake = env.typical_mistake(_safe_expert(env) or "", rng)
             else:
                 due = _safe_expert(env) or ""
                 mistake = skipped_step(env) if kind == "skip" else None

@@ -207,3 +207,20 @@ def test_clone_inside_an_open_transaction(db_tasks) -> None:
     env.step(act_sql("ROLLBACK"))
     n = len(task.spec["tables"][0]["rows"])
     assert env.step(act_sql(f'SELECT COUNT(*) FROM "{name}"')).observation == f"[({n},)]"
+
+
+def test_expert_reads_an_unquoted_name_error_and_quotes_the_names(db_tasks) -> None:
+    """A medium task on a spaced table name (`Employee Records`): the typical slip fails, the expert's next
+    thought quotes the error and its statement is the reference; an unrelated failed statement keeps the plan."""
+    task = next(t for t in db_tasks["medium"] if " " in t.spec["tables"][0]["name"])
+    env = make_env("db")
+    env.reset(task)
+    slip = env.typical_mistake(env.expert_action(), random.Random(0))
+    assert slip is not None and f"FROM {task.spec['tables'][0]['name']}" in slip
+    assert "`" not in slip.split("```sql\n")[1].split("\n```")[0]
+    assert env.step(slip).observation.startswith("Error: ")
+    fix = env.expert_action()
+    assert "The query failed with" in fix and task.spec["reference_sql"] in fix
+    env.reset(task)
+    env.step(act_sql("SELECT nonsense FROM nowhere"))
+    assert "The query failed with" not in env.expert_action()
