@@ -70,6 +70,19 @@ def parse_args(argv=None):
     p.add_argument("--single_lr", type=float, default=None, help="GRPO learning rate (default: the preset's)")
     p.add_argument("--num_generations", type=int, default=None, help="samples per prompt (default: the preset's)")
     p.add_argument("--prompts_per_step", type=int, default=1, help="groups per optimizer step")
+    p.add_argument("--micro_batch", type=int, default=None,
+                   help="rows per forward/backward pass (default: the whole generation batch in one)")
+    p.add_argument("--drop_uniform_groups", action=argparse.BooleanOptionalAction, default=None,
+                   help="drop groups whose rewards all agree before any backward pass (default: the preset's)")
+    p.add_argument("--step_advantage_weight", type=float, default=None, help="multi: GiGPO step credit (0: off)")
+    p.add_argument("--grpo_set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any GRPORunConfig field (value read as JSON, else as text), e.g. epsilon_high=null "
+                        "refill_rounds=0; repeatable")
+    p.add_argument("--prescreen", type=int, default=0,
+                   help="multi: K sampled episodes per training task first, training only on those solved sometimes "
+                        "(grpo_signal.prescreen_tasks; its minutes are reported, not counted in --multi_minutes)")
+    p.add_argument("--prescreen_n", type=int, default=16,
+                   help="training tasks screened per domain and difficulty (the kept ones are all GRPO trains on)")
     # multi-turn
     p.add_argument("--sft", default="auto", help="SFT checkpoint (merged model or LoRA adapter); auto: look in runs/")
     p.add_argument("--wait_sft", type=float, default=0, help="seconds to wait for the SFT checkpoint to appear")
@@ -99,9 +112,18 @@ def first_last(log_history, keys, n=10):
 def step_figures(log_history):
     steps = [r["step_time"] for r in log_history if "step_time" in r]
     tps = [r["rollout/tokens_per_s"] for r in log_history if r.get("rollout/tokens_per_s") is not None]
+    signal = {k: [r[k] for r in log_history if k in r] for k in (
+        "signal/group_share", "signal/samples_kept", "signal/samples_dropped", "signal/backward_skipped")}
+    useful = sum(r["signal/group_share"] * (r["signal/samples_kept"] + r["signal/samples_dropped"])
+                 for r in log_history if "signal/group_share" in r)  # samples in groups whose rewards differ
     return {
         "step_time_median_s": round(statistics.median(steps), 2) if steps else None,
         "rollout_tokens_per_s_median": round(statistics.median(tps), 1) if tps else None,
+        "group_share_with_signal": round(statistics.mean(signal["signal/group_share"]), 3)
+        if signal["signal/group_share"] else None,
+        "samples_dropped": sum(signal["signal/samples_dropped"]),
+        "backward_skipped": sum(signal["signal/backward_skipped"]),
+        "seconds_per_useful_sample": round(sum(steps) / useful, 2) if useful and steps else None,
     }
 
 
@@ -185,6 +207,8 @@ def run_multi(args, preset):
             settings[field_name] = getattr(args, flag)
     if args.multi_rewards:
         settings["rewards"] = args.multi_rewards
+    if args.step_advantage_weight is not None:
+        settings["step_advantage_weight"] = args.step_advantage_weight
     cfg = preset.grpo_config(**settings)
     candidates = [d for d in args.multi_domains.split(",") if d]
     levels = [d for d in args.difficulties.split(",") if d]
@@ -212,6 +236,22 @@ def run_multi(args, preset):
     before = _env_eval(model, tok, eval_tasks, cfg, "before")
     print(f"held-out success before ({len(eval_tasks)} tasks, {time.perf_counter() - t_eval:.0f}s): "
           f"{ {d: before.row(d).successes for d in domains} }", flush=True)
+    screen = None
+    if args.prescreen:
+        from openmanus_lite.train.grpo_signal import prescreen_tasks
+
+        t_screen = time.perf_counter()
+        per_kind: dict = {}
+        for t in train_tasks:
+            per_kind.setdefault((t.domain, t.difficulty), []).append(t)
+        train_tasks = [t for tasks in per_kind.values() for t in tasks[:args.prescreen_n]]
+        _, rollout = grpo.build_env_dataset(train_tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
+        result = prescreen_tasks(model, tok, train_tasks, rollout, k=args.prescreen,
+                                 max_completion_tokens=cfg.max_completion_length)
+        print(result.summary(), flush=True)
+        screen = {"k": args.prescreen, "kept": len(result.kept), "of": len(train_tasks),
+                  "minutes": round((time.perf_counter() - t_screen) / 60, 1)}
+        train_tasks = [t for t in train_tasks if t.id in result.kept] or train_tasks
     # 3. GRPO
     dataset, rollout = grpo.build_env_dataset(train_tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
     res = grpo.run_grpo(model, tok, dataset, cfg, rollout_func=rollout)
@@ -235,6 +275,7 @@ def run_multi(args, preset):
         "sft": sft,
         "difficulties": levels,
         "probe": {d: probe[d].successes for d in candidates},
+        "prescreen": screen,
         "domains": domains,
         "note": note,
         "rewards": cfg.reward_spec, "lr": cfg.learning_rate,
@@ -268,7 +309,19 @@ def _turns(spec):
 def _common(preset, args, lr) -> dict:
     """Learning rate and group layout from the flags (one generation batch per optimizer step)."""
     g = args.num_generations or preset.grpo["num_generations"]
-    out = dict(num_generations=g, per_device_train_batch_size=g * args.prompts_per_step, gradient_accumulation_steps=1)
+    rows = g * args.prompts_per_step
+    micro = args.micro_batch or rows
+    if rows % micro:
+        raise SystemExit(f"--micro_batch {micro} must divide the generation batch ({rows} rows)")
+    out = dict(num_generations=g, per_device_train_batch_size=micro, gradient_accumulation_steps=rows // micro)
+    if args.drop_uniform_groups is not None:
+        out["drop_uniform_groups"] = args.drop_uniform_groups
+    for item in args.grpo_set:
+        key, _, value = item.partition("=")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
     if args.bf16:
         out["bf16"] = True
     return {**out, "learning_rate": lr} if lr else out

@@ -36,11 +36,13 @@ completion budget) and the loop holds the environment side (`envs.make_env`, tur
 
 Extra columns returned for the rewards (see `rewards.ROLLOUT_COLUMNS`): env_outcome,
 env_success, invalid_actions, num_turns, domain. `completion_messages` (the episode as
-messages) is used by `KitGRPOTrainer` (grpo.py) to hand rewards conversational completions.
+messages) is used by `KitGRPOTrainer` (grpo.py) to hand rewards conversational completions, `step_states`
+(the state each turn started from) by its step-level credit (GiGPO).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -52,6 +54,8 @@ from openmanus_lite.schema import Task
 
 COMPLETION_MESSAGES = "completion_messages"
 """Extra rollout key with each episode as messages; KitGRPOTrainer turns it into `completions`."""
+STEP_STATES = "step_states"
+"""Extra rollout key with each episode's `EpisodeTokens.states`; KitGRPOTrainer's step-level credit reads it."""
 
 
 @dataclass
@@ -71,6 +75,9 @@ class EpisodeTokens:
     num_turns: int = 0
     ended_by: str = ""
     """"done" (the environment ended it), "tokens" (the completion budget ran out)."""
+    states: list[str] = field(default_factory=list)
+    """Per assistant turn, the state it started from: a hash of the task and the observations so far (GiGPO's
+    anchor states: turns of one group that start from the same state are compared with each other)."""
 
 
 @dataclass
@@ -193,6 +200,7 @@ class TokenPolicy:
                     continue
                 self._extend(ep, obs_ids, None, model_tokens=False)
                 ep.messages.append({"role": "user", "content": observation})
+            ep.states.append(state_key(ep.task, [m["content"] for m in ep.messages if m["role"] == "user"]))
             playing.append((k, ep))
         if not playing:
             return replies
@@ -361,4 +369,10 @@ def episodes_to_rollout_output(eps: list[EpisodeTokens], logprobs: bool = True) 
         "num_turns": [e.num_turns for e in eps],
         "domain": [e.task.domain for e in eps],
         COMPLETION_MESSAGES: [e.messages for e in eps],
+        STEP_STATES: [e.states for e in eps],
     }
+
+
+def state_key(task: Task, observations: list[str]) -> str:
+    """The environment state an assistant turn starts from, as the observation history identifies it."""
+    return hashlib.sha1(json.dumps([task.id, *observations], ensure_ascii=False).encode()).hexdigest()[:16]

@@ -29,15 +29,26 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 import os
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from openmanus_lite.rewards import ROLLOUT_COLUMNS, build_rewards, check_reward_columns, get_reward_funcs
-from openmanus_lite.train import reward_model  # noqa: F401  (registers the "orm" reward)
+from openmanus_lite.rewards import (
+    ROLLOUT_COLUMNS,
+    build_rewards,
+    check_reward_columns,
+    checked_reward,
+    get_reward_funcs,
+)
+from openmanus_lite.train import (
+    grpo_signal,
+    reward_model,  # noqa: F401  (registers the "orm" reward)
+)
 from openmanus_lite.train.configs import (  # noqa: F401  (the config and its defaults are part of this API)
     DEFAULT_REWARDS,
     MODES,
@@ -45,7 +56,7 @@ from openmanus_lite.train.configs import (  # noqa: F401  (the config and its de
     import_trl,
     vllm_available,
 )
-from openmanus_lite.train.env_rollout import COMPLETION_MESSAGES
+from openmanus_lite.train.env_rollout import COMPLETION_MESSAGES, STEP_STATES
 from openmanus_lite.train.grpo_data import (  # noqa: F401  (re-exported: the kit's GRPO API in one place)
     SYSTEM_PROMPT,
     build_env_dataset,
@@ -58,6 +69,8 @@ from openmanus_lite.train.grpo_data import (  # noqa: F401  (re-exported: the ki
     value_task_rows,
 )
 from openmanus_lite.train.run_control import TimeLimit, resume_checkpoint
+
+logger = logging.getLogger(__name__)
 
 
 def load_for_grpo(model: str | None, preset: Any) -> tuple[Any, Any]:
@@ -128,7 +141,7 @@ _KIT_TRAINER = None
 
 
 def kit_trainer_class():
-    """TRL's GRPOTrainer with two additions around its `_generate`, which no public hook reaches
+    """TRL's GRPOTrainer with these additions; the first two wrap its `_generate`, which no public hook reaches
     (`rollout_func` replaces generation, so it cannot time TRL's own single-turn or tool-calling one):
 
     - Multi-turn: with a `rollout_func`, TRL decodes the whole completion (turns and
@@ -138,13 +151,22 @@ def kit_trainer_class():
       completions read like conversations.
     - Timing: the generation phase's seconds and model tokens per second (tokens under the
       tool / env mask only) are logged as `rollout/seconds` and `rollout/tokens_per_s` in every mode.
+    - The signal (grpo_signal.py): every step logs the share of groups whose rewards differ and, with
+      `drop_uniform_groups`, drops the others before any forward or backward pass (the loss normalised over
+      the kept tokens), refills them with up to `refill_rounds` rollouts of random training prompts and
+      skips micro-steps left empty; a warning names the cause when most groups agree.
+    - Step-level credit (GiGPO, `step_advantage_weight`): turns of a group that start from the same state
+      are compared by discounted return, and that advantage is added on each turn's tokens.
 
     Everything else is the stock trainer.
     """
     global _KIT_TRAINER
     if _KIT_TRAINER is None:
+        import torch
+
         import_trl()
         from trl import GRPOTrainer
+        from trl.trainer.utils import shuffle_sequence_dict
 
         class KitGRPOTrainer(GRPOTrainer):
             def _generate(self, prompts):
@@ -154,11 +176,102 @@ def kit_trainer_class():
                 messages = out["extra_fields"].pop(COMPLETION_MESSAGES, None)
                 if messages is not None:
                     out["completions"] = messages
+                self._kit_steps = (out["extra_fields"].pop(STEP_STATES, None), out["tool_mask"])
                 mask = out["tool_mask"]
                 tokens = sum(map(sum, mask)) if mask is not None else sum(map(len, out["completion_ids"]))
                 self._log_metric("rollout/seconds", seconds)
                 self._log_metric("rollout/tokens_per_s", tokens / seconds if seconds > 0 else 0.0)
                 return tuple(out.values())
+
+            def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+                per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+                weighted = (per_func * self.reward_weights.to(per_func.device)).nansum(dim=1)
+                weighted[per_func.isnan().all(dim=1)] = float("nan")  # unscorable, as TRL marks them
+                self._kit_rewards = weighted.tolist()  # TRL's advantages come from these sums
+                return per_func
+
+            def _generate_and_score_completions(self, inputs):
+                batch = super()._generate_and_score_completions(inputs)
+                if self.model.training:
+                    step_signal = self._add_step_advantages(batch) if self.args.step_advantage_weight else None
+                    self._kit_signal = grpo_signal.group_signal(self._kit_rewards, self.num_generations, step_signal)
+                    dropping = self.args.drop_uniform_groups
+                    for name, value in self._kit_signal.metrics(dropping).items():
+                        self._metrics["train"][name].append(value)
+                    self._kit_generations = getattr(self, "_kit_generations", 0) + 1
+                    warning = self._kit_signal.warning(self.args.signal_warning_share)
+                    if warning and self._kit_generations % 10 == 1:  # the first time, then every 10th generation
+                        logger.warning(warning + ("" if dropping else " (drop_uniform_groups is off)"))
+                return batch
+
+            def _add_step_advantages(self, batch):
+                """GiGPO: per-token advantages (episode + weight x turn); returns which groups carry step signal."""
+                states, turn_masks = self._kit_steps
+                if states is None or turn_masks is None or self.accelerator.num_processes > 1:
+                    raise ValueError("step_advantage_weight needs multi-turn rollouts that record step_states "
+                                     "(env_rollout.EnvRolloutFunc) in one process")
+                steps = grpo_signal.step_advantages(states, self._kit_rewards, self.num_generations,
+                                                    self.args.step_discount)
+                batch["advantages"] = grpo_signal.token_advantages(
+                    batch["advantages"], steps, turn_masks, batch["completion_ids"].shape[1],
+                    self.args.step_advantage_weight)
+                n = self.num_generations
+                return [any(a for ep in steps[g:g + n] for a in ep) for g in range(0, len(steps), n)]
+
+            def _prepare_inputs(self, generation_batch):
+                if isinstance(generation_batch, dict):  # a micro-batch training_step prepared already
+                    return generation_batch
+                if not (self.args.drop_uniform_groups and self.model.training):
+                    return super()._prepare_inputs(generation_batch)
+                # TRL's buffering (generate every steps_per_generation x num_iterations micro-steps) with the
+                # uniform groups dropped and the kept rows split unevenly where they must be
+                per_generation = self.args.steps_per_generation
+                if self._step % (per_generation * self.num_iterations) == 0 or self._buffered_inputs is None:
+                    if self.accelerator.num_processes > 1:
+                        raise ValueError("drop_uniform_groups runs in one process (groups would span processes)")
+                    batch = self._kept_rows(generation_batch)
+                    if grpo_signal.batch_rows(batch):
+                        batch = shuffle_sequence_dict(batch)
+                    self._buffered_inputs = grpo_signal.split_rows(batch, per_generation)
+                    empty = sum(not grpo_signal.batch_rows(b) for b in self._buffered_inputs)
+                    self._metrics["train"]["signal/backward_skipped"].append(float(empty * self.num_iterations))
+                return self._buffered_inputs[self._step % per_generation]
+
+            def _kept_rows(self, generation_batch):
+                """The generation batch's groups with signal, refilled by up to `refill_rounds` rollouts of random
+                training prompts (as many groups as were dropped), cut to the generation batch's size."""
+                target = len(generation_batch)
+                batch = self._generate_and_score_completions(generation_batch)
+                parts = [grpo_signal.select_rows(batch, self._kit_signal.kept_rows)]
+                rng = getattr(self, "_kit_refill_rng", None) or random.Random(self.args.seed + 1)
+                self._kit_refill_rng = rng
+                rounds = 0
+                while sum(map(grpo_signal.batch_rows, parts)) < target and rounds < self.args.refill_rounds:
+                    rounds += 1
+                    missing = (target - sum(map(grpo_signal.batch_rows, parts))) // self.num_generations
+                    picks = [rng.randrange(len(self.train_dataset)) for _ in range(missing)]
+                    rows = [self.train_dataset[i] for i in picks for _ in range(self.num_generations)]
+                    more = self._generate_and_score_completions(rows)
+                    parts.append(grpo_signal.select_rows(more, self._kit_signal.kept_rows))
+                self._metrics["train"]["signal/refill_rounds"].append(float(rounds))
+                batch = grpo_signal.concat_rows(parts, self._tokenizer.pad_token_id)
+                return grpo_signal.select_rows(batch, range(min(target, grpo_signal.batch_rows(batch))))
+
+            def training_step(self, model, inputs, num_items_in_batch=None):
+                if not self.args.drop_uniform_groups:
+                    return super().training_step(model, inputs, num_items_in_batch)
+                t0 = time.perf_counter()
+                model.train()
+                batch = self._prepare_inputs(inputs)  # generates when due, as TRL does inside its training_step
+                self._current_train_step_time += time.perf_counter() - t0
+                if grpo_signal.batch_rows(batch):
+                    return super().training_step(model, batch, num_items_in_batch)
+                # nothing kept in this micro-batch: TRL's bookkeeping of a micro-step without a forward or backward
+                self._step += 1
+                if self._step % self.current_gradient_accumulation_steps == 0:
+                    self._metrics["train"]["step_time"].append(self._current_train_step_time)
+                    self._current_train_step_time = 0.0
+                return torch.zeros((), device=self.accelerator.device)
 
         _KIT_TRAINER = KitGRPOTrainer
     return _KIT_TRAINER
@@ -232,6 +345,7 @@ class GRPOResult:
     rollout_stats: Any = None
     resumed_from: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    peak_memory: dict[str, Any] = field(default_factory=dict)  # the training's (peak_memory.PeakMemory)
 
 
 def run_grpo(
@@ -263,10 +377,15 @@ def run_grpo(
         raise ValueError("mode 'tool' needs environment_factory (see tool_env.tool_env_factory)")
     if config.mode == "single" and (rollout_func is not None or environment_factory is not None):
         raise ValueError("mode 'single' takes neither rollout_func nor environment_factory")
+    if config.step_advantage_weight and config.mode != "multi":
+        raise ValueError("step_advantage_weight (GiGPO) needs mode 'multi': its turns are the environment's steps")
+    if config.mode == "multi" and config.check_template:
+        grpo_signal.check_chat_template(tokenizer, system_prompt=getattr(rollout_func, "system_prompt", None))
     if reward_funcs is None:
         reward_funcs, weights = build_rewards(config.reward_spec)
     else:
         weights = list(reward_weights) if reward_weights is not None else [1.0] * len(reward_funcs)
+        reward_funcs = [checked_reward(f) for f in reward_funcs]  # a broken reward is named, never trained on
     args = copy.copy(config)  # the caller's config stays as it was given
     args.reward_weights = list(weights)
     extra = {"multi": ROLLOUT_COLUMNS, "tool": ("environments",), "single": ()}[config.mode]
@@ -275,8 +394,8 @@ def run_grpo(
         reward_funcs = with_domain_metrics(reward_funcs)
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    if config.max_minutes:
-        callbacks = [*callbacks, TimeLimit.from_config(config)]
+    clock = TimeLimit.from_config(config)  # the time budget (if any) and the peak memory
+    callbacks = [*callbacks, clock]
     tokenizer.padding_side = "left"
     trainer_cls = kit_trainer_class()
     printer = make_sample_printer(config.sample_every) if config.sample_every else None
@@ -304,6 +423,7 @@ def run_grpo(
         global_step=trainer.state.global_step,
         rollout_stats=getattr(rollout_func, "total_stats", None),
         resumed_from=checkpoint,
+        peak_memory=clock.peak_memory,
     )
 
 

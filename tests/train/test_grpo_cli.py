@@ -58,4 +58,5 @@ def test_every_preset_has_its_own_grpo_settings():
     for name in PRESETS:
         cfg = get_preset(name).grpo_config()
         assert isinstance(cfg, GRPORunConfig) and cfg.output_dir != GRPORunConfig().output_dir, f"preset {name!r} lost its grpo"
-        assert cfg.num_generations >= 2 and cfg.per_device_train_batch_size % cfg.num_generations == 0
+        # whole groups per generation batch (TRL's rule; a group may span the micro-batches of one generation)
+        assert cfg.num_generations >= 2 and cfg.generation_batch_size % cfg.num_generations == 0

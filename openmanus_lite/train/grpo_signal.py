@@ -1,0 +1,364 @@
+"""Where GRPO's learning signal is, and keeping the steps on it (issue #40).
+
+GRPO learns from the spread of rewards inside a group (the samples of one prompt): a group whose samples all
+earn the same reward has zero advantage everywhere and moves nothing, yet TRL still runs its forward and backward
+passes. With 4 samples per task most groups of the kit's multi-turn runs agreed, so most of each step's 28-37 s
+of policy gradient bought nothing. This module holds the pieces `KitGRPOTrainer` (grpo.py) uses against that:
+
+    group_signal        which groups of a generation batch carry signal (rewards not all equal), with the
+                        metrics every step logs (`signal/...`) and a warning naming the cause when most do not
+    select_rows         the batch without the rows of uniform groups, its token count (TRL's `num_items_in_batch`,
+                        the `dapo` loss's normaliser) recounted over the kept rows only
+    concat_rows         kept rows of several generation rounds as one batch (the refill of dropped groups)
+    split_rows          the kept rows in `steps_per_generation` micro-batches (some may be empty: the trainer skips
+                        their forward and backward), each cut to its own padding
+    prescreen_tasks     k sampled episodes per training task; the tasks solved sometimes but not always (DAPO's
+                        dynamic sampling, done once before training)
+    check_chat_template the multi-turn token layout against the chat template rendering the whole conversation
+                        (template drift silently trains on contexts the model never sees at inference)
+    step_advantages     step-level credit (GiGPO): turns of a group that start from the same state compared by
+                        their discounted return; `token_advantages` adds them to the episode advantage per token
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from openmanus_lite.errors import UserError
+from openmanus_lite.schema import Task
+from openmanus_lite.train.env_rollout import EnvRolloutFunc, ObservationRenderer, run_episode_tokens
+
+# --------------------------------------------------------------------------- groups with signal
+
+
+@dataclass
+class GroupSignal:
+    """The groups of one generation batch: which carry signal (rewards not all equal)."""
+
+    group_size: int
+    keep: list[bool]
+    """Per group: True when its rewards differ (a non-zero advantage somewhere)."""
+    uniform_rewards: list[float] = field(default_factory=list)
+    """The common reward of each group without signal (NaN: no sample could be scored)."""
+
+    @property
+    def groups(self) -> int:
+        return len(self.keep)
+
+    @property
+    def kept_groups(self) -> int:
+        return sum(self.keep)
+
+    @property
+    def share(self) -> float:
+        return self.kept_groups / self.groups if self.groups else 0.0
+
+    @property
+    def kept_rows(self) -> list[int]:
+        """Row indices of the kept groups (rows are grouped consecutively, as TRL's sampler lays them out)."""
+        return [g * self.group_size + i for g, k in enumerate(self.keep) if k for i in range(self.group_size)]
+
+    def metrics(self, dropping: bool) -> dict[str, float]:
+        """The figures every step logs (TRL logs the reward's mean and std as `reward` and `reward_std`); without
+        dropping nothing is dropped, but the share is still reported."""
+        dropped = self.groups - self.kept_groups if dropping else 0
+        return {
+            "signal/group_share": self.share,
+            "signal/groups_kept": float(self.groups - dropped),
+            "signal/groups_dropped": float(dropped),
+            "signal/samples_kept": float((self.groups - dropped) * self.group_size),
+            "signal/samples_dropped": float(dropped * self.group_size),
+        }
+
+    def warning(self, below: float) -> str | None:
+        """Why most groups carry no signal, and what to change; None when the share is at least `below`."""
+        if not self.groups or self.share >= below:
+            return None
+        values: dict[str, int] = {}
+        for r in self.uniform_rewards:
+            key = "unscorable" if math.isnan(r) else f"{r:g}"
+            values[key] = values.get(key, 0) + 1
+        spread = ", ".join(f"{n} with every sample at reward {v}" for v, n in sorted(values.items()))
+        return (f"GRPO signal: only {self.kept_groups} of {self.groups} groups have rewards that differ "
+                f"({self.share:.0%}); {spread}. A group that agrees gives zero advantage: at the reward of success the "
+                "task is too easy for the policy (use harder tasks), at the reward of failure too hard (use easier ones, "
+                f"or more SFT first). Use larger groups (num_generations, now {self.group_size}), pre-screen the "
+                "training tasks (grpo_signal.prescreen_tasks keeps those solved sometimes), and drop_uniform_groups=True "
+                "so these groups cost no backward pass.")
+
+
+def group_signal(rewards: Sequence[float], group_size: int, step_signal: Sequence[bool] | None = None) -> GroupSignal:
+    """Group consecutive rows by `group_size` and mark the groups whose (finite) rewards differ, or whose turns carry
+    step-level signal (`step_signal`, one flag per group: GiGPO's anchor groups).
+
+    Equality is `math.isclose` (TRL's zero-std test, `torch.isclose`, up to tolerance), so a group of float
+    rewards that differ only by rounding counts as uniform. NaN rewards (no reward function scored the row)
+    are left out of the comparison, as TRL leaves them out of the group mean.
+    """
+    if group_size < 1 or len(rewards) % group_size:
+        raise ValueError(f"{len(rewards)} rewards do not split into groups of {group_size}")
+    keep, uniform = [], []
+    for start in range(0, len(rewards), group_size):
+        finite = [float(r) for r in rewards[start:start + group_size] if not math.isnan(float(r))]
+        differ = any(not math.isclose(r, finite[0], rel_tol=1e-5, abs_tol=1e-8) for r in finite)
+        differ = differ or bool(step_signal and step_signal[start // group_size])
+        keep.append(differ)
+        if not differ:
+            uniform.append(finite[0] if finite else math.nan)
+    return GroupSignal(group_size=group_size, keep=keep, uniform_rewards=uniform)
+
+
+# --------------------------------------------------------------------------- step-level credit (GiGPO)
+
+
+def step_advantages(states: Sequence[Sequence[str]], rewards: Sequence[float], group_size: int,
+                    discount: float = 0.95) -> list[list[float]]:
+    """Per episode and turn, the turn's advantage within its anchor group (GiGPO): the turns of one group that start
+    from the same state (`EpisodeTokens.states`), compared by their discounted return.
+
+    With the outcome reward R at the end of an episode of T turns, turn t's return is discount**(T-1-t) * R, so among
+    turns that start from the same state the one closer to success wins: shorter paths get credit even inside a group
+    whose episodes all succeed (no episode-level signal). An anchor group of one turn, or of equal returns, gives 0.
+    Advantages are centred on the anchor group's mean and scaled by its (population) standard deviation.
+    """
+    if len(states) != len(rewards) or len(rewards) % group_size:
+        raise ValueError(f"{len(states)} episodes and {len(rewards)} rewards do not form groups of {group_size}")
+    out: list[list[float]] = [[0.0] * len(s) for s in states]
+    for start in range(0, len(states), group_size):
+        anchors: dict[str, list[tuple[int, int, float]]] = {}
+        for ep in range(start, start + group_size):
+            reward = 0.0 if math.isnan(float(rewards[ep])) else float(rewards[ep])
+            turns = len(states[ep])
+            for t, state in enumerate(states[ep]):
+                anchors.setdefault(state, []).append((ep, t, discount ** (turns - 1 - t) * reward))
+        for members in anchors.values():
+            returns = [r for _, _, r in members]
+            mean = sum(returns) / len(returns)
+            std = math.sqrt(sum((r - mean) ** 2 for r in returns) / len(returns))
+            if std > 1e-8:
+                for ep, t, r in members:
+                    out[ep][t] = (r - mean) / std
+    return out
+
+
+def token_advantages(episode: Any, steps: Sequence[Sequence[float]], turn_masks: Sequence[Sequence[int]],
+                     width: int, weight: float) -> Any:
+    """(B, width) per-token advantages: each episode's advantage plus `weight` x its turn's step advantage on that
+    turn's tokens (a turn is a run of 1s in the env mask). TRL's loss takes (B, T) advantages as they are."""
+
+    out = episode.detach().float().unsqueeze(1).repeat(1, width)
+    for row, (mask, adv) in enumerate(zip(turn_masks, steps)):
+        turn, previous = -1, 0
+        for pos, m in enumerate(mask[:width]):
+            if m and not previous:
+                turn += 1
+            if m:
+                if turn >= len(adv):
+                    raise ValueError(f"episode {row} has more model-token runs than recorded turns ({len(adv)})")
+                out[row, pos] += weight * adv[turn]
+            previous = m
+    return out.to(episode.dtype)
+
+
+# --------------------------------------------------------------------------- the batch of kept rows
+
+
+def batch_rows(batch: dict[str, Any]) -> int:
+    return int(batch["completion_ids"].shape[0])
+
+
+def select_rows(batch: dict[str, Any], rows: Sequence[int]) -> dict[str, Any]:
+    """The rows `rows` of TRL's scored generation batch, and `num_items_in_batch` recounted over them.
+
+    `num_items_in_batch` is what TRL's `dapo` (and `cispo`, `vespo`) loss divides the summed per-token loss by: the
+    loss tokens (completion mask x tool / env mask) of the whole generation batch. Recounted over the kept rows,
+    dropped groups neither get a backward pass nor dilute the loss of the kept ones.
+    """
+    import torch
+
+    n = batch_rows(batch)
+    index = torch.as_tensor(list(rows), dtype=torch.long, device=batch["completion_ids"].device)
+    out: dict[str, Any] = {}
+    for key, value in batch.items():
+        if isinstance(value, torch.Tensor) and value.ndim >= 1 and value.shape[0] == n:
+            out[key] = value.index_select(0, index)
+        elif isinstance(value, list) and len(value) == n:
+            out[key] = [value[i] for i in rows]
+        else:
+            out[key] = value
+    mask = out["completion_mask"] if out.get("tool_mask") is None else out["completion_mask"] * out["tool_mask"]
+    out["num_items_in_batch"] = mask.sum().to(batch["num_items_in_batch"].dtype)
+    return out
+
+
+def concat_rows(batches: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, Any]:
+    """Scored generation batches as one, padded to the widest: prompts on the left, completions on the right (what TRL
+    pads them with: the pad token for ids, 0 for masks and log-probabilities). `num_items_in_batch` is summed."""
+    import torch
+
+    if len(batches) == 1:
+        return batches[0]
+    out: dict[str, Any] = {}
+    for key, first in batches[0].items():
+        values = [b[key] for b in batches]
+        if key == "num_items_in_batch":
+            out[key] = sum(values[1:], values[0])
+        elif isinstance(first, torch.Tensor) and first.ndim >= 2:
+            width = max(v.shape[1] for v in values)
+            pad = pad_token_id if key.endswith("_ids") else 0
+            left = key.startswith("prompt_")
+            out[key] = torch.cat([torch.nn.functional.pad(v, (width - v.shape[1], 0) if left else (0, width - v.shape[1]),
+                                                          value=pad) for v in values])
+        elif isinstance(first, torch.Tensor) and first.ndim == 1:
+            out[key] = torch.cat(values)
+        elif isinstance(first, list):
+            out[key] = [x for v in values for x in v]
+        else:
+            out[key] = first
+    return out
+
+
+def split_rows(batch: dict[str, Any], chunks: int) -> list[dict[str, Any]]:
+    """`batch` in `chunks` micro-batches as even as possible (TRL's split needs a multiple; after dropping groups the
+    rows rarely are one), each cut to its longest prompt and completion so dropped rows' padding costs nothing.
+    A micro-batch may be empty: `KitGRPOTrainer.training_step` skips it without a forward or backward pass."""
+    n = batch_rows(batch)
+    bounds = [round(i * n / chunks) for i in range(chunks + 1)]
+    parts = [_trim_padding(select_rows(batch, range(a, b))) for a, b in zip(bounds, bounds[1:])]
+    for part in parts:  # the normaliser stays the whole (kept) batch's token count, as TRL's split keeps it
+        part["num_items_in_batch"] = batch["num_items_in_batch"]
+    return parts
+
+
+def _trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
+    """Drop the columns no row of `batch` uses: left padding of the prompts, right padding of the completions."""
+    import torch
+
+    if not batch_rows(batch):
+        return batch
+    prompt_len, comp_len = batch["prompt_ids"].shape[1], batch["completion_ids"].shape[1]
+    used = batch["prompt_mask"].any(0).nonzero()
+    start = int(used[0]) if len(used) else prompt_len - 1
+    used = batch["completion_mask"].any(0).nonzero()
+    stop = int(used[-1]) + 1 if len(used) else 1  # at least one column: TRL keeps logits for the completion length
+    for key, value in batch.items():
+        if not isinstance(value, torch.Tensor) or value.ndim < 2:
+            continue
+        if key.startswith("prompt_") and value.shape[1] == prompt_len:
+            batch[key] = value[:, start:]
+        elif not key.startswith("prompt_") and value.shape[1] == comp_len:
+            batch[key] = value[:, :stop]
+    return batch
+
+
+# --------------------------------------------------------------------------- pre-screening tasks
+
+
+@dataclass
+class ScreenResult:
+    """Successes of `k` sampled episodes per task id."""
+
+    k: int
+    successes: dict[str, int]
+
+    @property
+    def kept(self) -> dict[str, int]:
+        """Task id -> successes for the tasks solved sometimes but not always: where a group has signal."""
+        return {tid: s for tid, s in self.successes.items() if 0 < s < self.k}
+
+    def summary(self) -> str:
+        always = sum(s == self.k for s in self.successes.values())
+        never = sum(s == 0 for s in self.successes.values())
+        return (f"pre-screen ({self.k} samples per task): {len(self.kept)} of {len(self.successes)} tasks kept, "
+                f"{always} always solved, {never} never solved")
+
+
+def prescreen_tasks(model: Any, tokenizer: Any, tasks: Sequence[Task], rollout: EnvRolloutFunc, *, k: int = 8,
+                    max_completion_tokens: int = 512, temperature: float = 1.0) -> ScreenResult:
+    """Play `k` sampled episodes of every task the way training will (the rollout's prompts, turn and token limits)
+    and count successes; `result.kept` are the tasks worth a GRPO group. Run it before training, and again as the
+    policy moves (a task it learned to always solve stops carrying signal)."""
+    from openmanus_lite.engine.generation import render_prompts
+
+    prompts = render_prompts(tokenizer, [rollout.prompt_for(t) for t in tasks])
+    episodes = run_episode_tokens(
+        model, tokenizer, [t for t in tasks for _ in range(k)], [p for p in prompts for _ in range(k)],
+        max_turns=rollout.max_turns, max_new_tokens=rollout.max_new_tokens, max_completion_tokens=max_completion_tokens,
+        temperature=temperature, batch_size=rollout.batch_size, return_logprobs=False)
+    successes = {t.id: 0 for t in tasks}
+    for ep in episodes:
+        successes[ep.task.id] += int(ep.success)
+    return ScreenResult(k=k, successes=successes)
+
+
+# --------------------------------------------------------------------------- the template check
+
+
+class TemplateDriftError(UserError):
+    """The chat template renders a conversation differently from the tokens a multi-turn rollout trains on."""
+
+
+SAMPLE_CONVERSATION = [
+    {"role": "user", "content": "Task: which table holds the orders? You have 3 turns."},
+    {"role": "assistant", "content": "Thought: list the tables first.\nAction: execute[SHOW TABLES]"},
+    {"role": "user", "content": "Observation: customers, orders, items"},
+    {"role": "assistant", "content": "Thought: it is `orders` — check its columns.\nAction: execute[DESCRIBE orders]"},
+    {"role": "user", "content": "Observation: id, customer_id, total"},
+    {"role": "assistant", "content": "Thought: done.\nAction: answer[orders]"},
+]
+"""A short ReAct episode with thoughts, so a template that rewrites or drops earlier turns shows in the tokens."""
+
+
+def rollout_token_segments(tokenizer: Any, conversation: Sequence[dict]) -> list[tuple[str, list[int]]]:
+    """The conversation as the multi-turn rollout feeds it (env_rollout.py): the prompt rendered with the generation
+    prompt, then each assistant turn's tokens closed by the end token, then each observation as the renderer's
+    between-turns text; as (label, ids) segments."""
+    from openmanus_lite.engine.generation import render_prompts
+
+    first = next(i for i, m in enumerate(conversation) if m["role"] == "assistant")
+    renderer = ObservationRenderer(tokenizer)
+    segments = [("the prompt", render_prompts(tokenizer, [list(conversation[:first])])[0])]
+    for turn, message in enumerate(conversation[first:]):
+        if message["role"] == "assistant":
+            ids = tokenizer(message["content"], add_special_tokens=False)["input_ids"] + [renderer.eos_id]
+            segments.append((f"assistant turn {turn // 2 + 1}", ids))
+        else:
+            segments.append((f"observation {turn // 2 + 1}", renderer.ids(message["content"])))
+    return segments
+
+
+def check_chat_template(tokenizer: Any, conversation: Sequence[dict] | None = None,
+                        system_prompt: str | None = None) -> None:
+    """Raise TemplateDriftError unless the conversation re-tokenized whole starts with exactly the tokens the rollout
+    feeds (prompt, then each turn's tokens); the error names the first differing position, its segment and text.
+
+    Multi-turn GRPO trains on the rollout's token layout, while evaluation and later turns at inference render the
+    whole conversation with the template: a template that rewrites earlier turns (drops their thoughts, say)
+    would train the model on contexts it never sees. Only text after the last turn's end token may differ.
+    Without a conversation, SAMPLE_CONVERSATION after `system_prompt` (if any) is checked.
+    """
+    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    conversation = system + list(conversation or SAMPLE_CONVERSATION)
+    try:
+        segments = rollout_token_segments(tokenizer, conversation)
+    except ValueError as err:  # the renderer's own refusal: no eos at turn ends, or not prefix-preserving
+        raise TemplateDriftError(f"chat template check: {err}") from err
+    fed = [t for _, ids in segments for t in ids]
+    text = tokenizer.apply_chat_template([{"role": m["role"], "content": m["content"]} for m in conversation],
+                                         tokenize=False)
+    whole = tokenizer(text, add_special_tokens=False)["input_ids"]
+    position = next((i for i, (a, b) in enumerate(zip(fed, whole)) if a != b), min(len(fed), len(whole)))
+    if position == len(fed):
+        return
+    starts = [sum(len(ids) for _, ids in segments[:j]) for j in range(len(segments))]
+    j = max(j for j, start in enumerate(starts) if start <= position)
+    label, start = segments[j][0], starts[j]
+    window = slice(max(0, position - 8), position + 12)
+    raise TemplateDriftError(
+        f"chat template drift at token {position} of {len(fed)} (in {label}, token {position - start}): the rollout "
+        f"feeds {tokenizer.decode(fed[window])!r} but the template renders the whole conversation as "
+        f"{tokenizer.decode(whole[window])!r}. Multi-turn GRPO would train on contexts inference never shows; use a "
+        "template that renders earlier turns unchanged (e.g. models.qwen25_chat_template()), or check_template=False "
+        "at your own risk.")
