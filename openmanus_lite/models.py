@@ -256,16 +256,64 @@ def check_tokenizer_files(folder: str | os.PathLike) -> None:
                                 "from the base model's folder")
 
 
+def read_json_object(path: Path) -> dict:
+    """A checkpoint's JSON file (config, adapter config, shard index) as a dict, or a UserError naming it: an empty
+    or cut file otherwise fails deep inside transformers or PEFT."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:  # also UnicodeDecodeError
+        raise UserError(f"{path} is not valid JSON ({e}): copy it again from the checkpoint") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} holds a JSON {type(data).__name__}, not an object: copy it again from the checkpoint")
+    return data
+
+
+def check_safetensors(path: Path) -> None:
+    """Refuse a cut or garbage safetensors file by its header (8 bytes of length, then JSON giving each tensor's
+    byte range): reading it alone is cheap, and safetensors' own error names neither the file nor the cure."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        n = int.from_bytes(head, "little") if len(head) == 8 else 0
+        header = None
+        if 2 <= n <= size - 8:
+            try:
+                header = json.loads(f.read(n))
+            except ValueError:
+                pass
+    try:
+        need = 8 + n + max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+        problem = f"it holds {size} bytes but its tensors end at byte {need} (cut short)" if need > size else None
+    except (AttributeError, TypeError, KeyError, IndexError):
+        problem = "its header is not a safetensors header (cut short or not this format)"
+    if problem:
+        raise UserError(f"{path} is not a readable safetensors file: {problem}; copy it again from the checkpoint")
+
+
+def check_weight_files(folder: Path) -> None:
+    """Weights present, every safetensors file of a checkpoint folder readable, and every shard its index names
+    present."""
+    if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
+        raise UserError(f"{folder} has no weight files (*.safetensors or *.bin): copy them from the checkpoint")
+    for index in folder.glob("*.safetensors.index.json"):
+        shards = set(read_json_object(index).get("weight_map", {}).values())
+        missing = sorted(s for s in shards if not (folder / s).is_file())
+        if missing:
+            raise UserError(f"{index} names weight files that are not in {folder}: {', '.join(missing)}")
+    for weights in sorted(folder.glob("*.safetensors")):
+        check_safetensors(weights)
+
+
 def _check_reachable(name: str) -> None:
-    """A hub name offline, or a local folder missing its config or tokenizer, gives a clear message instead of a
-    traceback later."""
+    """A hub name offline, or a local folder whose config, weights or tokenizer is missing or corrupt, gives a clear
+    message instead of a traceback later."""
     if Path(name).exists():
-        if not (Path(name) / "config.json").is_file():
+        config = Path(name) / "config.json"
+        if not config.is_file():
             raise FileNotFoundError(f"{name} is a folder but has no config.json: is it a model checkpoint?")
-        try:
-            json.loads((Path(name) / "config.json").read_text(encoding="utf-8"))
-        except ValueError as e:  # empty or cut short: transformers would fail deep in loading
-            raise UserError(f"{name}/config.json is not valid JSON ({e}): copy it again from the checkpoint") from None
+        if "model_type" not in read_json_object(config):
+            raise UserError(f"{config} has no model_type: copy it again from the checkpoint")
+        check_weight_files(Path(name))
         check_tokenizer_files(name)
         return
     if name.startswith(("/", ".", "~")) or name.count("/") > 1:
@@ -526,6 +574,8 @@ def load_adapter(
     config = folder / "adapter_config.json"
     if not config.is_file():
         raise FileNotFoundError(f"{folder} has no adapter_config.json: is it a saved LoRA adapter folder?")
+    base = read_json_object(config).get("base_model_name_or_path")
+    check_weight_files(folder)
     check_tokenizer_files(folder)
     backend = resolve_backend(backend)
     if backend == "unsloth" and torch.cuda.is_available():
@@ -541,7 +591,8 @@ def load_adapter(
     else:
         from peft import PeftModel
 
-        base = json.loads(config.read_text())["base_model_name_or_path"]
+        if not base:
+            raise UserError(f"{config} names no base_model_name_or_path: copy it again from the adapter folder")
         model, _ = load_model(base, backend=backend, load_in_4bit=load_in_4bit, max_seq_length=max_seq_length,
                               dtype=dtype)
         if trainable and gradient_checkpointing:

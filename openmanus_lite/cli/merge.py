@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from openmanus_lite.cli.args import make_parser, parse
-from openmanus_lite.data.merge import MergeConfig, MergeTooLarge, SourceSpec, merge
+from openmanus_lite.data.merge import MergeConfig, MergeTooLarge, SourceSpec, check_formats, merge
 from openmanus_lite.data.sources import SOURCES, get_source
 from openmanus_lite.data.sources.base import InputError
 from openmanus_lite.errors import UserError
@@ -29,11 +29,11 @@ def _pairs(values: list[str] | None, flag: str, cast=str) -> dict:
     for v in values or []:
         key, sep, val = v.partition("=")
         if not sep or not key or not val:
-            raise SystemExit(f"error: {flag} {v!r}: expected KEY=VALUE")
+            raise UserError(f"{flag} {v!r}: expected KEY=VALUE")
         try:
             out[key] = cast(val)
         except ValueError:
-            raise SystemExit(f"error: {flag} {v!r}: {val!r} is not a valid {cast.__name__}") from None
+            raise UserError(f"{flag} {v!r}: {val!r} is not a valid {cast.__name__}") from None
     return out
 
 
@@ -90,7 +90,7 @@ def _specs(args) -> list[SourceSpec]:
         try:
             module = get_source(spec.name)
         except KeyError as e:
-            raise SystemExit(f"error: --source {text!r}: {e.args[0]}") from None
+            raise UserError(f"--source {text!r}: {e.args[0]}") from None
         if spec.name != module.NAME:
             spec.label = spec.name
         spec.name = module.NAME
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ratios = tuple(float(x) for x in args.split_ratios.split(","))
     except ValueError:
-        raise SystemExit(f"error: --split_ratios {args.split_ratios!r}: expected three numbers") from None
+        raise UserError(f"--split_ratios {args.split_ratios!r}: expected three numbers") from None
     tokenizer = None
     if args.tokenizer:
         from transformers import AutoTokenizer
@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     exclude = _labels(args.exclude) + (EXTRA_LABELS if args.six_only else ())
     try:
+        formats = check_formats(_labels(args.formats))
         cfg = MergeConfig(
             include=_labels(args.include) or None, exclude=exclude, strict=not args.lenient,
             allow_free_text=args.allow_free_text, dedup=args.dedup, max_turns=args.max_turns,
@@ -141,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, SchemaError, MergeTooLarge) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    written = result.save(out, formats=_labels(args.formats))
+    written = result.save(out, formats=formats)
     print(result.report.summary())
     for kind, paths in written.items():
         print(f"{kind}: " + ", ".join(str(p) for p in paths))

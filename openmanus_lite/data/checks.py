@@ -30,6 +30,7 @@ from openmanus_lite.schema import DOMAINS, EXTRA_LABELS, ROLES, Trajectory
 REASONS: dict[str, str] = {
     "input.invalid_json": "the line is not valid JSON (truncated or corrupted)",
     "input.not_object": "the line is JSON but not an object",
+    "input.unreadable_file": "a parquet file that cannot be read (corrupt or cut short); one row for the file",
     "schema.missing_field": "a field the source's schema requires is missing",
     "schema.bad_type": "a field has the wrong type",
     "schema.empty": "the conversation is empty",

@@ -46,6 +46,7 @@ from openmanus_lite.data.checks import CheckConfig, Deduper, Issue, Validator
 from openmanus_lite.data.negatives import make_negatives
 from openmanus_lite.data.sources import get_source
 from openmanus_lite.data.sources.base import (
+    UNREADABLE_PARQUET,
     InputError,
     RawRow,
     RowRejected,
@@ -85,7 +86,7 @@ class SourceSpec:
         """`name=PATH_OR_HUB_ID` (the CLI form)."""
         name, sep, path = text.partition("=")
         if not sep or not name or not path:
-            raise ValueError(f"--source {text!r}: expected NAME=PATH_OR_HUB_ID, e.g. agentinstruct=THUDM/AgentInstruct")
+            raise UserError(f"--source {text!r}: expected NAME=PATH_OR_HUB_ID, e.g. agentinstruct=THUDM/AgentInstruct")
         return cls(name=name.strip(), path=path.strip())
 
 
@@ -142,6 +143,12 @@ class MergeConfig(CheckConfig):
         for name, caps in (("source_caps", self.source_caps), ("domain_caps", self.domain_caps)):
             if any(c < 0 for c in caps.values()):
                 raise ValueError(f"{name} must be row counts >= 0, got {caps}")
+        for name in ("max_turns", "max_chars", "max_tokens"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1 (or not given), got {getattr(self, name)}: "
+                                 "every row would be rejected")
+        if not 0 <= self.negatives <= 1:
+            raise ValueError(f"negatives is a share of the training rows in [0, 1], got {self.negatives}")
 
 
 # --------------------------------------------------------------------------- report
@@ -331,7 +338,8 @@ def _convert_row(module, row: RawRow, label: str) -> tuple[Trajectory | Issue, t
     """The row's trajectory (labelled), or the Issue why it has none with the (where, message) that
     strict mode raises as an `InputError`."""
     if row.error is not None:
-        reason = "input.not_object" if row.error.startswith(("expected a JSON", "item ")) else "input.invalid_json"
+        reason = ("input.not_object" if row.error.startswith(("expected a JSON", "item ")) else
+                  "input.unreadable_file" if row.error.startswith(UNREADABLE_PARQUET) else "input.invalid_json")
         return Issue(reason, f"{row.where()}: {row.error}"), (row.where(), row.error)
     try:
         traj = module.convert(row)
@@ -915,9 +923,14 @@ def write_parquet(trajs: list[Trajectory], path: str | Path) -> Path:
 
 
 def read_parquet(path: str | Path) -> list[Trajectory]:
+    import pyarrow
     import pyarrow.parquet as pq
 
-    rows = pq.read_table(path).to_pylist()
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except pyarrow.ArrowException as e:  # a missing file stays a FileNotFoundError
+        raise SchemaError(f"{path}: {UNREADABLE_PARQUET} ({' '.join(str(e).split())[:200]}); "
+                          "write it again (merge --formats parquet)") from None
     return [_from_record(r, f"{path}, row {i}") for i, r in enumerate(rows, 1)]
 
 
@@ -937,23 +950,52 @@ def from_hf_dataset(ds) -> list[Trajectory]:
     return [_from_record(r, f"dataset row {i}") for i, r in enumerate(ds.to_list(), 1)]
 
 
+def check_formats(formats: Iterable[str]) -> tuple[str, ...]:
+    """The export formats as a tuple, or a UserError naming the unknown ones (before a merge, not after it)."""
+    formats = tuple(formats)
+    unknown = set(formats) - {"jsonl", "parquet", "hf"}
+    if unknown or not formats:
+        raise UserError(f"export formats must be some of jsonl, parquet, hf; got {list(formats)}")
+    return formats
+
+
 def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, formats: Iterable[str] = ("jsonl",),
                 report: MergeReport | None = None, workers: int = 0) -> dict[str, list[Path]]:
     """Write each split as `<split>.jsonl` / `<split>.parquet` / `hf/` (DatasetDict), and `report.json`.
 
     `workers` >= 2 writes large JSONL splits with that many processes (see `write_jsonl`). The files
     are written into a temporary folder inside `out_dir` and move into place only when all are
-    written, so a failed save leaves the previous outputs as they were.
+    written, so a failed save leaves the previous outputs as they were. Then the outputs of the
+    previous save that this one did not write (another format or split; its `splits.json` lists
+    them) are removed: a stale `train.parquet` beside a new `train.jsonl` would pass for this
+    merge's. Files the kit did not write stay.
     """
-    formats = tuple(formats)
-    unknown = set(formats) - {"jsonl", "parquet", "hf"}
-    if unknown:
-        raise ValueError(f"unknown export formats {sorted(unknown)}; expected jsonl, parquet, hf")
+    formats = check_formats(formats)
     final = Path(out_dir)
     final.mkdir(parents=True, exist_ok=True)
+    previous = _previous_outputs(final)
     with _staged(final) as out:
         written = _write_splits(splits, out, formats, report, workers)
+        now = {entry.name for entry in out.iterdir()}
+    for name in sorted(previous - now):
+        stale = final / name
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale)
+        else:
+            stale.unlink(missing_ok=True)
     return {kind: [final / p.relative_to(out) for p in paths] for kind, paths in written.items()}
+
+
+def _previous_outputs(final: Path) -> set[str]:
+    """The names of the split files the previous `save_splits` wrote into `final`: its `splits.json` lists its
+    splits and formats (`<split>.jsonl`, `<split>.parquet`, `hf/`). Only plain names inside `final` count."""
+    try:
+        manifest = json.loads((final / "splits.json").read_text(encoding="utf-8"))
+        names = {"hf" if fmt == "hf" else f"{split}.{fmt}" for split in manifest["splits"]
+                 for fmt in manifest["formats"] if fmt in ("jsonl", "parquet", "hf")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()  # no manifest, or not one the kit wrote: nothing is known to be the kit's
+    return {n for n in names if n not in (".", "..") and Path(n).name == n}
 
 
 @contextmanager

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -83,6 +84,41 @@ def test_a_model_folder_with_a_cut_config_is_named(tmp_path, capsys):
     assert "config.json is not valid JSON" in _one_error_line(capsys)
 
 
+def _corrupt_copy_of_the_tiny_model(tmp_path, file: str, corrupt) -> Path:
+    from openmanus_lite.train.presets import tiny_model_path
+
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_path(), model)
+    path = model / file
+    path.write_bytes(corrupt(path.read_bytes()))
+    return model
+
+
+@pytest.mark.parametrize("file, corrupt, says", [
+    ("model.safetensors", lambda b: b[: len(b) // 2], "model.safetensors is not a readable safetensors file: it holds"),
+    ("model.safetensors", lambda b: os.urandom(4096), "model.safetensors is not a readable safetensors file: its header"),
+    ("model.safetensors", lambda b: b"", "model.safetensors is not a readable safetensors file"),
+    ("config.json", lambda b: b"", "config.json is not valid JSON"),
+    ("config.json", lambda b: b"[1, 2]", "config.json holds a JSON list, not an object"),
+    ("config.json", lambda b: b"{}", "config.json has no model_type"),
+])
+def test_a_corrupt_checkpoint_file_is_named_before_loading(tmp_path, capsys, file, corrupt, says):
+    model = _corrupt_copy_of_the_tiny_model(tmp_path, file, corrupt)
+    assert cli.main(["eval", "--model", str(model), "--suite", "dev", "--limit", "1",
+                     "--output_dir", str(tmp_path / "out")]) == 2
+    line = _one_error_line(capsys)
+    assert str(model / file) in line and says in line
+
+
+def test_a_cut_safetensors_file_through_the_real_entry_point(tmp_path):
+    model = _corrupt_copy_of_the_tiny_model(tmp_path, "model.safetensors", lambda b: b[:-100])
+    proc = subprocess.run([sys.executable, "-m", "openmanus_lite", "eval", "--model", str(model), "--suite", "dev",
+                           "--limit", "1", "--output_dir", str(tmp_path / "out")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "model.safetensors" in proc.stderr and "cut short" in proc.stderr
+
+
 def test_merge_refuses_to_write_over_its_input_and_sft_an_empty_data_file(tmp_path, capsys):
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -102,6 +138,12 @@ def test_merge_refuses_to_write_over_its_input_and_sft_an_empty_data_file(tmp_pa
     (["merge", "--source", "agenttraj_l=data/samples/agenttraj_l", "--source_cap", "agenttraj_l=-5"], "source_caps"),
     (["merge", "--source", "agenttraj_l=data/samples/agenttraj_l", "--source_weight", "agenttraj_l=nan"],
      "source_weights"),
+    (["merge", "--source", "agenttraj_l=data/samples/agenttraj_l", "--formats", "jsonl,xml"],
+     "export formats must be some of jsonl, parquet, hf; got ['jsonl', 'xml']"),
+    (["merge", "--source", "agenttraj_l=data/samples/agenttraj_l", "--max_turns", "-3"], "max_turns must be at least 1"),
+    (["merge", "--source", "agenttraj_l=data/samples/agenttraj_l", "--negatives", "2"], "negatives is a share"),
+    (["merge", "--source", "agenttraj_l"], "expected NAME=PATH_OR_HUB_ID"),
+    (["merge", "--source", "nosuch=data/samples/agenttraj_l"], "unknown source 'nosuch'"),
 ])
 def test_bad_settings_fail_before_any_work(tmp_path, capsys, monkeypatch, argv, says):
     monkeypatch.chdir(ROOT)

@@ -13,6 +13,7 @@ import pytest
 from openmanus_lite.cli.merge import main
 from openmanus_lite.data import load_report, load_splits
 from openmanus_lite.paths import REPO_ROOT, SAMPLES_DIR
+from openmanus_lite.schema import SchemaError
 
 SAMPLES = SAMPLES_DIR
 
@@ -132,3 +133,58 @@ def test_weights_must_be_finite(tmp_path, capsys):
         assert main(["--source", f"taskcraft={SAMPLES / 'taskcraft'}", "--source_weight", f"taskcraft={weight}",
                      "--output_dir", str(tmp_path)]) == 2
         assert "source_weights must be finite numbers >= 0" in capsys.readouterr().err
+
+
+def _parquet_source(folder: Path, n_rows: int = 5) -> Path:
+    """A folder of AgentTraj-L rows as parquet (the hub's format), for corrupting."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir()
+    lines = (SAMPLES / "agenttraj_l" / "train.jsonl").read_text().splitlines()
+    pq.write_table(pa.Table.from_pylist([json.loads(line) for line in lines[:n_rows]]), folder / "good.parquet")
+    return folder
+
+
+@pytest.mark.parametrize("corrupt", [lambda b: b[: len(b) // 2], lambda b: b[:100] + b"\xab" * (len(b) - 200) + b[-100:]])
+def test_a_corrupt_parquet_input_is_named_or_counted_under_lenient(tmp_path, capsys, corrupt):
+    src = _parquet_source(tmp_path / "raw")
+    good = (src / "good.parquet").read_bytes()
+    (src / "bad.parquet").write_bytes(corrupt(good))
+    out = tmp_path / "merged"
+    assert main(["--source", f"agenttraj_l={src}", "--output_dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"{src / 'bad.parquet'}, line 1: not a readable parquet file" in err
+    assert "--lenient" in err and not (out / "train.jsonl").exists()
+
+    assert main(["--source", f"agenttraj_l={src}", "--output_dir", str(out), "--lenient"]) == 0
+    report = load_report(out)
+    assert report.by_reason()["input.unreadable_file"] == 1 and report.input_rows["agenttraj_l"] == 5 + 1
+    report.verify()
+    (rejected,) = [json.loads(line) for line in (out / "rejected.jsonl").read_text().splitlines()
+                   if '"input.unreadable_file"' in line]
+    assert rejected["file"] == str(src / "bad.parquet") and "not a readable parquet file" in rejected["detail"]
+
+
+def test_a_corrupt_merged_parquet_is_named_when_read_back(tmp_path):
+    main(["--source", f"taskcraft={SAMPLES / 'taskcraft'}", "--output_dir", str(tmp_path), "--formats", "parquet"])
+    (tmp_path / "train.parquet").write_bytes(b"PAR1 and then nothing")
+    with pytest.raises(SchemaError, match="train.parquet: not a readable parquet file"):
+        load_splits(tmp_path, "parquet")
+
+
+def test_a_re_merge_removes_the_outputs_of_the_previous_one_it_does_not_write(tmp_path, capsys):
+    out = tmp_path / "merged"
+    source = ["--source", f"taskcraft={SAMPLES / 'taskcraft'}", "--output_dir", str(out)]
+    assert main([*source, "--formats", "parquet,hf"]) == 0
+    assert {"train.parquet", "test.parquet", "hf"} <= {p.name for p in out.iterdir()}
+    (out / "notes.txt").write_text("the user's own file")
+    (out / "extra.parquet").write_text("not written by the kit")
+    assert main([*source, "--formats", "jsonl"]) == 0
+    names = {p.name for p in out.iterdir()}
+    assert not any(n.endswith(".parquet") and n != "extra.parquet" for n in names) and "hf" not in names
+    assert {"train.jsonl", "validation.jsonl", "test.jsonl", "splits.json", "report.json", "rejected.jsonl",
+            "notes.txt", "extra.parquet"} == names
+    assert load_splits(out, "jsonl")["train"]
+    with pytest.raises(FileNotFoundError, match="no parquet files"):
+        load_splits(out, "parquet")  # not the previous merge's rows

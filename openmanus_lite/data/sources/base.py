@@ -5,9 +5,10 @@ file's name is its split, as on the hub: `db.jsonl`, `os-00000-of-00001.parquet`
 hub id read through `datasets.load_dataset`. Every row comes out as a `RawRow` that
 knows its file and line, so that an error, a rejection or a report can point at it.
 
-A line that is not valid JSON does not stop the reading: it comes out as a `RawRow`
-with `error` set, and the merge decides (strict mode raises `InputError`, lenient
-mode counts it as rejected). Blank lines are not rows and are skipped.
+A line that is not valid JSON (or a JSON or parquet file that cannot be read) does not
+stop the reading: it comes out as a `RawRow` with `error` set, and the merge decides
+(strict mode raises `InputError`, lenient mode counts it as rejected). Blank lines are
+not rows and are skipped.
 """
 
 from __future__ import annotations
@@ -181,14 +182,25 @@ def _iter_json(path: Path, source: str, split: str | None) -> Iterator[RawRow]:
             yield RawRow(source, str(path), i, split, None, f"item {i} is a {type(item).__name__}, not a JSON object")
 
 
+UNREADABLE_PARQUET = "not a readable parquet file"
+
+
 def _iter_parquet(path: Path, source: str, split: str | None) -> Iterator[RawRow]:
+    """The rows of a parquet file (`line` is the row number); a corrupt or cut file ends in one row with `error`
+    set, at the first row that could not be read, like a JSON file that does not parse."""
+    import pyarrow
     import pyarrow.parquet as pq
 
     line = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=2048):
-        for item in batch.to_pylist():
-            line += 1
-            yield RawRow(source, str(path), line, split, item)
+    try:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=2048):
+            for item in batch.to_pylist():
+                line += 1
+                yield RawRow(source, str(path), line, split, item)
+    except (pyarrow.ArrowException, OSError) as e:
+        reason = " ".join(str(e).split())[:200]
+        yield RawRow(source, str(path), line + 1, split, None,
+                     f"{UNREADABLE_PARQUET} ({reason}); the file is truncated or not parquet")
 
 
 _READERS = {".jsonl": _iter_jsonl, ".json": _iter_json, ".parquet": _iter_parquet}
