@@ -113,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.tokenizer:
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+        except (OSError, ValueError) as e:  # a missing folder, or a hub name offline
+            raise UserError(f"--tokenizer {args.tokenizer!r}: no tokenizer there ({str(e).splitlines()[0]})") from None
     exclude = _labels(args.exclude) + (EXTRA_LABELS if args.six_only else ())
     try:
         formats = check_formats(_labels(args.formats))

@@ -144,6 +144,8 @@ def test_merge_refuses_to_write_over_its_input_and_sft_an_empty_data_file(tmp_pa
     (["merge", "--source", "agenttraj_l=data/samples/agenttraj_l", "--negatives", "2"], "negatives is a share"),
     (["merge", "--source", "agenttraj_l"], "expected NAME=PATH_OR_HUB_ID"),
     (["merge", "--source", "nosuch=data/samples/agenttraj_l"], "unknown source 'nosuch'"),
+    (["merge", "--source", "agenttraj_l=data/samples/agenttraj_l", "--tokenizer", "no/such/folder"],
+     "--tokenizer 'no/such/folder': no tokenizer there"),
 ])
 def test_bad_settings_fail_before_any_work(tmp_path, capsys, monkeypatch, argv, says):
     monkeypatch.chdir(ROOT)
