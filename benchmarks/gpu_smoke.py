@@ -5,13 +5,18 @@ PEFT + TRL); this script runs what only a GPU exercises: device and precision ch
 loading, batched and prefix-cached generation, SFT under fp16/bf16, multi-turn GRPO with the
 environment mask, evaluation, adapter -> merge -> reload, DPO, and Unsloth against HF + PEFT.
 Each stage prints its time, tokens/s where it generates or trains, and peak GPU memory
-(`torch.cuda.max_memory_allocated`, reset per stage; RSS on a CPU). It ends with one line
+(`peak_memory.PeakMemory`: GPU memory allocated, and resident memory, each stage's own). It ends with one line
 `RESULT {json}` and exits 1 if a check failed (a check that cannot run here is skipped, with
 its reason).
 
     python benchmarks/gpu_smoke.py                        # the tiny from-scratch model, on the GPU
     python benchmarks/gpu_smoke.py --model /models/Qwen2.5-1.5B-Instruct   # a local checkpoint too
     python benchmarks/gpu_smoke.py --device cpu           # the same checks on a CPU (tests run this)
+    python benchmarks/gpu_smoke.py --capability 7.5       # a T4's precision decisions on a newer GPU
+
+Greedy-equality checks (batch 8 == batch 1, prefix cache on == off) load the model in float32: half
+precision flips near-tied logits of the untrained tiny model by batch and padding, which is no defect.
+benchmarks/gpu_check.sh runs this script twice (native and --capability 7.5) beside benchmarks/gpu_probe.py.
 
 On a GPU machine without network access:
 
@@ -45,6 +50,8 @@ from typing import Any, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from openmanus_lite.peak_memory import PeakMemory  # noqa: E402
+
 CONVERSATIONS = [
     [{"role": "user", "content": "Count the rows of table employees."}],
     [{"role": "user", "content": "List the files in /home/user."}],
@@ -66,7 +73,34 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--new-tokens", type=int, default=24, help="tokens per generated turn")
     p.add_argument("--time-limit", type=float, default=600.0, help="seconds; later stages are skipped")
     p.add_argument("--out", default=None, help="work folder (default: a temporary one, removed)")
+    p.add_argument("--capability", default=None, help="e.g. 7.5: the process reports that compute capability "
+                   "(and bf16 only by emulation below 8.0) before unsloth is imported, so the kit and Unsloth "
+                   "take that card's precision decisions (a T4's: float16, grad scaler); not its kernels or speed")
     return p.parse_args(argv)
+
+
+def report_capability(capability: str) -> None:
+    """Make torch.cuda report compute capability `capability` ("7.5") for this process, before unsloth is
+    imported (it reads it once at import); below 8.0, bfloat16 counts as emulated, as on a T4."""
+    import torch
+
+    major, minor = (int(x) for x in capability.split("."))
+    torch.cuda.get_device_capability = lambda device=None: (major, minor)
+    torch.cuda.is_bf16_supported = lambda including_emulation=True: major >= 8 or including_emulation
+
+
+def grad_scale(trainer: Any) -> float | None:
+    """The fp16 grad scaler's scale (None without fp16); it halves at every step the scaler skips."""
+    scaler = getattr(trainer.accelerator, "scaler", None)
+    return scaler.get_scale() if scaler is not None else None
+
+
+def scaler_skips(scale_before: float | None, trainer: Any) -> int:
+    """Optimizer steps the fp16 grad scaler skipped since `grad_scale` gave `scale_before` (inf/NaN gradients)."""
+    scale = grad_scale(trainer)
+    if scale_before is None or scale is None or scale >= scale_before:
+        return 0
+    return round(math.log2(scale_before / scale))
 
 
 class Smoke:
@@ -103,41 +137,30 @@ class Smoke:
             return
         if self.cuda:
             torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
         start = time.perf_counter()
-        try:
-            yield info
-        except Exception as e:  # a broken stage is a failed check; the next stages still run
-            traceback.print_exc()
-            self.check(name, False, f"{type(e).__name__}: {e}")
-        if self.cuda:
-            torch.cuda.synchronize()
+        with PeakMemory() as peak:
+            try:
+                yield info
+            except Exception as e:  # a broken stage is a failed check; the next stages still run
+                traceback.print_exc()
+                self.check(name, False, f"{type(e).__name__}: {e}")
+            if self.cuda:
+                torch.cuda.synchronize()
         seconds = time.perf_counter() - start
         fig: dict[str, Any] = {"seconds": round(seconds, 2)}
         if info.get("tokens"):
             fig["tokens_per_s"] = round(info["tokens"] / max(info.get("seconds", seconds), 1e-9), 1)
         if self.cuda:
-            fig["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-        fig["rss_mb"] = rss_mb()
+            fig["peak_gpu_mb"] = round(peak.cuda_allocated_gb * 1e9 / 2**20, 1)
+            fig["reserved_gpu_mb"] = round(peak.cuda_reserved_gb * 1e9 / 2**20, 1)
+        fig.update(info.get("figures", {}))
+        fig["rss_mb"] = round(peak.rss_gb * 1e9 / 2**20, 1)  # the stage's peak resident memory
         self.stages[name] = fig
         print(f"   {fig}")
 
     @property
     def failed(self) -> list[str]:
         return [k for k, v in self.checks.items() if v["ok"] is False]
-
-
-def rss_mb() -> float:
-    """Resident memory of this process now (Linux /proc; the peak where that is all there is)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    import resource
-
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def device_of(model: Any) -> str:
@@ -176,9 +199,9 @@ def check_precision(smoke: Smoke, work: Path) -> None:
     GPUs (a T4 emulates bf16; Unsloth loads fp16 there), neither on a CPU."""
     import torch
 
-    from openmanus_lite.train.sft import SFTRunConfig, make_sft_config
+    from openmanus_lite.train.sft import SFTRunConfig
 
-    cfg = make_sft_config(SFTRunConfig(output_dir=str(work / "precision")))
+    cfg = SFTRunConfig(output_dir=str(work / "precision"))
     flags = {"bf16": bool(cfg.bf16), "fp16": bool(cfg.fp16)}
     if smoke.cuda:
         native = torch.cuda.is_bf16_supported(including_emulation=False)
@@ -224,6 +247,8 @@ def generation_checks(smoke: Smoke, name: str, model: Any, tok: Any, new_tokens:
 def run(args: argparse.Namespace) -> int:
     if args.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # before torch is imported: the whole kit sees no GPU
+    if args.capability:
+        report_capability(args.capability)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
@@ -246,7 +271,8 @@ def run(args: argparse.Namespace) -> int:
     work.mkdir(parents=True, exist_ok=True)
     device = "cuda" if cuda else "cpu"
     result: dict[str, Any] = {"device": device, "backend": backend, "torch": torch.__version__,
-                              "gpu": torch.cuda.get_device_name() if cuda else None}
+                              "gpu": torch.cuda.get_device_name() if cuda else None,
+                              "capability": list(torch.cuda.get_device_capability()) if cuda else None}
 
     with smoke.stage("setup"):
         tiny = build_tiny_model(work / "tiny", seed=0)
@@ -278,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
         with smoke.stage(f"load/{name}") as info:
             if info.get("skipped"):
                 continue
-            m, t = load_model(path, backend=backend)
+            m, t = load_model(path, backend=backend, dtype=torch.float32)  # greedy equality: see the module doc
             dtype = str(next(m.parameters()).dtype).removeprefix("torch.")
             smoke.check(f"on_device/{name}", device_of(m) == device, f"{device_of(m)}, {dtype}")
         generation_checks(smoke, name, m, t, args.new_tokens)
@@ -297,17 +323,14 @@ def run(args: argparse.Namespace) -> int:
                                per_device_train_batch_size=4, max_length=512, warmup_steps=0, resume=False,
                                disable_tqdm=True)
             trainer = build_trainer(model, tok, ds, cfg)
-            scaler = getattr(trainer.accelerator, "scaler", None)
-            scale0 = scaler.get_scale() if scaler is not None else None
+            scale0 = grad_scale(trainer)
             t = time.perf_counter()
             trainer.train()
             info["seconds"] = time.perf_counter() - t
             info["tokens"] = int(trainer.state.num_input_tokens_seen or 0)
             losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
             finite = bool(losses) and all(math.isfinite(x) for x in losses)
-            skipped = 0
-            if scaler is not None and scaler.get_scale() < scale0:  # the scale halves at each skipped step
-                skipped = round(math.log2(scale0 / scaler.get_scale()))
+            skipped = scaler_skips(scale0, trainer)
             precision = "fp16" if trainer.args.fp16 else "bf16" if trainer.args.bf16 else "fp32"
             smoke.check("sft", trainer.state.global_step == 5 and len(losses) == 5 and finite and skipped == 0,
                         f"{trainer.state.global_step} steps, {precision}, losses {[round(x, 3) for x in losses]}, "
@@ -324,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
             gds, rollout = build_env_dataset(tasks, max_turns=2, max_new_tokens=args.new_tokens)
             cfg = GRPORunConfig(mode="multi", output_dir=str(work / "grpo"), max_steps=3, num_generations=2,
                                 per_device_train_batch_size=4, max_episode_tokens=4 * args.new_tokens + 64,
-                                max_new_tokens=args.new_tokens, save_steps=0, disable_tqdm=True,
+                                max_new_tokens=args.new_tokens, save_strategy="no", disable_tqdm=True,
                                 learning_rate=1e-5)
             res = run_grpo(model, tok, gds, cfg, rollout_func=rollout)
             stats = rollout.total_stats
@@ -380,12 +403,12 @@ def run(args: argparse.Namespace) -> int:
 
     with smoke.stage("dpo") as info:
         if not info.get("skipped"):
-            from openmanus_lite.train.dpo import DPOSettings, run_dpo
+            from openmanus_lite.train.dpo import DPORunConfig, run_dpo
 
             if merged is None:
                 raise RuntimeError("no merged checkpoint (the save stage failed)")
-            s = DPOSettings(max_steps=2, batch_size=2, max_length=512, logging_steps=1, backend=backend,
-                            lora=lora())
+            s = DPORunConfig(max_steps=2, per_device_train_batch_size=2, max_length=512, logging_steps=1,
+                             backend=backend, lora_r=lora().r, lora_alpha=lora().alpha)
             dpo = run_dpo(str(merged), dpo_rows(trajs), s, output_dir=work / "dpo")
             losses = [e["loss"] for e in dpo.log if "loss" in e]
             smoke.check("dpo", dpo.steps == 2 and bool(losses) and all(map(math.isfinite, losses)),

@@ -52,3 +52,32 @@ def test_a_broken_or_late_stage_is_a_failed_check():
     with late.stage("late") as info:
         assert info["skipped"]
     assert late.failed == ["late"]
+
+
+@pytest.mark.parametrize("capability, expected", [("7.5", "float16 True False True False"),
+                                                  ("9.0", "bfloat16 False True True True")])
+def test_a_reported_capability_drives_the_precision_decisions(capability, expected):
+    """--capability 7.5 makes a newer GPU take a T4's decisions (float16, grad scaler; bf16 only emulated). Run in a
+    child process: the patch is process-wide, as it must be before unsloth is imported."""
+    code = (f"import gpu_smoke, torch; gpu_smoke.report_capability({capability!r}); torch.cuda.is_available = lambda: True\n"
+            "from openmanus_lite.engine.precision import resolve_precision\n"
+            "p = resolve_precision(); print(p.name, p.fp16, p.bf16, torch.cuda.is_bf16_supported(), "
+            "torch.cuda.is_bf16_supported(including_emulation=False))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=SCRIPT.parent)
+    assert proc.stdout.strip().splitlines()[-1] == expected, proc.stderr[-2000:]
+
+
+def test_grad_scaler_skips_are_counted_from_the_halved_scale():
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("gpu_smoke", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def trainer(scale):
+        scaler = None if scale is None else SimpleNamespace(get_scale=lambda: scale)
+        return SimpleNamespace(accelerator=SimpleNamespace(scaler=scaler))
+
+    assert module.scaler_skips(2.0**16, trainer(2.0**14)) == 2 and module.grad_scale(trainer(8.0)) == 8.0
+    assert module.scaler_skips(2.0**16, trainer(2.0**16)) == 0 and module.scaler_skips(None, trainer(None)) == 0

@@ -26,11 +26,12 @@ and SFT settings of a measured run (`cpu_60min` on `cpu`), naming its preset.
 from __future__ import annotations
 
 import copy
+import warnings
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from openmanus_lite.models import LoraSpec
+from openmanus_lite.models import LoraSpec, gpu_unusable_reason, require_gpu
 
 TINY_MODEL = "tiny"
 """Preset model name for the tiny from-scratch model (built once under the cache folder)."""
@@ -114,10 +115,14 @@ class Preset:
         return name
 
     def load(self, model: str | None = None, *, for_training: bool = True) -> tuple[Any, Any]:
-        """(model, tokenizer) loaded with this preset's settings (LoRA attached when training)."""
+        """(model, tokenizer) loaded with this preset's settings (LoRA attached when training). A GPU preset
+        (`memory_gb` set) on a machine where torch sees no GPU is refused, with the reason (models.require_gpu)."""
         import torch
 
         from openmanus_lite.models import load_model
+
+        if self.memory_gb is not None:
+            require_gpu(f"preset {self.name!r} (sized for a {self.memory_gb:.0f} GB GPU)")
 
         dtype = getattr(torch, self.dtype) if self.dtype else None
         lora = self.lora if for_training else None
@@ -160,6 +165,12 @@ REWARD_MODEL = dict(learning_rate=1e-4, num_train_epochs=1.0, per_device_train_b
                     seed=0, lora_r=16, lora_alpha=32)
 """DPO and reward-model settings every preset starts from: LoRA r=16 on a small model, the kit's time budget unset."""
 
+GPU_GRPO_MINUTES = 30
+"""The GPU presets' GRPO time budget, an estimate not yet measured: multi-turn rollouts go through `generate`
+(no vLLM), at perhaps ~20 tokens/s per episode for a 1.5B 4-bit model on a T4, so a step of 16 episodes that run
+to their token budget takes 1-2 minutes and 500 steps would outlast a free Colab session many times; 30 minutes
+buys ~15-30 such steps (more as the policy learns to stop). benchmarks/gpu_probe.py measures the rollout rate."""
+
 PRESETS: dict[str, Preset] = {
     "t4": Preset(
         name="t4",
@@ -184,7 +195,7 @@ PRESETS: dict[str, Preset] = {
         grpo={**GRPO, "output_dir": "runs/grpo_t4", "max_steps": 500, "learning_rate": 5e-6, "num_generations": 8,
               "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2, "max_completion_length": 512,
               "max_episode_tokens": 1536, "max_new_tokens": 256, "max_turns": 8, "save_steps": 50,
-              "sample_every": 25},
+              "sample_every": 25, "max_minutes": GPU_GRPO_MINUTES},
         # DPO and reward models: 4-bit / 16-bit bases with checkpointing; the DPO logits of a pair (151,936
         # vocabulary x 2 sequences, float32 copies for the loss and the reference pass) dominate (train/memory.py).
         dpo={**DPO, "per_device_train_batch_size": 2, "per_device_eval_batch_size": 2, "gradient_accumulation_steps": 4,
@@ -213,7 +224,7 @@ PRESETS: dict[str, Preset] = {
         grpo={**GRPO, "output_dir": "runs/grpo_gpu8", "max_steps": 500, "learning_rate": 5e-6, "num_generations": 4,
               "per_device_train_batch_size": 4, "gradient_accumulation_steps": 4, "max_completion_length": 384,
               "max_episode_tokens": 1024, "max_new_tokens": 192, "max_turns": 6, "save_steps": 50,
-              "sample_every": 25},
+              "sample_every": 25, "max_minutes": GPU_GRPO_MINUTES},
         dpo={**DPO, "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1, "gradient_accumulation_steps": 8,
              "load_in_4bit": True, "gradient_checkpointing": True},
         reward_model={**REWARD_MODEL, "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1,
@@ -275,11 +286,17 @@ PRESETS: dict[str, Preset] = {
 def default_preset_name() -> str:
     """`t4` when a CUDA GPU is present, else `cpu`: what a notebook should use unless told otherwise.
 
-    `t4` is the smallest GPU preset (16 GB, fp16), so it is the safe guess on Colab and other GPUs.
+    `t4` is the smallest GPU preset (16 GB, fp16), so it is the safe guess on Colab and other GPUs. A GPU that
+    torch cannot use (a driver older than torch's CUDA build) gives `cpu` with a warning saying why.
     """
     import torch
 
-    return "t4" if torch.cuda.is_available() else "cpu"
+    if torch.cuda.is_available():
+        return "t4"
+    reason = gpu_unusable_reason()
+    if reason:
+        warnings.warn(f"{reason} Until then the `cpu` preset is chosen.", RuntimeWarning, stacklevel=2)
+    return "cpu"
 
 
 def get_preset(name: str) -> Preset:
