@@ -7,8 +7,8 @@ from openmanus_lite.experimental.corrections import correction_trajectories, cut
 from openmanus_lite.react import format_turn
 from openmanus_lite.rollout import run_episodes
 from openmanus_lite.schema import Turn
-from openmanus_lite.train.recovery import RECOVERY_NOTE
 from openmanus_lite.train.preferences import label_step_values
+from openmanus_lite.train.recovery import RECOVERY_NOTE
 
 LIMIT = 16
 
