@@ -36,4 +36,4 @@ test: venv lint
 	$(BIN)/python -m pytest -q
 
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs data/merged .pytest_cache
