@@ -3,6 +3,8 @@ and reserved memory on a GPU.
 
 Linux lets a process reset its resident high-water mark (`/proc/self/clear_refs`), so a stage's peak is its own,
 not the largest of every stage before it; elsewhere the lifetime peak (`getrusage`) is reported and said so.
+Measurements nest (the demo's stage around a trainer's own): an inner reset hands the mark it erases to the
+measurements around it, so an outer peak is never lower than the inner one or than what came before it.
 
     with PeakMemory() as peak:
         run_stage()
@@ -59,6 +61,10 @@ def _cuda():
     return torch.cuda if torch is not None and torch.cuda.is_available() else None
 
 
+def _cuda_peaks(cuda) -> tuple[float, float]:
+    return round(cuda.max_memory_allocated() / 1e9, 3), round(cuda.max_memory_reserved() / 1e9, 3)
+
+
 def release_memory() -> None:
     """Give freed memory back to the OS between stages (Python objects, glibc's heap, torch's CUDA cache)."""
     gc.collect()
@@ -71,28 +77,41 @@ def release_memory() -> None:
         cuda.empty_cache()
 
 
+_OPEN: list["PeakMemory"] = []
+"""The measurements under way, outermost first: a new one's reset would erase their high-water mark."""
+
+
 class PeakMemory:
     """A context manager measuring one stage's peak memory; `as_dict()` is what logs and reports store."""
 
     def __init__(self) -> None:
+        self._erased = (0.0, 0.0, 0.0)  # resident, GPU allocated, GPU reserved marks an inner measurement reset
         self.rss_gb: float | None = None
         self.per_stage = False
         self.cuda_allocated_gb: float | None = None
         self.cuda_reserved_gb: float | None = None
 
     def __enter__(self) -> "PeakMemory":
-        self.per_stage = reset_peak_rss()
         cuda = _cuda()
+        if _OPEN:
+            mark = (peak_rss_gb() or 0.0, *(_cuda_peaks(cuda) if cuda is not None else (0.0, 0.0)))
+            for outer in _OPEN:
+                outer._erased = tuple(map(max, outer._erased, mark))
+        _OPEN.append(self)
+        self.per_stage = reset_peak_rss()
         if cuda is not None:
             cuda.reset_peak_memory_stats()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.rss_gb = peak_rss_gb()
+        if self in _OPEN:
+            _OPEN.remove(self)
+        now = peak_rss_gb()
+        self.rss_gb = None if now is None else max(now, self._erased[0])
         cuda = _cuda()
         if cuda is not None:
-            self.cuda_allocated_gb = round(cuda.max_memory_allocated() / 1e9, 3)
-            self.cuda_reserved_gb = round(cuda.max_memory_reserved() / 1e9, 3)
+            allocated, reserved = _cuda_peaks(cuda)
+            self.cuda_allocated_gb, self.cuda_reserved_gb = max(allocated, self._erased[1]), max(reserved, self._erased[2])
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rss_gb": self.rss_gb, "rss_kind": "stage" if self.per_stage else "process lifetime"}

@@ -150,7 +150,7 @@ def decode(
     """Decode `rows` (filled in place) from one batch laid out [pad | reused prefix | pad | new tokens].
 
     `input_ids` and `attention` cover both blocks; `past` holds the reused prefix's keys/values per layer
-    ([rows, heads, width_past, dim]), or None. `on_finish(row, kv)` runs when a row stops, while its
+    ([rows, heads, width_past, dim]), or None; the list is emptied once they are copied in. `on_finish(row, kv)` runs when a row stops, while its
     keys/values of prompt + reply (all but the last reply token, never fed) can still be read with
     `kv()`: that is how turns are kept for the next turn's prefix reuse.
     """
@@ -163,6 +163,8 @@ def decode(
     mask = attention
     last_pos = positions[:, -1]
     logits = _prefill(model, input_ids, attention, positions, past, layers)
+    if past is not None:
+        past.clear()  # the reused keys/values now sit in the buffer: free the caller's copy while decoding
     for _ in range(steps):
         chosen = choose_tokens(logits, temperature, top_p)
         if return_logprobs:

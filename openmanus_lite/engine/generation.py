@@ -14,6 +14,11 @@ Multi-turn episodes re-send the whole conversation every turn. A `PrefixCache` k
 keys/values of earlier turns so only the new tokens are encoded (ModelPolicy uses one): on
 CPU this is most of an evaluation's cost (a 16-turn household episode re-reads its first
 turns 16 times without it).
+
+Keys/values are bounded by one memory budget (`kv_budget`, 2 GiB unless OPENMANUS_KV_BUDGET_GB says otherwise):
+the prefix cache (host memory) keeps at most half of it, and on a CPU a decoding batch takes as many conversations
+(up to `batch_size`) as fit their keys/values in the other half, so a long episode shrinks the batch instead of
+growing the process (a GPU preset's `eval_batch_size` is sized to its card instead: train/memory.py).
 """
 
 from __future__ import annotations
@@ -35,6 +40,45 @@ from openmanus_lite.engine import precision
 from openmanus_lite.engine.decoding import Row, decode, supports_buffer_cache
 
 Messages = list[dict[str, str]]
+
+KV_BUDGET_ENV = "OPENMANUS_KV_BUDGET_GB"
+DEFAULT_KV_BUDGET_GB = 2.0
+
+
+def kv_budget() -> int | None:
+    """Bytes of keys/values a generation may hold (prefix cache + decoding buffer; module doc), from
+    OPENMANUS_KV_BUDGET_GB (default 2); "none" restores the unbudgeted engine: fixed batches, a 2 GiB cache."""
+    text = os.environ.get(KV_BUDGET_ENV, "").strip().lower()
+    if text in ("none", "off"):
+        return None
+    return int(float(text or DEFAULT_KV_BUDGET_GB) * 2**30)
+
+
+def kv_bytes_per_token(model: Any, dtype: Any) -> int:
+    """Keys + values of one token over every layer, in `dtype`."""
+    cfg = model.config.get_text_config(decoder=True) if hasattr(model.config, "get_text_config") else model.config
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+    return 2 * cfg.num_hidden_layers * kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
+
+
+def budget_batches(order: list[int], lengths: list[int], limits: list[int], batch_size: int,
+                   token_bytes: int, budget: int | None) -> list[list[int]]:
+    """`order` cut into batches of at most `batch_size` rows whose keys/values stay within `budget` (None: no
+    bound): while a batch is prefilled it holds the reused prefixes it is seeded from and the decoding buffer, so
+    rows x (2 x longest prompt + longest limit) x `token_bytes`. A row alone always makes a batch."""
+    batches: list[list[int]] = []
+    longest = 0
+    for i in order:
+        wider = max(longest, 2 * lengths[i] + limits[i])
+        cur = batches[-1] if batches else None
+        if cur and len(cur) < batch_size and (budget is None or (len(cur) + 1) * wider * token_bytes <= budget):
+            cur.append(i)
+            longest = wider
+        else:
+            batches.append([i])
+            longest = 2 * lengths[i] + limits[i]
+    return batches
 
 
 @dataclass
@@ -127,11 +171,12 @@ class PrefixCache:
     in turns). With a cache only the new tokens are encoded. Entries are found by their first
     `key_tokens` tokens, reuse extends over the longest common token prefix (keys/values of a
     prefix depend on that prefix only, so any entry sharing it is valid), and the least recently
-    used entries are dropped beyond `max_bytes`.
+    used entries are dropped beyond `max_bytes` (default: half of `kv_budget()`, or 2 GiB without a budget).
     """
 
-    def __init__(self, max_bytes: int = 2 * 2**30, key_tokens: int = 32, min_reuse: int = 16):
-        self.max_bytes = max_bytes
+    def __init__(self, max_bytes: int | None = None, key_tokens: int = 32, min_reuse: int = 16):
+        budget = kv_budget()
+        self.max_bytes = max_bytes if max_bytes is not None else 2 * 2**30 if budget is None else budget // 2
         self.key_tokens = key_tokens
         self.min_reuse = min_reuse
         self._entries: dict[int, tuple[Any, list, int]] = {}  # id -> (ids tensor, [(k, v) per layer], bytes)
@@ -591,11 +636,13 @@ def _generate_hf(model, choice, prompts, limits, stop, pad_id, temperature, top_
     # the loop always shares prefixes; a call-local cache does it when the caller keeps none
     cache = kv_cache if kv_cache is not None else (PrefixCache() if choice.name == "loop" else None)
     order = sorted(range(n), key=lambda i: len(prompts[i]))
+    budget = kv_budget() if param.device.type == "cpu" else None  # a GPU preset sizes its batch to its card
+    batches = budget_batches(order, [len(p) for p in prompts], limits, batch_size,
+                             kv_bytes_per_token(runner, param.dtype), None if budget is None else budget // 2)
     with inference_mode(model), torch.inference_mode():
         if choice.name == "loop":
             share_prefixes(runner, prompts, cache, pad_id)
-        for start in range(0, n, batch_size):
-            idx = order[start:start + batch_size]
+        for idx in batches:
             input_ids, attention, past, width, matched = _batch_inputs(prompts, idx, pad_id, cache, param)
             if choice.name == "loop":
                 rows = [Row(i, limits[i]) for i in idx]

@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from openmanus_lite.eval.metrics import ALL, GroupSummary, TaskRecord, find_row, select_rows, summarize
 from openmanus_lite.eval.suites import Suite, load_suite
 from openmanus_lite.models import resolve_model_name
+from openmanus_lite.peak_memory import PeakMemory
 from openmanus_lite.policies import ModelPolicy, RandomPolicy, as_policy, reply_tokens
 from openmanus_lite.rollout import run_episodes
 from openmanus_lite.schema import Task, Trajectory, Turn
@@ -209,8 +210,20 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
     searched instead of played greedily, within `budget` (a `search.Budget`, or task -> Budget);
     `policy` is then anything `search.as_proposer` takes, and `search_options` go to the strategy
     (n, beam_width, scorer, oracle, ...). Records carry the search's cost, so tables, comparisons and
-    plots apply unchanged.
+    plots apply unchanged. `meta["peak_memory"]` is the evaluation's peak memory (peak_memory.PeakMemory).
     """
+    with PeakMemory() as peak:
+        result = _run_suite(policy, suite, domains=domains, difficulties=difficulties, limit=limit,
+                            max_turns=max_turns, batch_size=batch_size, progress=progress, seed=seed, label=label,
+                            meta=meta, search=search, budget=budget, search_options=search_options)
+    result.meta["peak_memory"] = peak.as_dict()
+    if progress:
+        print(f"evaluation {peak.summary()}", flush=True)
+    return result
+
+
+def _run_suite(policy, suite, *, domains, difficulties, limit, max_turns, batch_size, progress, seed, label, meta,
+               search, budget, search_options) -> BenchmarkResult:
     if isinstance(suite, str):
         suite = load_suite(suite, domains=domains, difficulties=difficulties, limit=limit)
     elif isinstance(suite, Suite):

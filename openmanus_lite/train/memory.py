@@ -1,4 +1,5 @@
-"""GPU memory estimate per preset and stage, from the model's shape and the preset's numbers.
+"""Memory estimate per preset and stage (GPU memory on a card, resident memory on a CPU), from the model's shape and
+the preset's numbers.
 
 No GPU has run the kit's GPU presets yet, so this is arithmetic on what the stage keeps in memory:
 
@@ -19,7 +20,10 @@ No GPU has run the kit's GPU presets yet, so this is arithmetic on what the stag
   (unsloth/models/rl_replacements.py); both are counted with that cap, an approximation for GRPO;
 - the KV cache of a generation batch (2 x layers x kv heads x head dim x 16-bit per token), one prefill
   layer's working set, and the float32 next-token logits of the batch;
-- the CUDA context (driver, cuBLAS / Triton kernels): an allowance of 0.5 GB, not measured here.
+- the CUDA context (driver, cuBLAS / Triton kernels): an allowance of 0.5 GB, not measured here;
+- on a CPU, resident memory: the imported stack (Python, torch, transformers, TRL, Unsloth: 1.17 GB measured after
+  `import_trl()`) and, for evaluation, the prefix cache at its bound (half of `generation.kv_budget()`), with the
+  decoding batch's keys/values capped at the other half.
 
 Checked against Unsloth's published minimum VRAM for QLoRA / 16-bit LoRA ("Unsloth Requirements",
 unsloth.ai/docs/get-started/fine-tuning-for-beginners/unsloth-requirements, rows 3B and 8B, assumed here to be
@@ -29,7 +33,7 @@ published vs 4.2 estimated (+20%), 3B LoRA 8.0 vs 8.4 (+5%), 8B QLoRA 6.0 vs 7.9
 18.3 (-17%). The published rows name no batch or length and are "absolute minimum"; the 8B QLoRA row is about
 its weights alone (6.2 GB here with the CUDA context), so the estimate errs high for QLoRA, as a fit check should.
 On a CPU it reads low: the cpu preset's SFT step at batch 4 x 768 tokens is 6.6 GiB here against a measured
-10.5 GiB process peak (docs/RESULTS.md, benchmarks/train_throughput.py; about 1 GiB of it is the imported libraries):
+10.5 GiB process peak (docs/RESULTS.md, benchmarks/train_throughput.py; the imported libraries now count as "runtime"):
 eager CPU attention and the allocator keep more than this count, which assumes fused attention as on a GPU.
 """
 
@@ -45,6 +49,10 @@ from openmanus_lite.train.presets import TINY_MODEL, tiny_model_path
 
 GB = 1e9
 CUDA_CONTEXT = 0.5 * GB
+CPU_RUNTIME = 1.2 * GB
+"""Resident memory of the imported training stack before any model loads (1.17 GB measured here)."""
+KV_BUDGET = 2 * 2**30
+"""generation.DEFAULT_KV_BUDGET_GB (this module does not import torch): prefix cache + decoding keys/values."""
 FUSED_LOSS_CAP = 4 * 2**30
 """Unsloth's fused cross-entropy target: min(4 GiB, half of the free memory) (unsloth_zoo _CE_TARGET_GB_CAP)."""
 NF4_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)
@@ -240,7 +248,8 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
     on_gpu = preset.memory_gb is not None
     card = preset.memory_gb * GB if on_gpu else None
     compute = 4 if preset.dtype == "float32" else 2
-    context = CUDA_CONTEXT if on_gpu else 0.0
+    context = CUDA_CONTEXT if on_gpu else CPU_RUNTIME
+    ctx_key = "cuda_ctx" if on_gpu else "runtime"
     unsloth = on_gpu and preset.backend in ("auto", "unsloth")
 
     def trainable(lora) -> int:
@@ -253,7 +262,7 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
     weights = weight_bytes(shape, preset.load_in_4bit, compute)
     lora = preset.lora
     n_train = trainable(lora)
-    base = {"weights": weights, "cuda_ctx": context}  # LoRA weights are in "train+grad"
+    base = {"weights": weights, ctx_key: context}  # LoRA weights are in "train+grad"
 
     s = preset.sft
     step = TrainShape(s["per_device_train_batch_size"], s["max_length"], s["max_length"],
@@ -283,7 +292,7 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
     step = TrainShape(2 * d_pairs, d_len, d_len, d.get("gradient_checkpointing", False), "adamw_torch")
     # the reference pass (adapter disabled, no grad) keeps only log-probabilities: the policy's pass is the peak
     parts = training_parts(shape, step, trainable(stage_lora(d)), compute, d_weights + context, card)
-    stages.append(StageMemory("dpo", {"weights": d_weights, "cuda_ctx": context, **parts},
+    stages.append(StageMemory("dpo", {"weights": d_weights, ctx_key: context, **parts},
                               f"{d_pairs} pairs x {d_len} tokens"))
 
     r = preset.reward_model
@@ -294,11 +303,14 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
     r_pairs, r_len = r["per_device_train_batch_size"], r["max_length"]
     step = TrainShape(2 * r_pairs, r_len, 1, r.get("gradient_checkpointing", False), "adamw_torch")
     parts = training_parts(rm_shape, step, trainable(stage_lora(r)), compute, r_weights + context, card)
-    stages.append(StageMemory("reward model", {"weights": r_weights, "cuda_ctx": context, **parts},
+    stages.append(StageMemory("reward model", {"weights": r_weights, ctx_key: context, **parts},
                               f"{r_pairs} pairs x {r_len} tokens"))
 
-    eval_parts = {"weights": weights, "cuda_ctx": context, "adapter": n_train * 4.0 if lora is not None else 0.0,
+    eval_parts = {"weights": weights, ctx_key: context, "adapter": n_train * 4.0 if lora is not None else 0.0,
                   **generation_parts(shape, preset.eval_batch_size, preset.max_seq_length, compute)}
+    if not on_gpu:  # the keys/values of a CPU evaluation live in resident memory, within the key/value budget
+        eval_parts["kv_cache"] = min(eval_parts["kv_cache"], KV_BUDGET / 2)
+        eval_parts["prefix_cache"] = KV_BUDGET / 2
     stages.append(StageMemory("eval", eval_parts, f"{preset.eval_batch_size} episodes x {preset.max_seq_length} tokens"))
     return stages
 

@@ -29,7 +29,7 @@ import math
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -58,12 +58,13 @@ class TrainReport:
     stopped_early: bool
     data_counts: dict[str, int]
     log: list[dict[str, Any]]
+    peak_memory: dict[str, Any] = field(default_factory=dict)  # the training's (peak_memory.PeakMemory)
 
     def summary(self) -> dict[str, Any]:
         losses = [e["loss"] for e in self.log if "loss" in e]
         return {"steps": self.steps, "wall_s": round(self.wall_s, 1), "stopped_early": self.stopped_early,
                 "data": self.data_counts, "first_loss": losses[0] if losses else None,
-                "last_loss": losses[-1] if losses else None}
+                "last_loss": losses[-1] if losses else None, "peak_memory": self.peak_memory}
 
 
 # --------------------------------------------------------------------------- loading heads
@@ -439,7 +440,7 @@ def train_orm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: Rew
     trainer.train()
     rm = OutcomeRewardModel(trainer.model, tok, base=path, max_length=max_length)
     report = TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_by_time,
-                         dict(counts), list(trainer.state.log_history))
+                         dict(counts), list(trainer.state.log_history), stop.peak_memory)
     del trainer
     free_memory()  # the optimizer state, before the next stage loads its model
     return rm, report
@@ -465,7 +466,7 @@ def train_prm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: Rew
     trainer.train()
     rm = ProcessRewardModel(trainer.model, tok, base=path, max_length=max_length, aggregate=aggregate)
     report = TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_by_time,
-                         dict(counts), list(trainer.state.log_history))
+                         dict(counts), list(trainer.state.log_history), stop.peak_memory)
     del trainer
     free_memory()
     return rm, report

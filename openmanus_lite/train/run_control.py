@@ -3,8 +3,9 @@
 `TimeLimit` counts training time (wall seconds, or CPU seconds per torch thread when other processes share
 the CPU), stops the run at `max_minutes` with a final save, saves a checkpoint at each time mark (calling
 `on_mark`; the time it takes is not training time), keeps a loss history stamped with training time, and
-drives the "cosine_by_time" schedule. SFT, GRPO, DPO and the reward models all attach it from their config's
-`max_minutes`.
+drives the "cosine_by_time" schedule. It also measures the training's peak memory (`peak_memory.PeakMemory`,
+printed at the end and kept in `peak_memory` for the run's result). SFT, GRPO, DPO and the reward models all
+attach it from their config's `max_minutes`.
 
 `last_checkpoint` finds the newest complete `checkpoint-N` folder (one with its trainer_state.json);
 `resume_checkpoint` turns a config's or caller's `resume` ("auto" / True / False / a path) into it.
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from transformers import TrainerCallback
+
+from openmanus_lite.peak_memory import PeakMemory
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
@@ -55,6 +58,8 @@ class TimeLimit(TrainerCallback):
         self.stopped_by_time = self._mark_due = False
         self.history: list[dict] = []
         self.marks: list[dict] = []
+        self.peak = PeakMemory()
+        self.peak_memory: dict[str, Any] = {}
 
     @classmethod
     def from_config(cls, config: Any, on_mark: Callable | None = None) -> "TimeLimit":
@@ -73,6 +78,7 @@ class TimeLimit(TrainerCallback):
         return self.train_s + (self.now() - self.last if self.last is not None else 0.0)
 
     def on_train_begin(self, args, state, control, lr_scheduler=None, **kw):
+        self.peak.__enter__()
         self.last = self.now()
         if self.cosine_by_time:
             # transformers' scheduler steps after each optimizer step; its factor now reads the clock
@@ -103,6 +109,11 @@ class TimeLimit(TrainerCallback):
                 entry["result"] = self.on_mark(model, entry)
             self.marks.append(entry)
             self.last = self.now()  # the evaluation's time is not training time
+
+    def on_train_end(self, args, state, control, **kw):
+        self.peak.__exit__(None, None, None)
+        self.peak_memory = self.peak.as_dict()
+        print(f"training {self.peak.summary()}", flush=True)
 
     def on_log(self, args, state, control, logs=None, **kw):
         if logs and "loss" in logs:

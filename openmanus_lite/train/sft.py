@@ -43,6 +43,8 @@ class SFTResult:
     stopped_by_time: bool
     resumed_from: str | None
     marks: list[dict[str, Any]] = field(default_factory=list)
+    peak_memory: dict[str, Any] = field(default_factory=dict)
+    """The training's peak memory (`peak_memory.PeakMemory.as_dict()`), also in loss_history.json."""
 
     @property
     def tokens_per_second(self) -> float:
@@ -111,7 +113,7 @@ def run_sft(
     (out / LOSS_HISTORY_FILE).write_text(json.dumps(
         {"history": full_history, "marks": [{k: v for k, v in m.items() if k != "result"} for m in clock.marks],
          "global_step": state.global_step, "train_seconds": clock.train_s,
-         "tokens_seen": int(state.num_input_tokens_seen or 0)}, indent=1))
+         "tokens_seen": int(state.num_input_tokens_seen or 0), "peak_memory": clock.peak_memory}, indent=1))
     return SFTResult(
         model=trainer.model,
         tokenizer=tokenizer,
@@ -123,6 +125,7 @@ def run_sft(
         stopped_by_time=clock.stopped_by_time,
         resumed_from=resume_from,
         marks=clock.marks,
+        peak_memory=clock.peak_memory,
     )
 
 

@@ -107,3 +107,45 @@ def test_presets_command_prints_the_tables(capsys):
     assert all(f"{name}: " in listing for name in PRESETS) and "weights" not in listing
     with pytest.raises(SystemExit):
         main(["presets", "no_such_preset"])
+
+
+CPU_PRESETS = [name for name, p in PRESETS.items() if p.memory_gb is None]
+
+
+@pytest.mark.parametrize("name", CPU_PRESETS)
+def test_cpu_presets_are_estimated_in_resident_memory(name, capsys):
+    """A CPU stage holds the imported stack too, and an evaluation its prefix cache within the key/value budget."""
+    from openmanus_lite.cli import main
+
+    stages = {s.stage: s for s in memory.estimate_preset(get_preset(name))}
+    assert all(s.parts["runtime"] == memory.CPU_RUNTIME and "cuda_ctx" not in s.parts for s in stages.values())
+    assert stages["eval"].parts["kv_cache"] + stages["eval"].parts["prefix_cache"] <= memory.KV_BUDGET
+    assert main(["presets", "--memory", name]) == 0
+    assert "runtime" in capsys.readouterr().out
+
+
+def test_kv_budget_here_is_the_engines():
+    from openmanus_lite.engine.generation import DEFAULT_KV_BUDGET_GB
+
+    assert memory.KV_BUDGET == DEFAULT_KV_BUDGET_GB * 2**30
+
+
+@pytest.mark.slow
+def test_cpu_debug_sft_estimate_within_a_quarter_of_a_measured_short_run():
+    """The estimate against a fresh process's measured peak (benchmarks/memory.py runs the stage: the tiny model,
+    the cpu_debug preset's batch and length, a few steps)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "memory.py"), "--child", "sft", "--model", "tiny",
+                          "--steps", "2"], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1"})
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("STAGE ")]
+    assert line, out.stderr[-2000:]
+    measured = json.loads(line[-1][len("STAGE "):])["peak_memory"]["rss_gb"] * memory.GB
+    estimate = next(s.total for s in memory.estimate_preset(get_preset("cpu_debug")) if s.stage == "sft")
+    assert abs(estimate - measured) <= 0.25 * measured, (estimate / memory.GB, measured / memory.GB)

@@ -1,0 +1,191 @@
+"""Peak memory and time of each stage (evaluation, SFT, GRPO, DPO, reward model, data merge), one subprocess each.
+
+Each stage runs short (a few steps, a few episodes) in a fresh process, so its peak is its own and includes loading
+its model and the libraries, as in a real run; the peak comes from `peak_memory.PeakMemory` (resident memory on a
+CPU, GPU memory allocated / reserved on a GPU). With `--compare` every stage runs twice, with the previous
+engine settings (`OPENMANUS_KV_BUDGET_GB=none`: fixed decoding batches and a 2 GiB prefix cache; oneDNN's default
+1024-primitive cache) and the current ones (a key/value budget, engine/generation.py; a 32-primitive cache,
+engine/__init__.py), printed side by side.
+
+    python benchmarks/memory.py --model tiny                       # quick: the tiny model, cpu_debug preset
+    python benchmarks/memory.py --stages eval,sft --episodes 12 --steps 5 --compare   # the embedded default
+
+Ends with one line `RESULT {json}`: per stage and setting, its peak, seconds and what it ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from openmanus_lite.peak_memory import PeakMemory  # noqa: E402
+
+STAGES = ("eval", "sft", "grpo", "dpo", "rm", "merge")
+SETTINGS = {"previous": {"OPENMANUS_KV_BUDGET_GB": "none"},
+            "current": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"}}
+"""`--compare` runs: before this issue's changes, and with them plus the smaller oneDNN cache (opt-in: engine/__init__.py)."""
+DOMAINS = ("os", "db", "web", "kg", "household", "ecommerce")
+
+
+def _preset(model: str):
+    """The tiny model's cpu_debug preset, or the demo's SFT preset (cpu_30min recipe: bf16 where native)."""
+    from openmanus_lite.recipes import get_recipe, recipe_preset
+    from openmanus_lite.train.presets import get_preset
+
+    return get_preset("cpu_debug") if model == "tiny" else recipe_preset(get_recipe("cpu_30min"))
+
+
+def _trajectories(per_domain: int):
+    from openmanus_lite.envs import expert_trajectories, generate_tasks
+
+    return [t for d in DOMAINS for t in expert_trajectories(generate_tasks(d, per_domain, seed=1))]
+
+
+def stage_eval(args, preset, out: Path) -> dict:
+    """Greedy episodes of the demo's evaluation suite (easy dev tasks), the demo's batch and turn limits."""
+    from openmanus_lite.demo import DemoConfig, _eval_suite, _turn_limits
+    from openmanus_lite.eval import run_benchmark
+    from openmanus_lite.policies import ModelPolicy
+
+    cfg = DemoConfig(eval_per_domain=max(1, args.episodes // len(DOMAINS)))
+    model, tok = preset.load(None, for_training=False)
+    policy = ModelPolicy(model, tok, name="memory", max_new_tokens=preset.max_new_tokens,
+                         batch_size=preset.eval_batch_size)
+    result = run_benchmark(policy, _eval_suite(cfg), max_turns=_turn_limits(cfg), batch_size=preset.eval_batch_size,
+                           progress=False)
+    return {"episodes": len(result.records), "generated_tokens": result.generated_tokens,
+            "inner_peak": result.meta["peak_memory"]}
+
+
+def stage_sft(args, preset, out: Path) -> dict:
+    from openmanus_lite.train.data import build_sft_dataset
+    from openmanus_lite.train.sft import run_sft
+
+    model, tok = preset.load(None, for_training=True)
+    length = preset.sft["max_length"]
+    dataset, _ = build_sft_dataset(_trajectories(4), tok, max_length=length)
+    cfg = preset.sft_config(output_dir=str(out / "sft"), max_steps=args.steps, save_strategy="no",
+                            logging_steps=1, report_to=[])
+    result = run_sft(model, tok, dataset, cfg)
+    return {"steps": result.global_step, "tokens_per_s": round(result.tokens_per_second, 1),
+            "batch": cfg.per_device_train_batch_size, "max_length": length, "inner_peak": result.peak_memory}
+
+
+def stage_grpo(args, preset, out: Path) -> dict:
+    """Multi-turn GRPO as the demo runs it (one group per backward pass, two per step), a few steps."""
+    from openmanus_lite.envs import generate_tasks
+    from openmanus_lite.train.grpo import build_env_dataset, run_grpo
+
+    model, tok = preset.load(None, for_training=True)
+    tasks = [t for d in ("os", "db") for t in generate_tasks(d, 4, seed=2)]
+    dataset, rollout = build_env_dataset(tasks, max_turns=3, max_new_tokens=preset.max_new_tokens)
+    gcfg = preset.grpo_config(mode="multi", rewards="env_outcome", output_dir=str(out / "grpo"),
+                              max_steps=args.steps, num_generations=4, per_device_train_batch_size=4,
+                              gradient_accumulation_steps=2, max_turns=3, max_new_tokens=preset.max_new_tokens,
+                              max_episode_tokens=3 * (preset.max_new_tokens + 160), save_strategy="no",
+                              sample_every=0, report_to=[])
+    result = run_grpo(model, tok, dataset, gcfg, rollout_func=rollout)
+    return {"steps": result.global_step, "inner_peak": result.peak_memory}
+
+
+def _preference_data():
+    from openmanus_lite.envs import generate_tasks
+    from openmanus_lite.train.preferences import build_preference_data
+
+    tasks = [t for d in ("os", "db") for t in generate_tasks(d, 4, seed=3)]
+    return build_preference_data(tasks, policy="random", samples_per_task=2, mistakes_per_task=2, seed=0)
+
+
+def stage_dpo(args, preset, out: Path) -> dict:
+    from openmanus_lite.train.dpo import run_dpo
+
+    data = _preference_data()
+    settings = preset.dpo_config(output_dir=str(out / "dpo"), max_steps=args.steps, save_strategy="no",
+                                 report_to=[])
+    result = run_dpo(preset.resolve_model(), data.step_pairs, settings)
+    return {"steps": result.steps, "inner_peak": result.peak_memory}
+
+
+def stage_rm(args, preset, out: Path) -> dict:
+    from openmanus_lite.train.reward_model import train_orm
+
+    data = _preference_data()
+    settings = preset.reward_config(output_dir=str(out / "orm"), max_steps=args.steps, save_strategy="no",
+                                    report_to=[])
+    _, report = train_orm(preset.resolve_model(), data.trajectory_pairs, settings)
+    return {"steps": report.steps, "inner_peak": report.peak_memory}
+
+
+def stage_merge(args, preset, out: Path) -> dict:
+    from openmanus_lite.data.merge import merge
+
+    samples = Path(__file__).resolve().parents[1] / "data" / "samples"
+    result = merge({p.name: str(p) for p in sorted(samples.iterdir()) if p.is_dir()})
+    return {"kept": result.report.kept}
+
+
+def run_child(args) -> None:
+    """One stage in this process: `STAGE {json}` with its peak (from before loading anything) and seconds."""
+    with tempfile.TemporaryDirectory() as tmp, PeakMemory() as peak:
+        t0 = time.perf_counter()
+        info = globals()[f"stage_{args.child}"](args, _preset(args.model), Path(tmp))
+        seconds = time.perf_counter() - t0
+    print("STAGE " + json.dumps({"peak_memory": peak.as_dict(), "seconds": round(seconds, 1), **info}), flush=True)
+
+
+def run_stage(stage: str, setting: str, args) -> dict:
+    env = {**os.environ, "PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
+           **SETTINGS[setting]}
+    if setting == "current":
+        for name in SETTINGS["previous"]:
+            env.pop(name, None)
+    cmd = [sys.executable, __file__, "--child", stage, "--model", args.model, "--steps", str(args.steps),
+           "--episodes", str(args.episodes)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("STAGE ")]
+    if proc.returncode != 0 or not lines:
+        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-5:], "rc": proc.returncode}
+    return json.loads(lines[-1][len("STAGE "):])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", choices=("default", "tiny"), default="default")
+    ap.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {','.join(STAGES)}")
+    ap.add_argument("--steps", type=int, default=3, help="training steps of each training stage")
+    ap.add_argument("--episodes", type=int, default=12, help="evaluation episodes (spread over the six domains)")
+    ap.add_argument("--compare", action="store_true", help="run each stage with the previous settings as well")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per stage")
+    ap.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return run_child(args)
+    stages = [s for s in args.stages.split(",") if s]
+    unknown = sorted(set(stages) - set(STAGES))
+    if unknown:
+        ap.error(f"unknown stages {unknown}; choose from {STAGES}")
+    settings = ("previous", "current") if args.compare else ("current",)
+    results: dict[str, dict] = {}
+    print(f"{'stage':<7}" + "".join(f"{s + ' GB':>14}{'s':>8}" for s in settings))
+    for stage in stages:
+        results[stage] = {s: run_stage(stage, s, args) for s in settings}
+        cells = []
+        for s in settings:
+            r = results[stage][s]
+            gb = (r.get("peak_memory") or {}).get("rss_gb")
+            cells.append(f"{'error' if gb is None else f'{gb:.2f}':>14}{r.get('seconds', float('nan')):>8.1f}")
+        print(f"{stage:<7}" + "".join(cells), flush=True)
+    print("RESULT " + json.dumps({"model": args.model, "steps": args.steps, "episodes": args.episodes,
+                                  "stages": results}))
+
+
+if __name__ == "__main__":
+    main()
