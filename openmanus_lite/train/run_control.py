@@ -90,8 +90,11 @@ class TimeLimit(TrainerCallback):
     def on_step_end(self, args, state, control, **kw):
         self._tick()
         minutes = self.train_s / 60
-        if self.pending and minutes >= self.pending[0]:
-            while self.pending and minutes >= self.pending[0]:
+        out_of_steps = state.max_steps > 0 and state.global_step >= state.max_steps
+        if self.pending and (minutes >= self.pending[0] or out_of_steps):
+            # a step budget sized to end at the last mark (a restarted schedule) may end a little before it on a
+            # faster stretch: the end of training is then that mark, recorded with the minutes it really took
+            while self.pending and (minutes >= self.pending[0] or out_of_steps):
                 self.pending.pop(0)
             control.should_save = self._mark_due = True
         if self.max_minutes is not None and minutes >= self.max_minutes:

@@ -147,6 +147,15 @@ def test_time_budget_and_marks(tiny, data, tmp_path):
     assert (tmp_path / "out" / f"checkpoint-{seen[0]}").is_dir()
 
 
+def test_a_step_budget_ending_before_the_last_mark_takes_that_mark_at_its_end(tiny, data, tmp_path):
+    model, tok = load_model(tiny, backend="unsloth", lora={"r": 4, "alpha": 8})
+    result = run_sft(model, tok, data, _cfg(tmp_path, max_steps=3, max_minutes=60.0, mark_minutes=(30.0, 60.0)),
+                     on_mark=lambda m, info: "evaluated")
+    assert not result.stopped_by_time and result.global_step == 3
+    assert [(m["step"], m["result"]) for m in result.marks] == [(3, "evaluated")]  # one mark: the end, as it was
+    assert result.marks[0]["train_minutes"] < 30 and (tmp_path / "out" / "checkpoint-3").is_dir()
+
+
 def test_cosine_by_time_decays_over_the_time_budget_not_the_steps(tiny, data, tmp_path, monkeypatch):
     """A fake clock where each step takes one second: the rate of step s + 1 is the cosine at s seconds."""
     from transformers import TrainerCallback
