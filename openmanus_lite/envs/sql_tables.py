@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from openmanus_lite.envs.sql_db import MUTATION_TYPES, SafeDB, sql_literal, table_description
+from openmanus_lite.envs.sql_db import MUTATION_TYPES, SafeDB, _Reject, _verify, sql_literal, table_description
 from openmanus_lite.schema import Task
 
 DIFFICULTY = "agentbench"
@@ -348,20 +348,16 @@ THINK = ("Names with spaces, punctuation or digits must be quoted, so I put back
 
 
 def _label(db: SafeDB, ref: str, table: str, tie) -> list | None:
-    """The answer values of a SELECT task, or None when the task is not a fair question (empty, NULL,
-    too many values, or a top value tied with the next: `tie` = (order, number column, condition))."""
-    rows, error, _ = db.run(ref)
-    if error:
-        raise ValueError(f"generated SQL fails: {error}: {ref}")
-    values = [v for r in rows for v in r]
-    if not values or any(v is None for v in values) or len(values) > 12:
-        return None
+    """The answer values of a SELECT task, or None when the task is not a fair question (sql_db's check: empty,
+    NULL, too many values, or a top value tied with the next: `tie` = (order, number column, condition))."""
+    check = None
     if tie is not None:
         order, num, cond = tie
-        ranked, _, _ = db.run(f"SELECT {_real(num)} FROM {q(table)}{cond} ORDER BY 1 {order} LIMIT 2")
-        if len(ranked) > 1 and ranked[0][0] == ranked[1][0]:
-            return None
-    return values
+        check = ("unique", q(table), _real(num), cond, order)
+    try:
+        return _verify(db, ref, check)
+    except _Reject:
+        return None
 
 
 def generate_agentbench(rng: random.Random, index: int) -> Task:
