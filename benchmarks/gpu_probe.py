@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpu_smoke import Smoke, grad_scale, report_capability, scaler_skips  # noqa: E402
+from gpu_smoke import Smoke, grad_scale, prepare_process, scaler_skips  # noqa: E402
 
 TINY_LENGTHS = {"sft": {"max_length": 128},
                 "grpo": {"max_new_tokens": 8, "max_episode_tokens": 96, "max_completion_length": 96, "max_turns": 2},
@@ -160,16 +159,7 @@ def logprobs(model: Any, ids: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.device == "cpu":
-        os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    if args.capability:
-        report_capability(args.capability)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        import unsloth  # noqa: F401  (before trl / transformers, as the kit does)
-    except Exception as e:
-        print(f"unsloth does not import ({type(e).__name__}: {e})")
+    prepare_process(args)
     import torch
 
     from openmanus_lite.eval.benchmark import run_benchmark

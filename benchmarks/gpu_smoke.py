@@ -244,7 +244,9 @@ def generation_checks(smoke: Smoke, name: str, model: Any, tok: Any, new_tokens:
                     f"turn 2: {same}/{len(CONVERSATIONS)} identical, {outs['on'][2]} prompt tokens reused")
 
 
-def run(args: argparse.Namespace) -> int:
+def prepare_process(args: argparse.Namespace) -> None:
+    """The device, the reported capability and the offline settings, set before torch is imported; then unsloth
+    (before trl / transformers, as the kit does). Shared by this smoke test and gpu_probe.py."""
     if args.device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # before torch is imported: the whole kit sees no GPU
     if args.capability:
@@ -252,9 +254,13 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        import unsloth  # noqa: F401  (before trl / transformers, as the kit does)
+        import unsloth  # noqa: F401
     except Exception as e:
         print(f"unsloth does not import ({type(e).__name__}: {e}); the HF + PEFT backend only")
+
+
+def run(args: argparse.Namespace) -> int:
+    prepare_process(args)
     import torch
 
     from openmanus_lite.models import build_tiny_model, load_model, unsloth_available
