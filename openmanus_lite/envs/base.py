@@ -206,10 +206,18 @@ DOMAIN_MODULES = ("os_shell", "sql_db", "web", "kg", "household", "shop")
 """The kit's domain modules under openmanus_lite.envs; each registers its domain when imported."""
 
 
+_loaded = False
+
+
 def _load_all() -> None:
-    """Import every domain module once (a registry of plug-ins: the modules import this one, not the reverse)."""
+    """Import every domain module once (a registry of plug-ins: the modules import this one, not the reverse);
+    make_env calls this for every episode, so later calls return at once."""
+    global _loaded
+    if _loaded:
+        return
     for name in DOMAIN_MODULES:
         importlib.import_module(f"openmanus_lite.envs.{name}")
+    _loaded = True
 
 
 def _spec(domain: str) -> DomainSpec:
