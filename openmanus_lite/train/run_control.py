@@ -137,13 +137,18 @@ def last_checkpoint(output_dir: str | os.PathLike) -> str | None:
     return str(max(done)[1]) if done else None
 
 
+RESUME_ON = ("auto", "true", "yes")
+RESUME_OFF = ("false", "no", "none", "")
+"""How `resume` is spelled (lower-cased, True/False/None as str gives them); anything else is a checkpoint path."""
+
+
 def resume_checkpoint(resume: bool | str | os.PathLike | None, output_dir: str | os.PathLike) -> str | None:
     """The checkpoint to resume from: "auto" / True: the newest in output_dir (None if there is none);
     False / None / "no": none; a path: that checkpoint, which must exist. (Strings as a command line gives them.)"""
-    word = resume.lower() if isinstance(resume, str) else resume
-    if word in ("auto", True, "true", "yes"):
+    word = str(resume).lower()
+    if word in RESUME_ON:
         return last_checkpoint(output_dir)
-    if word in (False, None, "false", "no", "none", ""):
+    if word in RESUME_OFF:
         return None
     if not Path(resume).is_dir():
         raise FileNotFoundError(f"resume checkpoint {resume} does not exist")

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from openmanus_lite.errors import UserError
-from openmanus_lite.train.run_control import CHECKPOINT, last_checkpoint, resume_checkpoint
+from openmanus_lite.train.run_control import CHECKPOINT, RESUME_OFF, RESUME_ON, last_checkpoint, resume_checkpoint
 
 LOCK_FILE = ".run.lock"
 _HELD: dict[Path, int] = {}
@@ -69,7 +69,7 @@ def claim_output_dir(folder: str | os.PathLike, kind: str, *, resume: bool | str
     before = hold_output_dir(folder, kind)
     ckpt_dir = Path(checkpoints or folder)
     word = str(resume).lower()
-    if word not in ("auto", "true", "yes", "false", "no", "none", ""):
+    if word not in RESUME_ON + RESUME_OFF:
         return resume_checkpoint(resume, ckpt_dir)  # a path: that checkpoint, which must exist
     if overwrite:
         for old in ckpt_dir.glob("checkpoint-*"):
@@ -82,7 +82,7 @@ def claim_output_dir(folder: str | os.PathLike, kind: str, *, resume: bool | str
     found = last_checkpoint(ckpt_dir)
     if before.get("kind", kind) != kind:
         why = f"holds a {before['kind']} run"
-    elif found and word in ("auto", "true", "yes"):
+    elif found and word in RESUME_ON:
         print(f"{folder}: resuming its run from {found} (--overwrite_output_dir starts fresh)", file=sys.stderr)
         return found
     else:
