@@ -3,10 +3,9 @@
     from openmanus_lite.data import merge, SourceSpec, MergeConfig
     result = merge([SourceSpec("agentinstruct", "THUDM/AgentInstruct")], MergeConfig(seed=0))
 
-The package needs neither torch nor `datasets` (the latter only for hub ids and HF
-export); the stats and negative-sample names are imported lazily (pandas, matplotlib).
-`merge` here is the function; the module is `openmanus_lite.data.merge` (import names
-from it with `from openmanus_lite.data.merge import ...`).
+Needs neither torch nor `datasets` (only for hub ids and HF export); the stats and negative-sample names
+are imported lazily (pandas, matplotlib). `merge` here is the function; the module is
+`openmanus_lite.data.merge`.
 """
 
 from __future__ import annotations
@@ -36,20 +35,14 @@ from openmanus_lite.data.sources import SOURCES, InputError, RawRow, RowRejected
 
 merge = _merge_function  # the function, not the submodule of the same name
 
-_LAZY: dict[str, str] = {
-    "make_negatives": "negatives",
-    "trajectory_stats": "stats", "summary_tables": "stats", "rejection_table": "stats",
-    "plot_overview": "stats", "save_plots": "stats",
-}
-
+_LAZY = {"make_negatives": "negatives", **dict.fromkeys(
+    ("trajectory_stats", "summary_tables", "rejection_table", "plot_overview", "save_plots"), "stats")}
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _LAZY)
-
 
 __all__ = [
     "REASONS", "CheckConfig", "Deduper", "Issue", "Validator", "approx_tokens", "validate",
     "MergeConfig", "MergeReport", "MergeResult", "SourceSpec", "convert_source", "dump_line", "from_hf_dataset",
     "load_report", "load_splits", "read_jsonl", "read_parquet", "save_splits", "split_trajectories",
     "to_hf_dataset", "write_jsonl", "write_parquet", "merge",
-    "SOURCES", "InputError", "RawRow", "RowRejected", "get_source", "read_rows",
-    "make_negatives", "trajectory_stats", "summary_tables", "rejection_table", "plot_overview", "save_plots",
+    "SOURCES", "InputError", "RawRow", "RowRejected", "get_source", "read_rows", *_LAZY,
 ]

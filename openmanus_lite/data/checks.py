@@ -2,17 +2,18 @@
 
 The layers run in order and the first failure decides the row's reason:
 
-1. structure    roles, system only first, user/assistant alternation, no empty
-                assistant turn, ends with an assistant turn, something to train on
-2. grammar      every training assistant turn is `Think: ...\\nAct: <action>` and, in the
-                six domains, the action is of a kind that domain allows (react.DOMAIN_ACTION_KINDS)
+1. structure    roles, system only first, user/assistant alternation, no empty assistant turn,
+                ends with an assistant turn, something to train on
+2. grammar      every training assistant turn is `Think: ...\\nAct: <action>` and, in the six
+                domains, the action is of a kind that domain allows (react.DOMAIN_ACTION_KINDS)
 3. consistency  os/db/kg episodes end with `answer(...)` (unless `meta["answer_optional"]`),
                 nothing trains after the answer of the same task, KG answers name a variable
 4. length       turns, characters, and tokens (with a tokenizer; else ≈4 characters a token)
 
-Duplicates are found by `Deduper` across all sources: `duplicate.exact` (same roles and
-texts) and `duplicate.normalized` (same task part ignoring ASCII case and all whitespace: the conversation from the user turn before the first training turn on, so
-that the same episode under a different system prompt or acknowledgement is caught).
+`Deduper` finds duplicates across all sources: `duplicate.exact` (same roles and texts) and
+`duplicate.normalized` (the same task part, ASCII case and all whitespace aside: the conversation
+from the user turn before the first training turn on, so that the same episode under another
+system prompt or acknowledgement is caught).
 """
 
 from __future__ import annotations
@@ -88,10 +89,6 @@ class CheckConfig:
     max_chars: int | None = None
     max_tokens: int | None = None
     tokenizer: Any = None
-    answer_domains: tuple[str, ...] = ANSWER_DOMAINS
-
-
-# --------------------------------------------------------------------------- tokens
 
 
 def approx_tokens(text: str) -> int:
@@ -103,11 +100,7 @@ def token_counter(tokenizer: Any = None) -> Callable[[str], int]:
     """A function text -> token count: the tokenizer's when given, else `approx_tokens`."""
     if tokenizer is None:
         return approx_tokens
-
-    def count(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    return count
+    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 # --------------------------------------------------------------------------- layers
@@ -117,17 +110,14 @@ def check_structure(traj: Trajectory) -> Issue | None:
     msgs = traj.messages
     if not msgs:
         return Issue("structure.empty", "no messages")
-    expect = "user"
-    first_user_seen = False
-    any_train = False
+    expect, first_user_seen, any_train = "user", False, False
     for i, m in enumerate(msgs):
         role = m.role
         if role not in ROLES:
             return Issue("structure.bad_role", f"messages[{i}].role is {role!r}")
-        if m.train:
-            if role != "assistant":
-                return Issue("structure.train_on_non_assistant", f"messages[{i}] is a {role} turn marked train")
-            any_train = True
+        if m.train and role != "assistant":
+            return Issue("structure.train_on_non_assistant", f"messages[{i}] is a {role} turn marked train")
+        any_train = any_train or m.train
         if role == "system":
             if i != 0:
                 return Issue("structure.misplaced_system", f"messages[{i}] is a system turn")
@@ -136,47 +126,33 @@ def check_structure(traj: Trajectory) -> Issue | None:
             if i == 0 or (i == 1 and msgs[0].role == "system"):
                 return Issue("structure.starts_with_assistant", f"messages[{i}] is an assistant turn")
             return Issue("structure.not_alternating", f"messages[{i}] is a second {role} turn in a row")
-        if role == "assistant":
-            if not m.content.strip():
-                return Issue("structure.empty_turn", f"messages[{i}] is an empty assistant turn")
-        elif not first_user_seen:
-            if not m.content.strip():
-                return Issue("structure.empty_turn", f"messages[{i}] is an empty first user turn")
-            first_user_seen = True
+        if (role == "assistant" or not first_user_seen) and not m.content.strip():
+            which = "assistant" if role == "assistant" else "first user"
+            return Issue("structure.empty_turn", f"messages[{i}] is an empty {which} turn")
+        first_user_seen = first_user_seen or role == "user"
         expect = "assistant" if role == "user" else "user"
     if msgs[-1].role != "assistant":
         return Issue("structure.ends_with_user", f"the last turn (messages[{len(msgs) - 1}]) is a {msgs[-1].role} turn")
-    if not any_train:
-        return Issue("structure.nothing_to_train", "no assistant turn has train=true")
-    return None
-
-
-def _action_of(content: str) -> Action | str | None:
-    """The parsed action of a unified turn; the raw action text when it does not parse; None for free text."""
-    turn = parse_turn(content)
-    if not isinstance(turn, ParsedTurn):
-        return None
-    act = parse_action(turn.action)
-    return act if isinstance(act, Action) else turn.action
+    return None if any_train else Issue("structure.nothing_to_train", "no assistant turn has train=true")
 
 
 def parsed_actions(traj: Trajectory) -> list[Action | str | None]:
-    """The action of every turn (None for non-assistant and free-text turns), parsed once.
-
-    Reuses what conversion already parsed (`normalize.attach_actions`) for turns whose text
-    is still the very same string.
-    """
+    """The action of every turn: None for non-assistant and free-text turns, the raw action text when
+    it does not parse. Reuses what conversion parsed (`normalize.attach_actions`) for turns whose text
+    is still the very same string."""
     cache = traj.__dict__.get("_actions") or {}
     out: list[Action | str | None] = []
     for i, m in enumerate(traj.messages):
+        hit = cache.get(i)
         if m.role != "assistant":
             out.append(None)
-            continue
-        hit = cache.get(i)
-        if hit is not None and hit[0] is m.content:
+        elif hit is not None and hit[0] is m.content:
             out.append(hit[1])
+        elif m.content.startswith("Think:") and isinstance(turn := parse_turn(m.content), ParsedTurn):
+            act = parse_action(turn.action)
+            out.append(act if isinstance(act, Action) else turn.action)
         else:
-            out.append(_action_of(m.content) if m.content.startswith("Think:") else None)
+            out.append(None)
     return out
 
 
@@ -185,8 +161,7 @@ def check_grammar(traj: Trajectory, allow_free_text: bool = False,
     domain = traj.domain
     kinds = DOMAIN_ACTION_KINDS.get(domain)
     free = traj.meta.get("free_text_turns") or ()
-    if actions is None:
-        actions = parsed_actions(traj)
+    actions = parsed_actions(traj) if actions is None else actions
     for i, m in enumerate(traj.messages):
         if not m.train or m.role != "assistant":
             continue
@@ -210,30 +185,24 @@ def check_grammar(traj: Trajectory, allow_free_text: bool = False,
     return None
 
 
-def check_consistency(traj: Trajectory, answer_domains: tuple[str, ...] = ANSWER_DOMAINS,
-                      actions: list[Action | str | None] | None = None) -> Issue | None:
-    domain = traj.domain
-    if actions is None:
-        actions = parsed_actions(traj)
-    answered = False
-    last_action: Action | str | None = None
+def check_consistency(traj: Trajectory, actions: list[Action | str | None] | None = None) -> Issue | None:
+    actions = parsed_actions(traj) if actions is None else actions
+    answered, last = False, None
     for i, m in enumerate(traj.messages):
-        if m.role == "user":
-            if answered and NEW_TASK.match(m.content):
-                answered = False
-            continue
+        if m.role == "user" and answered and NEW_TASK.match(m.content):
+            answered = False
         if m.role != "assistant":
             continue
         if answered and m.train:
             return Issue("consistency.action_after_answer", f"messages[{i}] trains after the task was answered")
-        act = last_action = actions[i]
-        if act.__class__ is Action and act.kind == "answer":
-            answered = True
-    if domain in answer_domains and not traj.meta.get("answer_optional"):
-        if not (isinstance(last_action, Action) and last_action.kind == "answer"):
+        last = actions[i]
+        answered = answered or (last.__class__ is Action and last.kind == "answer")
+    domain = traj.domain
+    if domain in ANSWER_DOMAINS and not traj.meta.get("answer_optional"):
+        if not (isinstance(last, Action) and last.kind == "answer"):
             return Issue("consistency.missing_final_answer", f"the last {domain} turn is not answer(...)")
-        if domain == "kg" and not _KG_VARIABLE.match(last_action.arg.strip()):
-            return Issue("consistency.kg_answer_not_variable", f"KG answer {last_action.arg[:40]!r} is not #n")
+        if domain == "kg" and not _KG_VARIABLE.match(last.arg.strip()):
+            return Issue("consistency.kg_answer_not_variable", f"KG answer {last.arg[:40]!r} is not #n")
     return None
 
 
@@ -241,15 +210,11 @@ def check_length(traj: Trajectory, cfg: CheckConfig, count: Callable[[str], int]
     msgs = traj.messages
     if cfg.max_turns is not None and len(msgs) > cfg.max_turns:
         return Issue("length.too_many_turns", f"{len(msgs)} turns > max_turns={cfg.max_turns}")
-    if cfg.max_chars is not None:
-        chars = sum(len(m.content) for m in msgs)
-        if chars > cfg.max_chars:
-            return Issue("length.too_long", f"{chars} characters > max_chars={cfg.max_chars}")
-    if cfg.max_tokens is not None:
-        count = count or token_counter(cfg.tokenizer)
-        tokens = sum(count(m.content) for m in msgs)
-        if tokens > cfg.max_tokens:
-            return Issue("length.too_long", f"{tokens} tokens > max_tokens={cfg.max_tokens}")
+    count = count or token_counter(cfg.tokenizer)
+    for name, unit, size in (("max_chars", "characters", len), ("max_tokens", "tokens", count)):
+        limit = getattr(cfg, name)
+        if limit is not None and (total := sum(map(size, [m.content for m in msgs]))) > limit:
+            return Issue("length.too_long", f"{total} {unit} > {name}={limit}")
     return None
 
 
@@ -270,7 +235,7 @@ class Validator:
         actions = parsed_actions(traj)
         return (
             check_grammar(traj, self.cfg.allow_free_text, actions)
-            or check_consistency(traj, self.cfg.answer_domains, actions)
+            or check_consistency(traj, actions)
             or (check_length(traj, self.cfg, self._count) if self._length else None)
         )
 
@@ -284,17 +249,14 @@ def validate(traj: Trajectory, cfg: CheckConfig | None = None) -> Issue | None:
 
 
 def _task_start(traj: Trajectory) -> int:
-    for i, m in enumerate(traj.messages):
-        if m.train:
-            return max(i - 1, 0)
-    return 0
+    return next((max(i - 1, 0) for i, m in enumerate(traj.messages) if m.train), 0)
 
 
 class Deduper:
     """Remembers what was kept; `check(traj)` says `duplicate.exact` / `duplicate.normalized` or None.
 
-    Keys are 128-bit BLAKE2b digests of the texts (C speed, the same in every process, so
-    worker processes can compute them); the decision is made in input order, first one wins.
+    Keys are 128-bit BLAKE2b digests of the texts (C speed, the same in every process, so worker
+    processes can compute them); the decision is made in input order, first one wins.
     """
 
     def __init__(self, mode: str = "normalized"):
@@ -308,9 +270,8 @@ class Deduper:
         """(exact key, normalised key) of a trajectory under this mode."""
         if self.mode == "none":
             return None, None
-        # One encode and one hash call per key over the joined texts (role NUL content SOH ...):
-        # the same bytes, so the same digests, as hashing turn by turn, with 2 calls instead of ~50 a row.
-        # The normalised key lowercases and drops whitespace over the joined bytes at once; the
+        # One hash call per key over the joined texts (role NUL content SOH ...): the same bytes as turn
+        # by turn. The normalised key lowercases and drops whitespace over the joined bytes at once; the
         # SOH separators are neither, so each turn is normalised exactly as on its own.
         msgs = traj.messages
         exact = blake2b("".join([f"{m.role}\x00{m.content}\x01" for m in msgs]).encode("utf-8", "surrogatepass"),
@@ -325,12 +286,10 @@ class Deduper:
         exact, norm = keys
         if exact is None:
             return None
-        first = self._exact.get(exact)
-        if first is not None:
+        if (first := self._exact.get(exact)) is not None:
             return Issue("duplicate.exact", f"same conversation as {first}")
         if norm is not None:
-            first = self._norm.get(norm)
-            if first is not None:
+            if (first := self._norm.get(norm)) is not None:
                 return Issue("duplicate.normalized", f"same task part as {first}")
             self._norm[norm] = tid
         self._exact[exact] = tid

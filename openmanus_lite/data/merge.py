@@ -5,20 +5,14 @@
                     SourceSpec("agenttraj_l", "data/samples/agenttraj_l")], MergeConfig(seed=0))
     result.report.summary(); result.save("data/merged", formats=("jsonl", "parquet"))
 
-Every input row ends up in exactly one place of `result.report.outcomes`, keyed by
-(source, domain, reason), where reason is `kept` or a rejection code (`checks.REASONS`):
-conversion and schema errors, excluded labels, failed checks, duplicates, and rows left
-out by mixing. `report.verify()` checks that the counts add up to the rows read.
-Rows added on top (up-sampled copies, negative samples) are counted in `report.added`.
-
-Mixing happens in this order: labels filter -> weights below 1 (per source and domain)
--> per-source caps -> per-domain caps -> train/validation/test split (stratified by domain,
-rows of the same source task kept together) -> weights above 1 up-sample the training
-split only -> negative samples derived from the training split. All randomness comes
-from `seed`.
-
-Strict mode (the default) stops at the first unreadable row or schema error with an
-`InputError` naming file, line and field; lenient mode counts those rows as rejected.
+Every input row ends up in exactly one place of `result.report.outcomes`, keyed by (source, domain,
+reason), where reason is `kept` or a rejection code (`checks.REASONS`); `report.verify()` checks that the
+counts add up to the rows read, and rows added on top (up-sampled copies, negatives) are in `report.added`.
+Mixing order: labels filter -> weights below 1 -> per-source caps -> per-domain caps -> train/validation/
+test split (stratified by domain, rows of one source task kept together) -> weights above 1 up-sample the
+training split -> negative samples from the training split; all randomness comes from `seed`. Strict mode
+(the default) stops at the first unreadable row or schema error with an `InputError` naming file, line and
+field; lenient mode counts those rows as rejected.
 """
 
 from __future__ import annotations
@@ -53,11 +47,13 @@ from openmanus_lite.data.sources.base import (
     jsonl_chunks,
     local_files,
     read_jsonl_range,
+    rows_from_lines,
 )
 from openmanus_lite.errors import UserError
 from openmanus_lite.schema import DOMAINS, EXTRA_LABELS, SchemaError, Trajectory, Turn
 
 SPLITS = ("train", "validation", "test")
+FORMATS = ("jsonl", "parquet", "hf")
 MAX_UPSAMPLED_ROWS = 20_000_000
 """The most rows weights above 1 may make of the training split (the whole of AgentTraj-L is 14,485 rows)."""
 LENIENT_HINT = " (run with lenient mode, --lenient, to count such rows as rejected and go on)"
@@ -71,8 +67,8 @@ class MergeTooLarge(UserError):
 class SourceSpec:
     """One input: a converter name, where the data is, and optional splits/config/label.
 
-    `label` names the input in reports, weights and `Trajectory.source` (default: the
-    converter name), so the same converter can read two inputs that are kept apart.
+    `label` names the input in reports, weights and `Trajectory.source` (default: the converter
+    name), so the same converter can read two inputs that are kept apart.
     """
 
     name: str
@@ -92,57 +88,40 @@ class SourceSpec:
 
 @dataclass
 class MergeConfig(CheckConfig):
-    """Everything a merge can be told. Defaults keep every label and drop nothing on purpose.
+    """Everything a merge can be told, besides `CheckConfig`'s validation knobs (free text, length limits).
+    The defaults keep every label and drop nothing on purpose."""
 
-    The validation knobs are `CheckConfig`'s (a merge validates with its own config):
-    allow_free_text      keep training turns that hold no action (Agent-FLAN's chat-style parts)
-    max_turns / max_chars / max_tokens (+ tokenizer)    length limits (`length.*`)
-    answer_domains       the domains whose episodes must end with answer(...)
-    and the merge's own:
-    include / exclude    domain labels to keep / drop (`filter.label_excluded`)
-    strict               stop at the first unreadable row or schema error (InputError); False counts them
-    dedup                "normalized" (default), "exact" or "none"
-    source_weights / domain_weights   below 1: keep that share; above 1: repeat training rows
-    source_caps / domain_caps         at most that many rows
-    seed, split_ratios   deterministic shuffle and train/validation/test shares (stratified by domain)
-    negatives            share of training rows to derive negative samples from (`negatives.py`)
-    rejected_path        a JSONL file that receives every rejected row with its reason
-    progress             progress bars (tqdm)
-    workers              processes, the main one included, that read and convert local JSONL
-                         inputs and write JSONL splits of 20,000+ rows (the output is the same
-                         bytes); None = 2 from 64 MB of input where 2 CPUs are usable, else 0
-    """
-
-    include: tuple[str, ...] | None = None
-    exclude: tuple[str, ...] = ()
-    strict: bool = True
-    dedup: str = "normalized"
+    include: tuple[str, ...] | None = None  # domain labels to keep; the others are `filter.label_excluded`
+    exclude: tuple[str, ...] = ()  # domain labels to drop
+    strict: bool = True  # stop at the first unreadable row or schema error (InputError); False counts them
+    dedup: str = "normalized"  # "normalized", "exact" or "none" (see checks.Deduper)
+    # weights below 1 keep that share of a source's / domain's rows, above 1 repeat its training rows
     source_weights: dict[str, float] = field(default_factory=dict)
     domain_weights: dict[str, float] = field(default_factory=dict)
-    source_caps: dict[str, int] = field(default_factory=dict)
+    source_caps: dict[str, int] = field(default_factory=dict)  # at most that many rows of a source / domain
     domain_caps: dict[str, int] = field(default_factory=dict)
     seed: int = 0
-    split_ratios: tuple[float, float, float] = (0.9, 0.05, 0.05)
-    negatives: float = 0.0
-    rejected_path: str | Path | None = None
-    progress: bool = False
+    split_ratios: tuple[float, float, float] = (0.9, 0.05, 0.05)  # train, validation, test; stratified by domain
+    negatives: float = 0.0  # share of training rows to derive negative samples from (`negatives.py`)
+    rejected_path: str | Path | None = None  # a JSONL file that receives every rejected row with its reason
+    progress: bool = False  # progress bars (tqdm)
+    # Processes, the main one included, that read and convert local JSONL inputs and write JSONL splits of
+    # 20,000+ rows (the same bytes); None: 2 from 64 MB of input where 2 CPUs are usable, else 0.
     workers: int | None = None
 
     def __post_init__(self) -> None:
         labels = set(DOMAINS + EXTRA_LABELS)
         for name, value in (("include", self.include or ()), ("exclude", self.exclude)):
-            bad = set(value) - labels
-            if bad:
+            if bad := set(value) - labels:
                 raise ValueError(f"{name}: unknown labels {sorted(bad)}; known: {sorted(labels)}")
         if len(self.split_ratios) != 3 or any(r < 0 for r in self.split_ratios) or sum(self.split_ratios) <= 0:
             raise ValueError(f"split_ratios must be three non-negative numbers (train, validation, test), "
                              f"got {self.split_ratios}")
-        for name, weights in (("source_weights", self.source_weights), ("domain_weights", self.domain_weights)):
-            if any(not 0 <= w < math.inf for w in weights.values()):
-                raise ValueError(f"{name} must be finite numbers >= 0, got {weights}")
-        for name, caps in (("source_caps", self.source_caps), ("domain_caps", self.domain_caps)):
-            if any(c < 0 for c in caps.values()):
-                raise ValueError(f"{name} must be row counts >= 0, got {caps}")
+        for name in ("source_weights", "domain_weights", "source_caps", "domain_caps"):
+            values = getattr(self, name)
+            if any(not 0 <= v < math.inf for v in values.values()):
+                kind = "finite numbers" if name.endswith("weights") else "row counts"
+                raise ValueError(f"{name} must be {kind} >= 0, got {values}")
         for name in ("max_turns", "max_chars", "max_tokens"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1 (or not given), got {getattr(self, name)}: "
@@ -154,6 +133,14 @@ class MergeConfig(CheckConfig):
 # --------------------------------------------------------------------------- report
 
 
+def _totals(counts: Counter, position: int) -> Counter:
+    """The counts of (source, domain, reason-or-kind) keys summed by one part of the key."""
+    out: Counter = Counter()
+    for key, n in counts.items():
+        out[key[position]] += n
+    return out
+
+
 @dataclass
 class MergeReport:
     """Where every input row went: (source, domain, reason) -> count, plus rows added on top."""
@@ -163,36 +150,28 @@ class MergeReport:
     added: Counter = field(default_factory=Counter)
     splits: dict[str, int] = field(default_factory=dict)
 
-    def record(self, source: str, domain: str, reason: str, n: int = 1) -> None:
-        self.outcomes[(source, domain, reason)] += n
-
-    def move(self, source: str, domain: str, reason: str, n: int = 1) -> None:
-        """Turn `n` kept rows into rejections (mixing decisions)."""
-        self.outcomes[(source, domain, "kept")] -= n
-        if self.outcomes[(source, domain, "kept")] == 0:
-            del self.outcomes[(source, domain, "kept")]
-        self.outcomes[(source, domain, reason)] += n
+    def move(self, source: str, domain: str, reason: str) -> None:
+        """Turn a kept row into a rejection (a mixing decision)."""
+        kept = (source, domain, "kept")
+        self.outcomes[kept] -= 1
+        if not self.outcomes[kept]:
+            del self.outcomes[kept]
+        self.outcomes[(source, domain, reason)] += 1
 
     @property
     def kept(self) -> int:
-        return sum(n for (_, _, r), n in self.outcomes.items() if r == "kept")
+        return self.by_reason()["kept"]
 
     @property
     def rejected(self) -> int:
-        return sum(n for (_, _, r), n in self.outcomes.items() if r != "kept")
+        return sum(self.outcomes.values()) - self.kept
 
     def by_reason(self) -> Counter:
-        out: Counter = Counter()
-        for (_, _, reason), n in self.outcomes.items():
-            out[reason] += n
-        return out
+        return _totals(self.outcomes, 2)
 
     def verify(self) -> None:
         """Raise AssertionError unless every source's outcomes add up to its input rows."""
-        per_source: Counter = Counter()
-        for (source, _, _), n in self.outcomes.items():
-            per_source[source] += n
-        if per_source != self.input_rows:
+        if (per_source := _totals(self.outcomes, 0)) != self.input_rows:
             raise AssertionError(f"accounting mismatch: outcomes {dict(per_source)} != input rows {dict(self.input_rows)}")
 
     def to_rows(self) -> list[dict[str, Any]]:
@@ -207,9 +186,7 @@ class MergeReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "input_rows": dict(self.input_rows),
-            "kept": self.kept,
-            "rejected": self.rejected,
+            "input_rows": dict(self.input_rows), "kept": self.kept, "rejected": self.rejected,
             "outcomes": self.to_rows(),
             "added": [{"source": s, "domain": d, "kind": k, "count": n} for (s, d, k), n in sorted(self.added.items())],
             "splits": dict(self.splits),
@@ -218,27 +195,21 @@ class MergeReport:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "MergeReport":
         rep = cls(input_rows=Counter(d.get("input_rows", {})), splits=dict(d.get("splits", {})))
-        for r in d.get("outcomes", []):
-            rep.outcomes[(r["source"], r["domain"], r["reason"])] = r["count"]
-        for r in d.get("added", []):
-            rep.added[(r["source"], r["domain"], r["kind"])] = r["count"]
+        rep.outcomes.update({(r["source"], r["domain"], r["reason"]): r["count"] for r in d.get("outcomes", [])})
+        rep.added.update({(r["source"], r["domain"], r["kind"]): r["count"] for r in d.get("added", [])})
         return rep
 
     def summary(self) -> str:
         """A plain-text table: per source, rows read / kept / rejected, then the reasons."""
         width = max([len("source")] + [len(s) for s in self.input_rows]) + 2
+        kept = _totals(Counter({k: n for k, n in self.outcomes.items() if k[2] == "kept"}), 0)
         lines = [f"{'source':<{width}}{'read':>8}{'kept':>8}{'rejected':>10}"]
-        for source in sorted(self.input_rows):
-            kept = sum(n for (s, _, r), n in self.outcomes.items() if s == source and r == "kept")
-            lines.append(f"{source:<{width}}{self.input_rows[source]:>8}{kept:>8}{self.input_rows[source] - kept:>10}")
-        reasons = {r: n for r, n in self.by_reason().items() if r != "kept"}
-        if reasons:
-            lines.append("rejections: " + ", ".join(f"{r}={n}" for r, n in sorted(reasons.items())))
-        if self.added:
-            added: Counter = Counter()
-            for (_, _, kind), n in self.added.items():
-                added[kind] += n
-            lines.append("added: " + ", ".join(f"{k}={n}" for k, n in sorted(added.items())))
+        for source, read in sorted(self.input_rows.items()):
+            lines.append(f"{source:<{width}}{read:>8}{kept[source]:>8}{read - kept[source]:>10}")
+        for title, counts in (("rejections", {r: n for r, n in self.by_reason().items() if r != "kept"}),
+                              ("added", _totals(self.added, 2))):
+            if counts:
+                lines.append(f"{title}: " + ", ".join(f"{k}={n}" for k, n in sorted(counts.items())))
         if self.splits:
             lines.append("splits: " + ", ".join(f"{k}={v}" for k, v in self.splits.items()))
         return "\n".join(lines)
@@ -257,38 +228,30 @@ class MergeResult:
     def trajectories(self) -> list[Trajectory]:
         return [t for name in SPLITS for t in self.splits.get(name, [])]
 
-    def save(self, out_dir: str | Path, formats: Iterable[str] = ("jsonl",),
-             workers: int | None = None) -> dict[str, list[Path]]:
-        """Write the splits (see `save_splits`) and `report.json`; `workers` defaults to the merge's."""
-        return save_splits(self.splits, out_dir, formats=formats, report=self.report,
-                           workers=self.workers if workers is None else workers)
-
-
-# --------------------------------------------------------------------------- rejected rows
+    def save(self, out_dir: str | Path, formats: Iterable[str] = ("jsonl",)) -> dict[str, list[Path]]:
+        """Write the splits (see `save_splits`) and `report.json`."""
+        return save_splits(self.splits, out_dir, formats=formats, report=self.report, workers=self.workers)
 
 
 class _RejectSink:
-    """Writes rejected rows (with reason, detail and where they came from) to a JSONL file.
-
-    The rows go to `<path>.partial`, which replaces `path` only when the merge succeeds: a merge
-    that fails leaves the rejected rows of the previous merge beside its report.
-    """
+    """Writes rejected rows (reason, detail, where they came from) to `<path>.partial`, which replaces `path`
+    only when the merge succeeds: a failed merge leaves the previous merge's rejected rows beside its report."""
 
     def __init__(self, path: str | Path | None):
         self.path = Path(path) if path else None
-        self._f = None
         if self.path:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._partial = self.path.with_name(self.path.name + ".partial")
             self._f = open(self._partial, "w", encoding="utf-8")
 
-    def write(self, source: str, domain: str, issue: Issue, *, row: RawRow | None = None,
-              traj: Trajectory | None = None) -> None:
-        if self._f is None:
+    def write(self, source: str, domain: str, reason: str, detail: str, traj: Trajectory | None = None,
+              row: tuple | None = None) -> None:
+        """`row`: (file, line, split, data) of the input row; without it the trajectory is written whole."""
+        if self.path is None:
             return
-        rec: dict[str, Any] = {"source": source, "domain": domain, "reason": issue.reason, "detail": issue.detail}
+        rec: dict[str, Any] = {"source": source, "domain": domain, "reason": reason, "detail": detail}
         if row is not None:
-            rec.update(file=row.file, line=row.line, split=row.split, row=row.data)
+            rec.update(zip(("file", "line", "split", "row"), row))
         if traj is not None:
             rec["id"] = traj.id
             if row is None:
@@ -296,7 +259,7 @@ class _RejectSink:
         self._f.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
 
     def close(self, succeeded: bool) -> None:
-        if self._f is not None:
+        if self.path is not None:
             self._f.close()
             if succeeded:
                 os.replace(self._partial, self.path)
@@ -304,15 +267,7 @@ class _RejectSink:
                 self._partial.unlink(missing_ok=True)
 
 
-# --------------------------------------------------------------------------- merge
-
-
-def _progress(it: Iterator, on: bool, desc: str) -> Iterator:
-    if not on:
-        return it
-    from tqdm.auto import tqdm
-
-    return tqdm(it, desc=desc, unit="rows")
+# --------------------------------------------------------------------------- converting rows
 
 
 @dataclass(frozen=True)
@@ -321,87 +276,93 @@ class _Ctx:
 
     name: str
     label: str
-    check: CheckConfig
-    include: frozenset | None
-    exclude: frozenset
-    dedup: str
+    cfg: MergeConfig
     keep_raw: bool
 
 
-# An outcome: (line, file, split, domain, reason, detail, raw, traj, dedup keys, fatal)
-# reason "ok" means converted and valid (dedup still to decide); `fatal` is (where, message)
-# for input and schema errors, which strict mode raises.
+# An outcome: (line, file, split, domain, reason, detail, raw, traj, dedup keys, fatal). Reason "ok" means
+# converted and valid (dedup still to decide); `fatal` marks input and schema errors, which strict mode raises.
 Outcome = tuple
 
 
-def _convert_row(module, row: RawRow, label: str) -> tuple[Trajectory | Issue, tuple[str, str] | None]:
-    """The row's trajectory (labelled), or the Issue why it has none with the (where, message) that
-    strict mode raises as an `InputError`."""
+def _convert_row(module, row: RawRow, label: str) -> Trajectory | Issue:
+    """The row's trajectory (labelled), or the input or schema Issue why it has none."""
     if row.error is not None:
         reason = ("input.not_object" if row.error.startswith(("expected a JSON", "item ")) else
                   "input.unreadable_file" if row.error.startswith(UNREADABLE_PARQUET) else "input.invalid_json")
-        return Issue(reason, f"{row.where()}: {row.error}"), (row.where(), row.error)
+        return Issue(reason, f"{row.where()}: {row.error}")
     try:
         traj = module.convert(row)
     except RowRejected as e:
-        return Issue(e.reason, e.detail), (row.where(e.field), e.message)
-    if traj.source != label:
-        traj.source = label
-    return traj, None
+        return Issue(e.reason, str(e))
+    traj.source = label
+    return traj
 
 
 def _process_row(module, ctx: _Ctx, validator: Validator, deduper: Deduper, row: RawRow) -> Outcome:
     raw = row.data if ctx.keep_raw else None
-    traj, fatal = _convert_row(module, row, ctx.label)
-    if fatal is not None:
-        return (row.line, row.file, row.split, "unknown", traj.reason, traj.detail, raw, None, None, fatal)
-    domain = traj.domain
-    if (ctx.include is not None and domain not in ctx.include) or domain in ctx.exclude:
-        return (row.line, row.file, row.split, domain, "filter.label_excluded", f"label {domain!r} excluded", raw,
-                traj if ctx.keep_raw else None, None, None)
-    issue = validator.validate(traj)
+    traj = _convert_row(module, row, ctx.label)
+    if traj.__class__ is Issue:
+        return (row.line, row.file, row.split, "unknown", traj.reason, traj.detail, raw, None, None, True)
+    domain, cfg = traj.domain, ctx.cfg
+    if (cfg.include and domain not in cfg.include) or domain in cfg.exclude:
+        issue = Issue("filter.label_excluded", f"label {domain!r} excluded")
+    else:
+        issue = validator.validate(traj)
     if issue is not None:
         return (row.line, row.file, row.split, domain, issue.reason, issue.detail, raw,
-                traj if ctx.keep_raw else None, None, None)
-    return (row.line, row.file, row.split, domain, "ok", "", raw, traj, deduper.keys(traj), None)
+                traj if ctx.keep_raw else None, None, False)
+    return (row.line, row.file, row.split, domain, "ok", "", raw, traj, deduper.keys(traj), False)
 
 
 def _outcomes(ctx: _Ctx, rows: Iterable[RawRow]) -> Iterator[Outcome]:
-    module = get_source(ctx.name)
-    validator, deduper = Validator(ctx.check), Deduper(ctx.dedup)
+    module, validator, deduper = get_source(ctx.name), Validator(ctx.cfg), Deduper(ctx.cfg.dedup)
     for row in rows:
         yield _process_row(module, ctx, validator, deduper, row)
 
 
+def convert_source(spec: SourceSpec, *, strict: bool = True) -> Iterator[tuple[RawRow, Trajectory | Issue]]:
+    """(raw row, trajectory) for each row of one input, or (raw row, Issue) for a row that failed to convert.
+
+    No checks run here (see `checks.Validator`). Strict mode raises `InputError` (file, line, field)
+    instead of yielding an input or schema Issue.
+    """
+    module = get_source(spec.name)
+    for row in module.load(spec.path, splits=spec.splits, config=spec.config):
+        traj = _convert_row(module, row, spec.label or module.NAME)
+        if strict and isinstance(traj, Issue):
+            raise InputError(traj.detail + LENIENT_HINT, traj.reason)
+        yield row, traj
+
+
+# --------------------------------------------------------------------------- worker processes
+
+CHUNK_BYTES = 4 << 20
+AUTO_PARALLEL_BYTES = 64 << 20
 _ROLE_CODE = {"system": "s", "user": "u", "assistant": "a"}
 _CODE_ROLE = {v: k for k, v in _ROLE_CODE.items()}
 
 
-def _pack(traj: Trajectory | None) -> tuple | None:
-    """A trajectory as few plain objects (role letters, texts, train bits): cheap to send between processes."""
+def _pack(traj: Trajectory | None) -> tuple | Trajectory | None:
+    """A trajectory as few plain objects (role letters, texts, train bits): cheap to send between processes.
+    One with a role the schema does not know (a rejected row) is sent as it is."""
     if traj is None:
         return None
     msgs = traj.messages
     try:
         codes = "".join([_ROLE_CODE[m.role] for m in msgs])
-    except KeyError:  # a role the schema does not know (a rejected row): send it as it is
-        return (traj.id, traj.source, traj.domain, None, [(m.role, m.content, m.train) for m in msgs], 0, traj.meta)
-    bits = 0
-    for i, m in enumerate(msgs):
-        if m.train:
-            bits |= 1 << i
-    return (traj.id, traj.source, traj.domain, codes, [m.content for m in msgs], bits, traj.meta)
+    except KeyError:
+        return traj
+    bits = sum(1 << i for i, m in enumerate(msgs) if m.train)
+    return traj.id, traj.source, traj.domain, codes, [m.content for m in msgs], bits, traj.meta
 
 
 def _unpack(packed: tuple | Trajectory | None) -> Trajectory | None:
     if packed is None or isinstance(packed, Trajectory):
         return packed
     tid, source, domain, codes, contents, bits, meta = packed
-    if codes is None:
-        msgs = [Turn(r, c, t) for r, c, t in contents]
-    else:
-        msgs = [Turn(_CODE_ROLE[r], c, bool(bits >> i & 1)) for i, (r, c) in enumerate(zip(codes, contents))]
-    return Trajectory(tid, source, domain, msgs, meta)
+    turns = [Turn(_CODE_ROLE[r], c, bool(bits >> i & 1)) for i, (r, c) in enumerate(zip(codes, contents))]
+    return Trajectory(tid, source, domain, turns, meta)
 
 
 def _chunk_outcomes(task: tuple) -> Iterator[Outcome]:
@@ -422,9 +383,8 @@ def _init_chunk_worker(counter, results) -> None:
 def _claim(counter) -> int:
     """The index of the next chunk nobody has taken yet (shared by the main process and the workers)."""
     with counter.get_lock():
-        i = counter.value
-        counter.value = i + 1
-    return i
+        counter.value += 1
+        return counter.value - 1
 
 
 def _chunk_worker(tasks: list[tuple]) -> None:
@@ -446,29 +406,24 @@ def _chunk_worker(tasks: list[tuple]) -> None:
         results.put((i, out, None))
 
 
-CHUNK_BYTES = 4 << 20
-AUTO_PARALLEL_BYTES = 64 << 20
+class _ChunkPool:
+    """The worker processes (the main process is one more), the counter they claim chunks from and the
+    queue their outcomes come back on; both reach the workers as they start (fork: inherited)."""
+
+    def __init__(self, processes: int):
+        mp = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+        self.processes, self.counter, self.results = processes, mp.Value("q", 0), mp.Queue()
+        self.pool = mp.Pool(processes, _init_chunk_worker, (self.counter, self.results))
+
+    def close(self) -> None:
+        self.pool.terminate()
+        self.results.close()
 
 
 def _parallel_files(spec: SourceSpec) -> list[tuple[Path, str]] | None:
     """The local JSONL files of an input, or None when it is not (only) local JSONL."""
-    if not Path(spec.path).exists():
-        return None
-    files = local_files(spec.path, spec.splits)
+    files = local_files(spec.path, spec.splits) if Path(spec.path).exists() else None
     return files if files and all(f.suffix == ".jsonl" for f, _ in files) else None
-
-
-def _workers_for(specs: list[SourceSpec], cfg: MergeConfig) -> int:
-    if cfg.tokenizer is not None:
-        return 0  # a tokenizer is not worth shipping to other processes
-    if cfg.workers is not None:
-        return cfg.workers if cfg.workers >= 2 else 0
-    total = 0
-    for spec in specs:
-        files = _parallel_files(spec)
-        total += sum(f.stat().st_size for f, _ in files) if files else 0
-    n = min(2, _usable_cpus())
-    return n if n >= 2 and total >= AUTO_PARALLEL_BYTES else 0
 
 
 def _usable_cpus() -> int:
@@ -476,25 +431,31 @@ def _usable_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool: "_ChunkPool") -> Iterator[Outcome]:
+def _workers_for(specs: list[SourceSpec], cfg: MergeConfig) -> int:
+    if cfg.tokenizer is not None:
+        return 0  # a tokenizer is not worth shipping to other processes
+    if cfg.workers is not None:
+        return cfg.workers if cfg.workers >= 2 else 0
+    total = sum(f.stat().st_size for spec in specs for f, _ in _parallel_files(spec) or ())
+    n = min(2, _usable_cpus())
+    return n if n >= 2 and total >= AUTO_PARALLEL_BYTES else 0
+
+
+def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool: _ChunkPool) -> Iterator[Outcome]:
     """Outcomes in input order, the chunks converted by the main process and the pool's workers alike.
 
-    Every process claims the next chunk from a shared counter when it is free, so both cores stay
-    busy however the machine's load shifts. The main process yields the chunks in order: a chunk a
-    worker has sent comes out as it is; when the next one is still in a worker's hands, the main
-    process converts the next unclaimed chunk itself (kept until its turn) instead of waiting, and
-    only when every chunk is taken does it wait. A fixed share for the main process (a third of the
-    chunks before) left one core idle whenever the other process was slowed, e.g. by other programs.
+    Every process claims the next chunk from a shared counter when it is free, so both cores stay busy however
+    the load shifts (a fixed share for the main process left a core idle when the other was slowed). The main
+    process yields the chunks in order; while the next one is in a worker's hands it converts the next unclaimed
+    chunk itself (kept until its turn), and it waits only when every chunk is taken.
     """
-    tasks = [(ctx, str(file), start, end, line, split)
-             for file, split in _parallel_files(spec)
+    tasks = [(ctx, str(file), start, end, line, split) for file, split in _parallel_files(spec)
              for start, end, line in jsonl_chunks(file, CHUNK_BYTES)]
-    counter, results = pool.counter, pool.results
+    counter, results, n = pool.counter, pool.results, len(tasks)
     with counter.get_lock():
         counter.value = 0
     running = [pool.pool.apply_async(_chunk_worker, (tasks,)) for _ in range(pool.processes)]
     ready: dict[int, list[Outcome] | None] = {}  # chunk index -> its outcomes (None: mine, to convert now)
-    n = len(tasks)
     for i in range(n):
         while i not in ready:
             try:
@@ -519,50 +480,14 @@ def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool: "_ChunkPool") -> Itera
         r.get()  # the workers have left this input's loop, so the counter can start again for the next
 
 
-@dataclass
-class _ChunkPool:
-    """The worker processes (the main process is one more), the counter they claim chunks from
-    and the queue their outcomes come back on."""
-
-    pool: Any
-    processes: int
-    counter: Any
-    results: Any
-
-    @classmethod
-    def start(cls, processes: int) -> "_ChunkPool":
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        mp = multiprocessing.get_context(method)
-        counter, results = mp.Value("q", 0), mp.Queue()
-        # the counter and queue reach the workers as they start (fork: inherited), as they must
-        return cls(mp.Pool(processes, _init_chunk_worker, (counter, results)), processes, counter, results)
-
-    def close(self) -> None:
-        self.pool.terminate()
-        self.results.close()
-
-
-def convert_source(spec: SourceSpec, *, strict: bool = True) -> Iterator[tuple[RawRow, Trajectory | Issue]]:
-    """(raw row, trajectory) for each row of one input, or (raw row, Issue) for a row that failed to convert.
-
-    No checks run here (see `checks.Validator`). Strict mode raises `InputError` (file,
-    line, field) instead of yielding an input or schema Issue.
-    """
-    module = get_source(spec.name)
-    for row in module.load(spec.path, splits=spec.splits, config=spec.config):
-        traj, fatal = _convert_row(module, row, spec.label or module.NAME)
-        if fatal is not None and strict:
-            raise InputError(fatal[0], fatal[1] + LENIENT_HINT, traj.reason)
-        yield row, traj
-
-
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for a bulk phase that builds millions of acyclic objects.
 
-    Every few hundred allocations the collector walks the young objects, and now and then the
-    whole growing heap: in a merge that was a fifth of the CPU time (benchmarks/merge_throughput.py
-    corpus, one process: 10.2 -> 7.9 CPU-s). Reference counting still frees everything a merge drops.
+    Its passes over the growing heap were a fifth of a merge's CPU time (10.2 -> 7.9 CPU-s in one process on
+    benchmarks/merge_throughput.py); reference counting still frees what a merge drops. On the way out, freeze +
+    unfreeze moves the phase's objects to the oldest generation in O(1), so the next collection does not walk
+    them all (0.3-0.6 s after a full-scale merge); skipped when the program froze objects itself.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -570,60 +495,66 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            _promote_survivors()
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
-def _promote_survivors() -> None:
-    """Move every tracked object into the oldest generation without scanning it.
-
-    The objects a paused phase allocated all wait in the youngest generation, so the first
-    collection after `gc.enable()` would walk all of them (0.3-0.6 s after a full-scale merge).
-    freeze + unfreeze moves them to the oldest generation in O(1): they are scanned only by the
-    next full collection, as survivors would be anyway, and cycles among them are still
-    collected then. Skipped when the program froze objects itself (unfreeze would undo that).
-    """
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
+# --------------------------------------------------------------------------- merge
 
 
 def merge(sources: Iterable[SourceSpec | str] | dict[str, str], config: MergeConfig | None = None) -> MergeResult:
     """Read, convert, validate, deduplicate, mix and split the sources (see the module docstring)."""
-    with gc_paused():
-        return _merge(sources, config or MergeConfig())
-
-
-def _merge(sources: Iterable[SourceSpec | str] | dict[str, str], cfg: MergeConfig) -> MergeResult:
+    cfg = config or MergeConfig()
     if isinstance(sources, dict):  # {name: path}
         sources = [SourceSpec(name, str(path)) for name, path in sources.items()]
     specs = [SourceSpec.parse(s) if isinstance(s, str) else s for s in sources]
-    report = MergeReport()
-    sink = _RejectSink(cfg.rejected_path)
-    deduper = Deduper(cfg.dedup)
-    kept: list[Trajectory] = []
-    used_ids: set[str] = set()
-    workers = _workers_for(specs, cfg)
-    pool = None
-    succeeded = False
+    report, workers = MergeReport(), _workers_for(specs, cfg)
+    sink, succeeded = _RejectSink(cfg.rejected_path), False
+    with gc_paused():
+        try:
+            kept = _read(specs, cfg, report, sink, workers)
+            rng = random.Random(cfg.seed)
+            splits = split_trajectories(_downsample(kept, cfg, report, sink, rng), cfg.split_ratios, cfg.seed)
+            splits["train"] = _upsample(splits["train"], cfg, report, rng)
+            if cfg.negatives:
+                negs = make_negatives(splits["train"], cfg.negatives, cfg.seed)
+                for t in negs:
+                    report.added[(t.source, t.domain, f"negative:{t.meta['negative']['kind']}")] += 1
+                splits["train"] = splits["train"] + negs
+            for name in SPLITS:
+                random.Random(f"{cfg.seed}-{name}").shuffle(splits[name])
+                report.splits[name] = len(splits[name])
+            succeeded = True
+        finally:
+            sink.close(succeeded)
+    report.verify()
+    return MergeResult(splits, report, workers)
+
+
+def _read(specs: list[SourceSpec], cfg: MergeConfig, report: MergeReport, sink: _RejectSink,
+          workers: int) -> list[Trajectory]:
+    """The rows of every input that are kept before mixing, in input order; every row read is counted."""
+    deduper, kept, used_ids = Deduper(cfg.dedup), [], set()
+    pool = _ChunkPool(workers - 1) if workers else None  # the main process is one of them
     try:
-        if workers:
-            pool = _ChunkPool.start(workers - 1)  # the main process is one of them
         for spec in specs:
-            label = spec.label or get_source(spec.name).NAME
-            ctx = _Ctx(spec.name, label, cfg, frozenset(cfg.include) if cfg.include else None,
-                       frozenset(cfg.exclude), cfg.dedup, sink.path is not None)
+            module = get_source(spec.name)
+            label = spec.label or module.NAME
+            ctx = _Ctx(spec.name, label, cfg, sink.path is not None)
             if pool is not None and _parallel_files(spec):
                 outcomes = _parallel_outcomes(spec, ctx, pool)
             else:
-                outcomes = _outcomes(ctx, get_source(spec.name).load(spec.path, splits=spec.splits,
-                                                                     config=spec.config))
-            for line, file, split, domain, reason, detail, raw, traj, keys, fatal in _progress(
-                outcomes, cfg.progress, label
-            ):
+                outcomes = _outcomes(ctx, module.load(spec.path, splits=spec.splits, config=spec.config))
+            if cfg.progress:
+                from tqdm.auto import tqdm
+
+                outcomes = tqdm(outcomes, desc=label, unit="rows")
+            for line, file, split, domain, reason, detail, raw, traj, keys, fatal in outcomes:
                 report.input_rows[label] += 1
-                if fatal is not None and cfg.strict:
-                    raise InputError(fatal[0], fatal[1] + LENIENT_HINT, reason)
+                if fatal and cfg.strict:
+                    raise InputError(detail + LENIENT_HINT, reason)
                 traj = _unpack(traj)
                 if reason == "ok":
                     issue = deduper.check_keys(keys, traj.id)
@@ -631,87 +562,47 @@ def _merge(sources: Iterable[SourceSpec | str] | dict[str, str], cfg: MergeConfi
                         if traj.id in used_ids:
                             traj.id = _unique(traj.id, line, used_ids)
                         used_ids.add(traj.id)
-                        report.record(label, domain, "kept")
+                        report.outcomes[(label, domain, "kept")] += 1
                         kept.append(traj)
                         continue
                     reason, detail = issue.reason, issue.detail
-                report.record(label, domain, reason)
-                if sink.path is not None:
-                    sink.write(label, domain, Issue(reason, detail),
-                               row=RawRow(label, file, line, split, raw), traj=traj)
-        if pool is not None:
-            pool.close()
-            pool = None
-        rng = random.Random(cfg.seed)
-        kept = _downsample(kept, cfg, report, sink, rng)
-        splits = split_trajectories(kept, cfg.split_ratios, cfg.seed)
-        splits["train"] = _upsample(splits["train"], cfg, report, rng)
-        if cfg.negatives:
-            negs = make_negatives(splits["train"], cfg.negatives, cfg.seed)
-            for t in negs:
-                report.added[(t.source, t.domain, f"negative:{t.meta['negative']['kind']}")] += 1
-            splits["train"] = splits["train"] + negs
-        for name in SPLITS:
-            random.Random(f"{cfg.seed}-{name}").shuffle(splits[name])
-            report.splits[name] = len(splits[name])
-        succeeded = True
+                report.outcomes[(label, domain, reason)] += 1
+                sink.write(label, domain, reason, detail, traj, (file, line, split, raw))
     finally:
-        sink.close(succeeded)
         if pool is not None:
             pool.close()
-    report.verify()
-    return MergeResult(splits, report, workers)
+    return kept
 
 
 def _unique(tid: str, line: int, used: set[str]) -> str:
-    candidate = f"{tid}~{line}"
-    k = 2
+    candidate, k = f"{tid}~{line}", 2
     while candidate in used:
-        candidate = f"{tid}~{line}.{k}"
-        k += 1
+        candidate, k = f"{tid}~{line}.{k}", k + 1
     return candidate
 
 
 # --------------------------------------------------------------------------- mixing
 
 
-def _round(x: float) -> int:
-    """Round half up (Python's round() rounds 4.5 to 4)."""
-    return int(x + 0.5)
-
-
-def _dropped(trajs: list[Trajectory], keep_n: int, rng: random.Random) -> list[Trajectory]:
-    """The members of `trajs` left out when `rng` keeps `keep_n` of them (fewer than there are)."""
-    keep_idx = set(rng.sample(range(len(trajs)), keep_n))
-    return [t for i, t in enumerate(trajs) if i not in keep_idx]
-
-
 def _downsample(kept: list[Trajectory], cfg: MergeConfig, report: MergeReport, sink: _RejectSink,
                 rng: random.Random) -> list[Trajectory]:
     """Weights below 1, then caps: per source (over all its domains), then per domain (over all sources)."""
-    if not (cfg.source_weights or cfg.domain_weights or cfg.source_caps or cfg.domain_caps):
-        return kept
-
-    def reject(dropped: list[Trajectory], reason: str, detail: str) -> None:
-        for t in dropped:
-            report.move(t.source, t.domain, reason)
-            sink.write(t.source, t.domain, Issue(reason, detail), traj=t)
-
-    steps = (
-        ("source", {k: w for k, w in cfg.source_weights.items() if w < 1}, "mix.source_weight", True),
-        ("domain", {k: w for k, w in cfg.domain_weights.items() if w < 1}, "mix.domain_weight", True),
-        ("source", cfg.source_caps, "mix.source_cap", False),
-        ("domain", cfg.domain_caps, "mix.domain_cap", False),
-    )
-    for key, limits, reason, is_weight in steps:
+    steps = (("source", "weight", cfg.source_weights), ("domain", "weight", cfg.domain_weights),
+             ("source", "cap", cfg.source_caps), ("domain", "cap", cfg.domain_caps))
+    for key, kind, limits in steps:
         for name, limit in sorted(limits.items()):
+            if kind == "weight" and limit >= 1:
+                continue  # weights above 1 up-sample the training split later
             members = [t for t in kept if getattr(t, key) == name]
-            keep_n = _round(len(members) * limit) if is_weight else int(limit)
+            keep_n = int(len(members) * limit + 0.5) if kind == "weight" else int(limit)  # round half up
             if len(members) <= keep_n:
                 continue
-            dropped = _dropped(members, keep_n, rng)
-            reject(dropped, reason, f"{key} {'weight' if is_weight else 'cap'} {limit:g} for {name}")
-            gone = {id(t) for t in dropped}
+            keep_idx = set(rng.sample(range(len(members)), keep_n))
+            gone = {id(t) for i, t in enumerate(members) if i not in keep_idx}
+            for t in kept:
+                if id(t) in gone:
+                    report.move(t.source, t.domain, f"mix.{key}_{kind}")
+                    sink.write(t.source, t.domain, f"mix.{key}_{kind}", f"{key} {kind} {limit:g} for {name}", t)
             kept = [t for t in kept if id(t) not in gone]
     return kept
 
@@ -722,7 +613,7 @@ def _upsample(train: list[Trajectory], cfg: MergeConfig, report: MergeReport, rn
     The copies are counted before any is made: past `MAX_UPSAMPLED_ROWS` the merge stops with
     `MergeTooLarge` and the estimate, instead of filling the memory.
     """
-    if not any(w > 1 for w in list(cfg.source_weights.values()) + list(cfg.domain_weights.values())):
+    if all(w <= 1 for w in [*cfg.source_weights.values(), *cfg.domain_weights.values()]):
         return train
     groups: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
     for t in train:
@@ -731,22 +622,21 @@ def _upsample(train: list[Trajectory], cfg: MergeConfig, report: MergeReport, rn
                for key in groups}
     planned = sum(len(trajs) * weights[key] for key, trajs in groups.items())
     if planned > MAX_UPSAMPLED_ROWS:
-        weights_above_1 = {k: w for k, w in {**cfg.source_weights, **cfg.domain_weights}.items() if w > 1}
+        above_1 = {k: w for k, w in {**cfg.source_weights, **cfg.domain_weights}.items() if w > 1}
         line_bytes = sum(len(dump_line(t)) for t in train) / len(train)
         raise MergeTooLarge(
-            f"the weights above 1 ({', '.join(f'{k}={w:g}' for k, w in weights_above_1.items())}) would make the training "
+            f"the weights above 1 ({', '.join(f'{k}={w:g}' for k, w in above_1.items())}) would make the training "
             f"split {planned:,.0f} rows (about {planned * line_bytes / 1e9:,.1f} GB as JSONL) from {len(train):,}; "
             f"the limit is {MAX_UPSAMPLED_ROWS:,} rows: lower the weights")
     extra: list[Trajectory] = []
     for (source, domain), trajs in sorted(groups.items()):
-        n_extra = _round(len(trajs) * weights[(source, domain)]) - len(trajs)
+        n_extra = int(len(trajs) * weights[(source, domain)] + 0.5) - len(trajs)  # round half up
         order = list(trajs)
         rng.shuffle(order)
         for k in range(max(n_extra, 0)):
             orig = order[k % len(order)]
-            copy = Trajectory(f"{orig.id}#up{k // len(trajs) + 1}", orig.source, orig.domain, orig.messages,
-                              {**orig.meta, "upsampled_from": orig.id})
-            extra.append(copy)
+            extra.append(Trajectory(f"{orig.id}#up{k // len(trajs) + 1}", orig.source, orig.domain, orig.messages,
+                                    {**orig.meta, "upsampled_from": orig.id}))
         if n_extra > 0:
             report.added[(source, domain, "upsampled")] += n_extra
     return train + extra
@@ -759,8 +649,7 @@ def split_trajectories(trajs: list[Trajectory], ratios: tuple[float, float, floa
     Rows of the same source task (same source and `meta["source_id"]`) stay in one split,
     so two attempts at one task never straddle train and test.
     """
-    total = float(sum(ratios))
-    r_train, r_val, _ = (r / total for r in ratios)
+    r_train, r_val = ratios[0] / float(sum(ratios)), ratios[1] / float(sum(ratios))
     by_domain: dict[str, dict[tuple[str, str], list[Trajectory]]] = defaultdict(lambda: defaultdict(list))
     for t in trajs:
         by_domain[t.domain][(t.source, str(t.meta.get("source_id", t.id)))].append(t)
@@ -768,41 +657,14 @@ def split_trajectories(trajs: list[Trajectory], ratios: tuple[float, float, floa
     for domain in sorted(by_domain):
         groups = list(by_domain[domain].values())
         random.Random(f"{seed}-{domain}").shuffle(groups)
-        n = len(groups)
-        n_train = round(n * r_train)
-        n_val = round(n * r_val)
-        if n_train + n_val > n:
-            n_val = n - n_train
+        n_train = round(len(groups) * r_train)
+        n_val = min(round(len(groups) * r_val), len(groups) - n_train)
         for i, g in enumerate(groups):
-            name = "train" if i < n_train else "validation" if i < n_train + n_val else "test"
-            out[name].extend(g)
+            out["train" if i < n_train else "validation" if i < n_train + n_val else "test"].extend(g)
     return out
 
 
 # --------------------------------------------------------------------------- export / load
-
-
-def _columns(trajs: list[Trajectory]) -> dict[str, list]:
-    return {
-        "id": [t.id for t in trajs],
-        "source": [t.source for t in trajs],
-        "domain": [t.domain for t in trajs],
-        "messages": [[{"role": m.role, "content": m.content, "train": m.train} for m in t.messages] for t in trajs],
-        "meta": [json.dumps(t.meta, ensure_ascii=False, sort_keys=True) for t in trajs],
-    }
-
-
-def _from_record(rec: dict[str, Any], where: str) -> Trajectory:
-    meta = rec.get("meta")
-    if isinstance(meta, str):
-        try:
-            rec = {**rec, "meta": json.loads(meta) if meta else {}}
-        except json.JSONDecodeError as e:
-            raise SchemaError(f"{where}: field 'meta' is not valid JSON ({e.msg})") from None
-    try:
-        return Trajectory.from_dict(rec)
-    except SchemaError as e:
-        raise SchemaError(f"{where}: {e}") from None
 
 
 def to_arrow(trajs: list[Trajectory]):
@@ -812,7 +674,21 @@ def to_arrow(trajs: list[Trajectory]):
     turn = pa.struct([("role", pa.string()), ("content", pa.string()), ("train", pa.bool_())])
     schema = pa.schema([("id", pa.string()), ("source", pa.string()), ("domain", pa.string()),
                         ("messages", pa.list_(turn)), ("meta", pa.string())])
-    return pa.Table.from_pydict(_columns(trajs), schema=schema)
+    return pa.Table.from_pylist([{**t.to_dict(), "meta": json.dumps(t.meta, ensure_ascii=False, sort_keys=True)}
+                                 for t in trajs], schema=schema)
+
+
+def _from_record(rec: dict[str, Any], where: str, error: str | None = None) -> Trajectory:
+    if error:
+        raise SchemaError(f"{where}: {error}")
+    try:
+        if isinstance(meta := rec.get("meta"), str):
+            rec = {**rec, "meta": json.loads(meta) if meta else {}}
+        return Trajectory.from_dict(rec)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"{where}: field 'meta' is not valid JSON ({e.msg})") from None
+    except SchemaError as e:
+        raise SchemaError(f"{where}: {e}") from None
 
 
 PARALLEL_WRITE_ROWS = 20_000
@@ -824,9 +700,9 @@ _WRITE_ROWS: list[Trajectory] = []  # in a forked writer: the rows it serialises
 def write_jsonl(trajs: Iterable[Trajectory], path: str | Path, workers: int = 0) -> Path:
     """One trajectory a line (`dump_line`: the `Trajectory.to_dict` record as JSON).
 
-    With `workers` >= 2 and at least `PARALLEL_WRITE_ROWS` rows (where processes can fork),
-    forked processes serialise all but the first share of the rows into part files that
-    are then appended in order: the same bytes, the serialising spread over the processes.
+    With `workers` >= 2 and at least `PARALLEL_WRITE_ROWS` rows (where processes can fork), forked
+    processes serialise all but the first share of the rows into part files that are then appended in
+    order: the same bytes, the serialising spread over the processes.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -867,8 +743,7 @@ def _init_writer(rows: list[Trajectory]) -> None:
 
 def _write_part(task: tuple[str, int, int]) -> None:
     """Forked writer: rows lo..hi of `_WRITE_ROWS` into one part file."""
-    part, lo, hi = task
-    _write_lines(part, _WRITE_ROWS, lo, hi)
+    _write_lines(task[0], _WRITE_ROWS, task[1], task[2])
 
 
 _ROLE_HEAD = {r: f'{{"role": "{r}", "content": ' for r in ("system", "user", "assistant")}
@@ -877,11 +752,10 @@ _ROLE_HEAD = {r: f'{{"role": "{r}", "content": ' for r in ("system", "user", "as
 def dump_line(t: Trajectory) -> str:
     """The JSONL line of a trajectory: `Trajectory.to_dict` as JSON (ASCII-escaped), newline-terminated.
 
-    Built directly from the strings with the C escaper (3x faster than json.dumps of the
-    dict); `read_jsonl` gives back an equal trajectory.
+    Built directly from the strings with the C escaper (3x faster than json.dumps of the dict);
+    `read_jsonl` gives back an equal trajectory.
     """
-    q = encode_basestring_ascii
-    heads = _ROLE_HEAD
+    q, heads = encode_basestring_ascii, _ROLE_HEAD
     turns = ", ".join([
         f'{heads.get(m.role) or _role_head(m.role)}{q(m.content)}, "train": {"true" if m.train else "false"}}}'
         for m in t.messages
@@ -896,21 +770,8 @@ def _role_head(role: str) -> str:
 
 def read_jsonl(path: str | Path) -> list[Trajectory]:
     """Trajectories from a JSONL file; a bad line raises SchemaError naming file and line."""
-    out = []
     with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            where = f"{path}, line {lineno}"
-            try:
-                line = raw.decode("utf-8")
-                if not line.strip():
-                    continue
-                rec = json.loads(line)
-            except UnicodeDecodeError:
-                raise SchemaError(f"{where}: not UTF-8 text; save the file as UTF-8") from None
-            except json.JSONDecodeError as e:
-                raise SchemaError(f"{where}: invalid JSON ({e.msg})") from None
-            out.append(_from_record(rec, where))
-    return out
+        return [_from_record(r.data, r.where(), r.error) for r in rows_from_lines(f, 1, str(path), "", None)]
 
 
 def write_parquet(trajs: list[Trajectory], path: str | Path) -> Path:
@@ -937,8 +798,8 @@ def read_parquet(path: str | Path) -> list[Trajectory]:
 def to_hf_dataset(trajs: list[Trajectory]):
     """A `datasets.Dataset` with columns id, source, domain, messages [{role, content, train}], meta (JSON).
 
-    The `messages` column is what TRL's SFTTrainer reads; the extra `train` key carries
-    the per-turn loss flag for a trainer that honours it.
+    The `messages` column is what TRL's SFTTrainer reads; the extra `train` key carries the per-turn
+    loss flag for a trainer that honours it.
     """
     import datasets
 
@@ -953,37 +814,44 @@ def from_hf_dataset(ds) -> list[Trajectory]:
 def check_formats(formats: Iterable[str]) -> tuple[str, ...]:
     """The export formats as a tuple, or a UserError naming the unknown ones (before a merge, not after it)."""
     formats = tuple(formats)
-    unknown = set(formats) - {"jsonl", "parquet", "hf"}
-    if unknown or not formats:
-        raise UserError(f"export formats must be some of jsonl, parquet, hf; got {list(formats)}")
+    if not formats or set(formats) - set(FORMATS):
+        raise UserError(f"export formats must be some of {', '.join(FORMATS)}; got {list(formats)}")
     return formats
 
 
 def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, formats: Iterable[str] = ("jsonl",),
                 report: MergeReport | None = None, workers: int = 0) -> dict[str, list[Path]]:
-    """Write each split as `<split>.jsonl` / `<split>.parquet` / `hf/` (DatasetDict), and `report.json`.
+    """Write each split as `<split>.jsonl` / `<split>.parquet` / `hf/` (DatasetDict), `splits.json` and
+    `report.json`; `workers` >= 2 writes large JSONL splits with that many processes (see `write_jsonl`).
 
-    `workers` >= 2 writes large JSONL splits with that many processes (see `write_jsonl`). The files
-    are written into a temporary folder inside `out_dir` and move into place only when all are
-    written, so a failed save leaves the previous outputs as they were. Then the outputs of the
-    previous save that this one did not write (another format or split; its `splits.json` lists
-    them) are removed: a stale `train.parquet` beside a new `train.jsonl` would pass for this
-    merge's. Files the kit did not write stay.
+    The files are written into a temporary folder inside `out_dir` and move into place only when all
+    are written, so a failed save leaves the previous outputs as they were. Then the outputs of the
+    previous save that this one did not write (another format or split; its `splits.json` lists them)
+    are removed: a stale `train.parquet` beside a new `train.jsonl` would pass for this merge's. Files
+    the kit did not write stay.
     """
     formats = check_formats(formats)
     final = Path(out_dir)
     final.mkdir(parents=True, exist_ok=True)
     previous = _previous_outputs(final)
-    with _staged(final) as out:
-        written = _write_splits(splits, out, formats, report, workers)
-        now = {entry.name for entry in out.iterdir()}
-    for name in sorted(previous - now):
+    stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=final))
+    try:
+        written = _write_splits(splits, stage, formats, report, workers)
+        for entry in stage.iterdir():
+            previous.discard(entry.name)
+            dest = final / entry.name
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest)  # hf/: a folder does not replace a folder by rename
+            os.replace(entry, dest)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    for name in sorted(previous):
         stale = final / name
         if stale.is_dir() and not stale.is_symlink():
             shutil.rmtree(stale)
         else:
             stale.unlink(missing_ok=True)
-    return {kind: [final / p.relative_to(out) for p in paths] for kind, paths in written.items()}
+    return {kind: [final / p.relative_to(stage) for p in paths] for kind, paths in written.items()}
 
 
 def _previous_outputs(final: Path) -> set[str]:
@@ -992,26 +860,10 @@ def _previous_outputs(final: Path) -> set[str]:
     try:
         manifest = json.loads((final / "splits.json").read_text(encoding="utf-8"))
         names = {"hf" if fmt == "hf" else f"{split}.{fmt}" for split in manifest["splits"]
-                 for fmt in manifest["formats"] if fmt in ("jsonl", "parquet", "hf")}
+                 for fmt in manifest["formats"] if fmt in FORMATS}
     except (OSError, ValueError, KeyError, TypeError):
         return set()  # no manifest, or not one the kit wrote: nothing is known to be the kit's
     return {n for n in names if n not in (".", "..") and Path(n).name == n}
-
-
-@contextmanager
-def _staged(final: Path) -> Iterator[Path]:
-    """A temporary folder inside `final`; on success each entry replaces the one of the same name in
-    `final`, on failure the folder is removed and `final` keeps what it held."""
-    stage = Path(tempfile.mkdtemp(prefix=".staging-", dir=final))
-    try:
-        yield stage
-        for entry in stage.iterdir():
-            dest = final / entry.name
-            if dest.is_dir() and not dest.is_symlink():
-                shutil.rmtree(dest)  # hf/: a folder does not replace a folder by rename
-            os.replace(entry, dest)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
 
 
 def _write_splits(splits: dict[str, list[Trajectory]], out: Path, formats: tuple[str, ...],
@@ -1034,9 +886,8 @@ def _write_splits(splits: dict[str, list[Trajectory]], out: Path, formats: tuple
                                     "formats": list(formats)}, indent=1), encoding="utf-8")
     written["manifest"].append(manifest)
     if report is not None:
-        path = out / "report.json"
-        path.write_text(json.dumps(report.to_dict(), indent=1, ensure_ascii=False), encoding="utf-8")
-        written["report"].append(path)
+        (out / "report.json").write_text(json.dumps(report.to_dict(), indent=1, ensure_ascii=False), encoding="utf-8")
+        written["report"].append(out / "report.json")
     return dict(written)
 
 
@@ -1060,12 +911,10 @@ def load_splits(out_dir: str | Path, fmt: str = "jsonl") -> dict[str, list[Traje
     reader = {"jsonl": read_jsonl, "parquet": read_parquet}.get(fmt)
     if reader is None:
         raise ValueError(f"unknown format {fmt!r}; expected jsonl, parquet or hf")
-    missing = [n for n in names if not (out / f"{n}.{fmt}").exists()]
-    if missing:
+    if missing := [n for n in names if not (out / f"{n}.{fmt}").exists()]:
         raise FileNotFoundError(f"{out} has no {fmt} files for {missing}; save the merge with that format first")
     return {name: reader(out / f"{name}.{fmt}") for name in names}
 
 
 def load_report(out_dir: str | Path) -> MergeReport:
     return MergeReport.from_dict(json.loads((Path(out_dir) / "report.json").read_text(encoding="utf-8")))
-

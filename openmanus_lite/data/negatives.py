@@ -1,20 +1,16 @@
 """Negative samples in the spirit of Agent-FLAN: teach the agent what not to hallucinate.
 
-Agent-FLAN found that agent-tuned models call tools that do not exist and call tools when
-none is needed, and added negative examples against both. Two kinds are derived here
-from kept trajectories of the six domains (each marked in `meta["negative"]`):
+Agent-FLAN found that agent-tuned models call tools that do not exist and call tools when none is
+needed, and added negative examples against both. Two kinds are derived here from kept trajectories
+of the six domains (each marked in `meta["negative"]`, id `<origin id>#neg-<kind>`; the merge derives
+them from the training split only):
 
-* `invalid_action` — before one training turn, the agent tries an action that does not
-  exist in the domain (an unknown shell command, a missing table, a KG function that is
-  not in the tool set, a button that is not on the page, a household verb the world
-  does not have); the environment answers with its error, and the agent recovers with
-  the original correct action. The invalid turn has `train=false` (never learn to make
-  the mistake); the recovery turn trains, its thought prefixed with a short correction.
-* `no_tool_needed` — the trajectory's instructions (the turns before the task), then a
-  general question that needs no environment, answered directly with `answer(...)`.
-
-Derived trajectories get ids `<origin id>#neg-<kind>` and never leave the split of their
-origin (the merge derives them from the training split only).
+* `invalid_action` — before one training turn, the agent tries an action the domain does not have
+  (an unknown shell command, a missing table, a button that is not on the page, ...); the environment
+  answers with its error and the agent recovers with the original action. The invalid turn does not
+  train (never learn the mistake); the recovery trains, its thought prefixed with a short correction.
+* `no_tool_needed` — the trajectory's instructions, then a general question that needs no
+  environment, answered directly with `answer(...)`.
 """
 
 from __future__ import annotations
@@ -25,7 +21,7 @@ from collections.abc import Iterable
 from openmanus_lite.react import answer, bash, call, format_turn, parse_turn, sql, tool
 from openmanus_lite.schema import DOMAINS, Trajectory, Turn
 
-KINDS = ("invalid_action", "no_tool_needed")
+_KG_FUNCTIONS = "Valid functions: get_relations, get_neighbors, intersection, get_attributes, argmax, argmin, count."
 
 # domain -> (invalid action, the environment's reply)
 INVALID_ACTIONS: dict[str, list[tuple[str, str]]] = {
@@ -39,12 +35,8 @@ INVALID_ACTIONS: dict[str, list[tuple[str, str]]] = {
         (sql("SELECT COUNT(*) FROM information"), "Error: no such table: information"),
     ],
     "kg": [
-        (tool("get_entity_info", "#0"),
-         "Error: get_entity_info is not a valid function. Valid functions: get_relations, get_neighbors, "
-         "intersection, get_attributes, argmax, argmin, count."),
-        (tool("search_kb", "answer"),
-         "Error: search_kb is not a valid function. Valid functions: get_relations, get_neighbors, "
-         "intersection, get_attributes, argmax, argmin, count."),
+        (tool("get_entity_info", "#0"), f"Error: get_entity_info is not a valid function. {_KG_FUNCTIONS}"),
+        (tool("search_kb", "answer"), f"Error: search_kb is not a valid function. {_KG_FUNCTIONS}"),
     ],
     "household": [
         ("teleport to kitchen", "Nothing happens."),
@@ -52,7 +44,8 @@ INVALID_ACTIONS: dict[str, list[tuple[str, str]]] = {
     ],
     "ecommerce": [
         (call("click", "Add to Wishlist"), "Invalid action: 'Add to Wishlist' is not a button on this page."),
-        (call("checkout", "now"), "Invalid action: 'checkout' is not an available action; use search[...] or click[...]."),
+        (call("checkout", "now"),
+         "Invalid action: 'checkout' is not an available action; use search[...] or click[...]."),
     ],
     "web": [
         (call("click", "Z"), "Invalid action: there is no element 'Z' on this page."),
@@ -80,21 +73,21 @@ def _train_turns(traj: Trajectory) -> list[int]:
 
 def invalid_action_sample(traj: Trajectory, rng: random.Random) -> Trajectory | None:
     """The trajectory with one invalid action + error inserted before a training turn."""
-    options = INVALID_ACTIONS.get(traj.domain)
-    turns = _train_turns(traj)
+    options, turns = INVALID_ACTIONS.get(traj.domain), _train_turns(traj)
     if not options or not turns:
         return None
     at = rng.choice(turns)
-    original = traj.messages[at]
-    parsed = parse_turn(original.content)
+    parsed = parse_turn(traj.messages[at].content)
     if not parsed:
         return None
     wrong_action, error = rng.choice(options)
-    wrong = Turn("assistant", format_turn(parsed.thought or "I will act now.", wrong_action), False)
-    fixed = Turn("assistant", format_turn(f"{CORRECTION} {parsed.thought}".strip(), parsed.action), True)
     messages = [Turn(m.role, m.content, m.train) for m in traj.messages]
-    messages[at:at + 1] = [wrong, Turn("user", error, False), fixed]
-    meta = {k: v for k, v in traj.meta.items() if k not in ("free_text_turns",)}
+    messages[at:at + 1] = [
+        Turn("assistant", format_turn(parsed.thought or "I will act now.", wrong_action), False),
+        Turn("user", error, False),
+        Turn("assistant", format_turn(f"{CORRECTION} {parsed.thought}".strip(), parsed.action), True),
+    ]
+    meta = {k: v for k, v in traj.meta.items() if k != "free_text_turns"}
     meta["negative"] = {"kind": "invalid_action", "from": traj.id, "inserted_at": at}
     return Trajectory(f"{traj.id}#neg-invalid_action", traj.source, traj.domain, messages, meta)
 
@@ -102,14 +95,11 @@ def invalid_action_sample(traj: Trajectory, rng: random.Random) -> Trajectory | 
 def no_tool_needed_sample(traj: Trajectory, rng: random.Random) -> Trajectory | None:
     """The trajectory's instructions, then a general question answered without any action."""
     turns = _train_turns(traj)
-    if not turns:
-        return None
-    task_user = turns[0] - 1  # the user turn that states the task
+    task_user = turns[0] - 1 if turns else -1  # the user turn that states the task
     if task_user < 0:
         return None
-    prefix = [Turn(m.role, m.content, False) for m in traj.messages[:task_user]]
     question, reply = rng.choice(GENERAL_QUESTIONS)
-    messages = prefix + [
+    messages = [Turn(m.role, m.content, False) for m in traj.messages[:task_user]] + [
         # phrased as a new task, so that a few-shot demo in the prefix reads as finished
         Turn("user", f"Here is a new task: {question}", False),
         Turn("assistant", format_turn(NO_TOOL_THOUGHT, answer(reply)), True),
@@ -120,26 +110,16 @@ def no_tool_needed_sample(traj: Trajectory, rng: random.Random) -> Trajectory | 
     return Trajectory(f"{traj.id}#neg-no_tool_needed", traj.source, traj.domain, messages, meta)
 
 
-def make_negatives(
-    trajectories: Iterable[Trajectory], fraction: float, seed: int = 0, kinds: tuple[str, ...] = KINDS
-) -> list[Trajectory]:
-    """Negatives derived from about `fraction` of the six-domain trajectories, kinds alternating.
+def make_negatives(trajectories: Iterable[Trajectory], fraction: float, seed: int = 0) -> list[Trajectory]:
+    """Negatives derived from about `fraction` of the six-domain trajectories, the two kinds alternating.
 
     Deterministic for a given input order and seed.
     """
     if not 0 <= fraction <= 1:
         raise ValueError(f"fraction must be in [0, 1], got {fraction}")
-    unknown = set(kinds) - set(KINDS)
-    if unknown:
-        raise ValueError(f"unknown negative kinds {sorted(unknown)}; expected {KINDS}")
     rng = random.Random(seed)
     pool = [t for t in trajectories if t.domain in DOMAINS and "negative" not in t.meta]
     n = round(len(pool) * fraction)
-    out: list[Trajectory] = []
-    for j, traj in enumerate(rng.sample(pool, n) if n else []):
-        kind = kinds[j % len(kinds)]
-        make = invalid_action_sample if kind == "invalid_action" else no_tool_needed_sample
-        neg = make(traj, rng)
-        if neg is not None:
-            out.append(neg)
-    return out
+    made = ((no_tool_needed_sample if j % 2 else invalid_action_sample)(t, rng)
+            for j, t in enumerate(rng.sample(pool, n) if n else []))
+    return [neg for neg in made if neg is not None]

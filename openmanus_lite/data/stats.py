@@ -4,49 +4,37 @@
     tables = summary_tables(df)                          # counts, turns, tokens, train share
     fig = plot_overview(df, result.report)               # six panels, a matplotlib Figure
 
-Token counts use the tokenizer when one is given, else ≈4 characters a token
-(`checks.approx_tokens`). Figures are built without pyplot, so they work in scripts,
-tests and notebooks alike.
+Token counts use the tokenizer when one is given, else ≈4 characters a token (`checks.approx_tokens`).
+Figures are built without pyplot, so they work in scripts, tests and notebooks alike.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from openmanus_lite.data.checks import token_counter
 from openmanus_lite.schema import Trajectory
 
+COLUMNS = ["id", "source", "domain", "turns", "assistant_turns", "train_turns", "tokens", "train_tokens", "chars",
+           "negative"]
+
 
 def trajectory_stats(trajs: Iterable[Trajectory], tokenizer: Any = None):
-    """A pandas DataFrame, one row per trajectory: id, source, domain, turns, assistant_turns,
-    train_turns, tokens, train_tokens, chars, negative (the negative-sample kind or '')."""
+    """A pandas DataFrame, one row per trajectory, with `COLUMNS` (negative: the negative-sample kind or '')."""
     import pandas as pd
 
     count = token_counter(tokenizer)
     rows = []
     for t in trajs:
-        tokens = train_tokens = chars = assistant = train = 0
-        for m in t.messages:
-            n = count(m.content)
-            tokens += n
-            chars += len(m.content)
-            if m.role == "assistant":
-                assistant += 1
-                if m.train:
-                    train += 1
-                    train_tokens += n
+        tokens = [count(m.content) for m in t.messages]
+        train = [n for m, n in zip(t.messages, tokens) if m.role == "assistant" and m.train]
         neg = t.meta.get("negative")
-        rows.append({
-            "id": t.id, "source": t.source, "domain": t.domain, "turns": len(t.messages),
-            "assistant_turns": assistant, "train_turns": train, "tokens": tokens, "train_tokens": train_tokens,
-            "chars": chars, "negative": neg.get("kind", "") if isinstance(neg, dict) else "",
-        })
-    columns = ["id", "source", "domain", "turns", "assistant_turns", "train_turns", "tokens", "train_tokens",
-               "chars", "negative"]
-    return pd.DataFrame(rows, columns=columns)
+        rows.append([t.id, t.source, t.domain, len(t.messages), sum(m.role == "assistant" for m in t.messages),
+                     len(train), sum(tokens), sum(train), sum(len(m.content) for m in t.messages),
+                     neg.get("kind", "") if isinstance(neg, dict) else ""])
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def summary_tables(df) -> dict[str, Any]:
@@ -90,24 +78,18 @@ def _figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (6, 4)):
     return fig, axes
 
 
-def _on_axes(draw: Callable) -> Callable:
-    """Let a panel function draw into a given `ax`, or into a figure of its own; it returns the figure."""
-
-    @functools.wraps(draw)
-    def plot(data, ax=None):
-        if ax is None:
-            ax = _figure()[1][0][0]
-        draw(data, ax)
-        return ax.figure
-
-    return plot
+def _bars(ax, labels, values, title: str, ylabel: str = "", **style) -> None:
+    ax.bar(labels, values, **style)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.tick_params(axis="x", labelrotation=30)
 
 
-@_on_axes
-def plot_counts(df, ax):
-    """Stacked bars: trajectories per source, split by domain."""
+def plot_counts(df, ax=None):
+    """Stacked bars: trajectories per source, split by domain. Draws into `ax`, else a figure of its own."""
     import pandas as pd
 
+    ax = _figure()[1][0][0] if ax is None else ax
     table = pd.crosstab(df["source"], df["domain"])
     bottom = None
     for domain in table.columns:
@@ -118,9 +100,12 @@ def plot_counts(df, ax):
     ax.tick_params(axis="x", labelrotation=30)
     if len(table.columns):
         ax.legend(fontsize="small", ncols=2, loc="upper right")
+    return ax.figure
 
 
-def _hist_by_domain(df, ax, column: str) -> None:
+def plot_lengths(df, column: str = "turns", ax=None):
+    """Histogram of `column` (turns, tokens) per trajectory, by domain."""
+    ax = _figure()[1][0][0] if ax is None else ax
     for domain, group in df.groupby("domain"):
         ax.hist(group[column], bins=20, histtype="step", linewidth=1.5, label=domain)
     ax.set_title(f"{column} per trajectory")
@@ -128,62 +113,46 @@ def _hist_by_domain(df, ax, column: str) -> None:
     ax.set_ylabel("trajectories")
     if df["domain"].nunique():
         ax.legend(fontsize="small", loc="upper right")
+    return ax.figure
 
 
-@_on_axes
-def plot_turns(df, ax):
-    """Histogram of turns per trajectory, by domain."""
-    _hist_by_domain(df, ax, "turns")
-
-
-@_on_axes
-def plot_tokens(df, ax):
-    """Histogram of tokens per trajectory, by domain."""
-    _hist_by_domain(df, ax, "tokens")
-
-
-@_on_axes
-def plot_train_share(df, ax):
+def plot_train_share(df, ax=None):
     """Share of tokens that receive loss, per domain."""
+    ax = _figure()[1][0][0] if ax is None else ax
     sums = df.groupby("domain")[["tokens", "train_tokens"]].sum()
     share = sums["train_tokens"] / sums["tokens"].where(sums["tokens"] > 0)
-    ax.bar(share.index, share.fillna(0).values)
+    _bars(ax, share.index, share.fillna(0).values, "train-token share", "tokens with loss / all tokens")
     ax.set_ylim(0, 1)
-    ax.set_title("train-token share")
-    ax.set_ylabel("tokens with loss / all tokens")
-    ax.tick_params(axis="x", labelrotation=30)
+    return ax.figure
 
 
-@_on_axes
-def plot_rejections(report, ax):
+def plot_rejections(report, ax=None):
     """Horizontal bars: rejected rows per reason."""
-    reasons = {r: n for r, n in report.by_reason().items() if r != "kept"}
-    items = sorted(reasons.items(), key=lambda x: x[1])
+    ax = _figure()[1][0][0] if ax is None else ax
+    items = sorted(((r, n) for r, n in report.by_reason().items() if r != "kept"), key=lambda x: x[1])
     ax.barh([r for r, _ in items], [n for _, n in items], color="tab:red")
-    ax.set_title(f"rejections ({sum(reasons.values())} of {sum(report.input_rows.values())} rows)")
+    ax.set_title(f"rejections ({sum(n for _, n in items)} of {sum(report.input_rows.values())} rows)")
     ax.set_xlabel("rows")
     if not items:
         ax.text(0.5, 0.5, "no rejections", ha="center", va="center", transform=ax.transAxes)
+    return ax.figure
 
 
 def plot_overview(df, report=None):
-    """Counts, turns, tokens, train share and (with a report) rejections in one figure."""
+    """Counts, turns, tokens, train share, (with a report) rejections and negative samples in one figure."""
     fig, axes = _figure(3, 2, size=(16, 8))
     plot_counts(df, axes[0][0])
-    plot_turns(df, axes[0][1])
-    plot_tokens(df, axes[0][2])
+    plot_lengths(df, "turns", axes[0][1])
+    plot_lengths(df, "tokens", axes[0][2])
     plot_train_share(df, axes[1][0])
     if report is not None:
         plot_rejections(report, axes[1][1])
     else:
         axes[1][1].axis("off")
-    neg = df[df["negative"] != ""]
-    ax = axes[1][2]
-    kinds = neg["negative"].value_counts()
-    ax.bar(kinds.index, kinds.values, color="tab:purple")
-    ax.set_title("negative samples")
+    kinds = df[df["negative"] != ""]["negative"].value_counts()
+    _bars(axes[1][2], kinds.index, kinds.values, "negative samples", color="tab:purple")
     if kinds.empty:
-        ax.text(0.5, 0.5, "none", ha="center", va="center", transform=ax.transAxes)
+        axes[1][2].text(0.5, 0.5, "none", ha="center", va="center", transform=axes[1][2].transAxes)
     return fig
 
 

@@ -158,6 +158,12 @@ def test_loaders_jsonl_json_parquet_and_split_names(tmp_path):
     got = list(read_rows(tmp_path / "bad.jsonl", "x"))
     assert [(r.line, r.error is None) for r in got] == [(1, True), (3, False), (4, False)]
     assert "invalid JSON" in got[1].error and "expected a JSON object" in got[2].error
+    (tmp_path / "bom.jsonl").write_bytes(b'\xef\xbb\xbf{"id": 1}\n\xff\xfe{}\n')  # a BOM; a UTF-16 line
+    got = list(read_rows(tmp_path / "bom.jsonl", "x"))
+    assert got[0].data == {"id": 1} and got[1].error.startswith("not UTF-8")
+    (tmp_path / "rows.csv").write_text("id\n1\n")
+    with pytest.raises(InputError, match="rows.csv: not a .jsonl, .json, .parquet file"):
+        list(read_rows(tmp_path / "rows.csv", "x"))
 
 
 def test_a_missing_path_that_is_no_hub_id_is_a_clear_error():

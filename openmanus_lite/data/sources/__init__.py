@@ -1,8 +1,8 @@
 """One module per source dataset; each has NAME, HUB_ID, `load(spec, ...)` and `convert(row)`.
 
-`load` yields `RawRow`s (with file and line) from a local file/folder or a hub id;
-`convert` turns one row into a unified `Trajectory` or raises `RowRejected` with a
-reason code. The domain mapping table of each source is in its module docstring.
+`load` yields `RawRow`s (with file and line) from a local file/folder or a hub id; `convert` turns one
+row into a unified `Trajectory` or raises `RowRejected` with a reason code. Each module's docstring says
+how its splits / ids map to domains.
 """
 
 from __future__ import annotations
@@ -18,13 +18,8 @@ SOURCES: dict[str, ModuleType] = {
 """Source name -> converter module."""
 
 ALIASES: dict[str, str] = {
-    "agentflan": "agent_flan",
-    "agent-flan": "agent_flan",
-    "agenttraj": "agenttraj_l",
-    "agenttraj-l": "agenttraj_l",
-    "openmanus": "openmanus_rl",
-    "openmanus-rl": "openmanus_rl",
-    "agentinstruct_rekeyed": "agentinstruct",
+    "agentflan": "agent_flan", "agent-flan": "agent_flan", "agenttraj": "agenttraj_l", "agenttraj-l": "agenttraj_l",
+    "openmanus": "openmanus_rl", "openmanus-rl": "openmanus_rl", "agentinstruct_rekeyed": "agentinstruct",
 }
 
 

@@ -1,24 +1,9 @@
 """AgentBank (Solaris99/AgentBank): trajectories over 16 tasks, one hub config per task.
 
-Schema: `{"id": str, "conversations": [{"from": "human"|"gpt"|"system", "value": str}]}`
-(some configs add fields such as `game_file` or `meta_information`, kept out of the
-trajectory). There are no loss flags; they are inferred (see `normalize`). Locally, a
-folder with one file (or subfolder) per config is read the same way.
-
-Domain mapping (hub config):
-
-| config                                   | label     |
-|------------------------------------------|-----------|
-| alfworld, alfred                         | household |
-| webshop                                  | ecommerce |
-| mind2web, webarena                       | web       |
-| intercode_bash                           | os        |
-| intercode_sql, spider, bird              | db        |
-| gsm8k, math, mathqa, svamp, theoremqa    | math      |
-| hotpotqa, triviaqa, strategyqa, ecqa, iqa, openbookqa | qa |
-| apps, humaneval, mbpp, mbpp_before       | code      |
-
-Other configs (e.g. `rearrange`) are labelled `other`.
+Schema: `{"id": str, "conversations": [{"from": "human"|"gpt"|"system", "value": str}]}` (some configs
+add fields such as `game_file` or `meta_information`, kept out of the trajectory). There are no loss
+flags; they are inferred (see `normalize`). Locally, a folder with one file (or subfolder) per config is
+read the same way. The domain is `CONFIG_DOMAINS` of the config; other configs (`rearrange`) are `other`.
 """
 
 from __future__ import annotations
@@ -52,23 +37,14 @@ def domain_for(config: str | None) -> str:
 
 
 def load(spec: str = HUB_ID, *, splits: list[str] | None = None, config: str | None = None) -> Iterator[RawRow]:
-    """A local file/folder (file or subfolder names are configs), or one hub config (`config`)."""
-    if config is None and splits and not _is_local(spec):
-        # On the hub every task is a config with a single `train` split: read each one asked for.
-        def each() -> Iterator[RawRow]:
-            for cfg in splits:
-                yield from read_rows(spec, NAME, splits=["train"], config=cfg)
-        return each()
+    """A local file/folder (file or subfolder names are configs), or hub configs: `config`, else each of
+    `splits` (on the hub every task is a config with a single `train` split)."""
+    if config is None and splits and not Path(spec).exists():
+        return (row for cfg in splits for row in read_rows(spec, NAME, splits=["train"], config=cfg))
     return read_rows(spec, NAME, splits=splits, config=config)
 
 
-def _is_local(spec: str) -> bool:
-    return Path(spec).exists()
-
-
 def convert(row: RawRow) -> Trajectory:
-    data = row.data
-    rid = require_str(row, data, "id")
-    domain = domain_for(row.split)
+    rid, domain = require_str(row, "id"), domain_for(row.split)
     return conversation_trajectory(row, NAME, rid, domain, tid=f"{NAME}/{row.split or 'data'}/{rid}",
                                    final_text_as_answer=domain in QA_LABELS)

@@ -1,35 +1,21 @@
 """AgentTraj-L (AgentGym/AgentTraj-L): 14,485 trajectories over AgentGym's environments.
 
-Schema: `{"item_id": "webshop_3499", "conversations": [{"from": "human"|"gpt",
-"loss": bool|null, "value": str}]}` (also as shipped in the OpenManus-RL repository's
-`data/*/*.parquet`). The environment is only known from the `item_id` prefix.
-
-Domain mapping (longest matching `item_id` prefix wins):
-
-| item_id prefix                                      | label     |
-|-----------------------------------------------------|-----------|
-| webshop_                                            | ecommerce |
-| alfworld_                                           | household |
-| sqlgym_                                             | db        |
-| webarena_                                           | web       |
-| sciworld_                                           | science   |
-| babyai_, textcraft_, lmrlgym_maze_, lmrlgym_wordle_, maze_, wordle_ | game |
-| weather_, movie_, todo_, academia_, sheet_, tool_   | tool      |
-
-Unknown prefixes are labelled `other`. SqlGym episodes are one SQL statement with no
-final answer (the statement is what is graded), so they carry `meta["answer_optional"]`.
+Schema: `{"item_id": "webshop_3499", "conversations": [{"from": "human"|"gpt", "loss": bool|null,
+"value": str}]}` (also as shipped in the OpenManus-RL repository's `data/*/*.parquet`). The environment
+is only known from the `item_id` prefix: the longest prefix of `PREFIX_DOMAINS` that matches gives the
+domain, else `other`. SqlGym episodes are one SQL statement with no final answer (the statement is what
+is graded), so they carry `meta["answer_optional"]`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from openmanus_lite.data.sources.base import RawRow, read_rows
+from openmanus_lite.data.sources.base import RawRow, source_loader
 from openmanus_lite.data.sources.normalize import conversation_trajectory, require_str
 from openmanus_lite.schema import Trajectory
 
 NAME = "agenttraj_l"
 HUB_ID = "AgentGym/AgentTraj-L"
+load = source_loader(NAME, HUB_ID)
 
 PREFIX_DOMAINS: dict[str, str] = {prefix: label for label, prefixes in {
     "ecommerce": ("webshop_",),
@@ -46,20 +32,11 @@ ANSWER_OPTIONAL_PREFIXES = ("sqlgym_",)
 
 
 def domain_for(item_id: str) -> str:
-    for prefix in _PREFIXES:
-        if item_id.startswith(prefix):
-            return PREFIX_DOMAINS[prefix]
-    return "other"
-
-
-def load(spec: str = HUB_ID, *, splits: list[str] | None = None, config: str | None = None) -> Iterator[RawRow]:
-    return read_rows(spec, NAME, splits=splits, config=config)
+    return next((PREFIX_DOMAINS[p] for p in _PREFIXES if item_id.startswith(p)), "other")
 
 
 def convert(row: RawRow) -> Trajectory:
-    data = row.data
-    key = "item_id" if "item_id" in data or "id" not in data else "id"
-    rid = require_str(row, data, key)
+    rid = require_str(row, "item_id" if "item_id" in row.data or "id" not in row.data else "id")
     domain = domain_for(rid)
     extra = {"answer_optional": True} if rid.startswith(ANSWER_OPTIONAL_PREFIXES) else {}
     return conversation_trajectory(row, NAME, rid, domain, final_text_as_answer=domain == "tool", **extra)

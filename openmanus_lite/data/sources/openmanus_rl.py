@@ -1,30 +1,24 @@
 """OpenManus-RL (CharlieDreemur/OpenManus-RL): AgentInstruct + AgentTraj-L, already merged.
 
-Schema: `{"id": str, "conversations": [{"role": "system"|"user"|"assistant",
-"content": str}]}` with no loss flags (they are inferred, see `normalize`). The domain
-is only inferable from the id, by these patterns, first match wins:
-
-| id pattern                                                    | label     |
-|---------------------------------------------------------------|-----------|
-| ALFWorld task ids: `pick_and_place_simple-…`, `look_at_obj_in_light-…`, `pick_clean_then_place_in_recep-…`, `pick_heat_then_place_in_recep-…`, `pick_cool_then_place_in_recep-…`, `pick_two_obj_and_place-…` | household |
-| AgentInstruct ids: `os_N`, `db_N`, `kg_N`, `mind2web_N`, `alfworld_N`, `webshop_N` | as in `agentinstruct` |
-| AgentTraj-L item_id prefixes (`sciworld_`, `movie_`, `sqlgym_`, …) | as in `agenttraj_l` |
-
-Anything else is `other`; the file name (e.g. `webshop.jsonl`) is used as a last hint.
+Schema: `{"id": str, "conversations": [{"role": "system"|"user"|"assistant", "content": str}]}` with no
+loss flags (they are inferred, see `normalize`). The domain is only inferable from the id, first match
+wins: ALFWorld task ids (`pick_and_place_simple-…`, `ALFWORLD_TASK`) are household, AgentInstruct ids
+(`os_N`, `db_N`, ...) map as in `agentinstruct`, AgentTraj-L item_id prefixes (`sciworld_`, `movie_`,
+...) as in `agenttraj_l`; the file name (e.g. `webshop.jsonl`) is the last hint, else `other`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 from openmanus_lite.data.sources import agentinstruct, agenttraj_l
-from openmanus_lite.data.sources.base import RawRow, read_rows
+from openmanus_lite.data.sources.base import RawRow, source_loader
 from openmanus_lite.data.sources.normalize import conversation_trajectory, require_str
 from openmanus_lite.schema import Trajectory
 
 NAME = "openmanus_rl"
 HUB_ID = "CharlieDreemur/OpenManus-RL"
+load = source_loader(NAME, HUB_ID)
 
 ALFWORLD_TASK = re.compile(
     r"^(pick_and_place_simple|look_at_obj_in_light|pick_clean_then_place_in_recep|pick_heat_then_place_in_recep|"
@@ -36,8 +30,7 @@ AGENTINSTRUCT_ID = re.compile(r"^(os|db|kg|mind2web|alfworld|webshop)_\d+$")
 def domain_for(rid: str, split: str | None = None) -> str:
     if ALFWORLD_TASK.match(rid):
         return "household"
-    m = AGENTINSTRUCT_ID.match(rid)
-    if m:
+    if m := AGENTINSTRUCT_ID.match(rid):
         return agentinstruct.SPLIT_DOMAINS[m.group(1)]
     label = agenttraj_l.domain_for(rid)
     if label == "other" and split:
@@ -45,13 +38,8 @@ def domain_for(rid: str, split: str | None = None) -> str:
     return label
 
 
-def load(spec: str = HUB_ID, *, splits: list[str] | None = None, config: str | None = None) -> Iterator[RawRow]:
-    return read_rows(spec, NAME, splits=splits, config=config)
-
-
 def convert(row: RawRow) -> Trajectory:
-    data = row.data
-    rid = require_str(row, data, "id" if "id" in data or "item_id" not in data else "item_id")
-    domain = domain_for(rid, row.split)
+    rid = require_str(row, "id" if "id" in row.data or "item_id" not in row.data else "item_id")
     extra = {"answer_optional": True} if rid.startswith(agenttraj_l.ANSWER_OPTIONAL_PREFIXES) else {}
+    domain = domain_for(rid, row.split)
     return conversation_trajectory(row, NAME, rid, domain, final_text_as_answer=domain == "tool", **extra)

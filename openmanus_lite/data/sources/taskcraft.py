@@ -1,24 +1,22 @@
 """TaskCraft (`pure_qa.jsonl`): verified multi-hop questions with their answers, not trajectories.
 
-Schema: `{"query": str, "golden_answer": str, "valid_hop": int, "tool": str, "domain": str}`
-(`answer` is accepted for `golden_answer`, as in the dataset card's example)
-where `domain` is a topic (history, finance, ...) and `tool` the tool the question was
-built with (web search, PDF, image). Each row becomes a two-turn direct-answer
-trajectory labelled `qa`:
+Schema: `{"query": str, "golden_answer": str, "valid_hop": int, "tool": str, "domain": str}` (`answer`
+is accepted for `golden_answer`, as in the dataset card's example), where `domain` is a topic (history,
+finance, ...) and `tool` the tool the question was built with (web search, PDF, image). Each row becomes
+a two-turn direct-answer trajectory labelled `qa`:
 
     user:      an instruction to answer in the unified format, then the question
     assistant: Think: <templated, says the hop count>  Act: answer(<golden_answer>)
 
-The thought is a template (`meta["templated_thought"]`), as in the environments'
-expert trajectories. `to_task` gives the same row as a `Task` for the environments
-(TaskCraft-style task extension) and evaluation.
+The thought is a template (`meta["templated_thought"]`), as in the environments' expert trajectories.
+`to_task` gives the same row as a `Task` for the environments (TaskCraft-style task extension) and evaluation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from openmanus_lite.data.sources.base import RawRow, field_error, read_rows
+from openmanus_lite.data.sources.base import RawRow, RowRejected, read_rows
 from openmanus_lite.data.sources.normalize import attach_actions, require_str
 from openmanus_lite.react import Action, format_action, format_turn
 from openmanus_lite.schema import Task, Trajectory, Turn
@@ -38,46 +36,44 @@ def load(spec: str = HUB_ID, *, splits: list[str] | None = None, config: str | N
     return read_rows(spec, NAME, splits=splits, config=config, data_files=None if config else HUB_FILE)
 
 
-def _fields(row: RawRow) -> tuple[str, str, int, str, str]:
+def _fields(row: RawRow) -> tuple[str, str, int, dict[str, str]]:
+    """(question, answer, hops, {"tool", "topic"}) of a row, or a RowRejected naming the bad field."""
     data = row.data
-    query = require_str(row, data, "query")
-    gold = require_str(row, data, "golden_answer" if "golden_answer" in data or "answer" not in data else "answer")
+    query = require_str(row, "query").strip()
+    gold = require_str(row, "golden_answer" if "golden_answer" in data or "answer" not in data else "answer").strip()
     hop = data.get("valid_hop", 1)
     if isinstance(hop, str) and hop.strip().isdigit():
         hop = int(hop)
     if not isinstance(hop, int) or isinstance(hop, bool) or hop < 0:
-        raise field_error(row, "valid_hop", f"expected a non-negative integer, got {hop!r}", "schema.bad_type")
-    tool = data.get("tool") or ""
-    topic = data.get("domain") or ""
-    if not isinstance(tool, str) or not isinstance(topic, str):
-        raise field_error(row, "tool" if not isinstance(tool, str) else "domain", "expected a string", "schema.bad_type")
-    return query, gold, hop, tool, topic
+        raise RowRejected(row, "valid_hop", f"expected a non-negative integer, got {hop!r}", "schema.bad_type")
+    tool, topic = data.get("tool") or "", data.get("domain") or ""
+    for field, value in (("tool", tool), ("domain", topic)):
+        if not isinstance(value, str):
+            raise RowRejected(row, field, "expected a string", "schema.bad_type")
+    return query, gold, hop, {"tool": tool, "topic": topic}
 
 
 def _rid(row: RawRow) -> str:
-    data_id = row.data.get("id") if isinstance(row.data, dict) else None
+    data_id = row.data.get("id")
     return str(data_id) if data_id not in (None, "") else f"{row.split or 'pure_qa'}-{row.line}"
 
 
 def convert(row: RawRow) -> Trajectory:
-    query, gold, hop, tool, topic = _fields(row)
+    query, gold, hop, extra = _fields(row)
     hops = f"{hop}-hop" if hop else "direct"
     thought = f"This is a {hops} question; I have verified the facts it needs and can answer."
-    action = Action("answer", gold.strip())
+    action = Action("answer", gold)
     reply = format_turn(thought, format_action(action))
-    messages = [Turn("user", INSTRUCTION + query.strip(), False), Turn("assistant", reply, True)]
+    messages = [Turn("user", INSTRUCTION + query, False), Turn("assistant", reply, True)]
     rid = _rid(row)
-    meta = {
-        "train_flags": "inferred", "templated_thought": True, "valid_hop": hop, "tool": tool, "topic": topic,
-        "source_id": rid, "split": row.split, "file": row.file, "line": row.line,
-    }
-    traj = Trajectory(id=f"{NAME}/{rid}", source=NAME, domain=DOMAIN, messages=messages, meta=meta)
-    return attach_actions(traj, {1: (reply, action)})
+    meta = {"train_flags": "inferred", "templated_thought": True, "valid_hop": hop, **extra,
+            "source_id": rid, "split": row.split, "file": row.file, "line": row.line}
+    return attach_actions(Trajectory(f"{NAME}/{rid}", NAME, DOMAIN, messages, meta), {1: (reply, action)})
 
 
 def to_task(row: RawRow) -> Task:
     """The row as an environment/evaluation task (answer = golden_answer, difficulty by hops)."""
-    query, gold, hop, tool, topic = _fields(row)
+    query, gold, hop, extra = _fields(row)
     difficulty = "easy" if hop <= 1 else "medium" if hop == 2 else "hard"
-    return Task(id=f"{NAME}/{_rid(row)}", domain=DOMAIN, instruction=query.strip(), answer=gold.strip(),
-                difficulty=difficulty, meta={"valid_hop": hop, "tool": tool, "topic": topic})
+    return Task(id=f"{NAME}/{_rid(row)}", domain=DOMAIN, instruction=query, answer=gold, difficulty=difficulty,
+                meta={"valid_hop": hop, **extra})
