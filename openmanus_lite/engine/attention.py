@@ -1,18 +1,15 @@
 """Grouped-query attention without copying keys and values (the CPU decoding bottleneck).
 
-transformers' `sdpa` attention expands the keys/values of a grouped-query model to the number
-of query heads (`repeat_kv`) whenever an attention mask is passed, and batched generation
-always passes one (left padding). On CPU that copy dominated evaluation: SmolLM2-135M
-(9 query heads, 3 key/value heads) spent about half of its decoding time in it, 133 ms
-against 9 ms per layer call at 60 rows x 600 positions. `scaled_dot_product_attention(...,
-enable_gqa=True)` computes the same attention without the copy.
+transformers' `sdpa` attention expands the keys/values of a grouped-query model to the number of query heads
+(`repeat_kv`) whenever an attention mask is passed, and batched generation always passes one (left padding).
+On CPU that copy dominated evaluation: SmolLM2-135M (9 query heads, 3 key/value heads) spent about half of its
+decoding time in it, 133 ms against 9 ms per layer call at 60 rows x 600 positions.
+`scaled_dot_product_attention(..., enable_gqa=True)` computes the same attention without the copy.
 
-One-token decoding steps take a second shortcut: torch's CPU flash kernel is slow for a single query
-(bf16, batch 32, 300 cached tokens: 4.7-4.9 ms per layer call), while the same attention as two
-grouped matmuls takes 0.3-0.6 ms; over 30 layers that was most of a decode step (a torch profile of
-`benchmarks/generation_throughput.py`'s batch-32 case: 54% of the time in that kernel; docs/RESULTS.md).
-
-`use_grouped_attention(model)` switches a CPU model to it; `load_model` calls it.
+One-token decoding steps take a second shortcut: torch's CPU flash kernel is slow for a single query (bf16,
+batch 32, 300 cached tokens: 4.7-4.9 ms per layer call), while the same attention as two grouped matmuls takes
+0.3-0.6 ms; over 30 layers that was most of a decode step (54% of a torch profile of
+`benchmarks/generation_throughput.py`'s batch-32 case; docs/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -37,10 +34,8 @@ def sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_
             causal = True
         else:  # new tokens after cached ones: each query sees the whole past and its own prefix
             attention_mask = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device).tril(kv_len - q_len)
-    out = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, is_causal=causal,
-        enable_gqa=key.shape[1] != query.shape[1],
-    )
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
+                                         is_causal=causal, enable_gqa=key.shape[1] != query.shape[1])
     return out.transpose(1, 2).contiguous(), None
 
 
@@ -61,21 +56,10 @@ def _one_query_attention(query: Any, key: Any, value: Any, attention_mask: Any, 
     return torch.matmul(probs, value.contiguous()).reshape(batch, 1, heads, dim)
 
 
-def register() -> str:
-    """Make NAME known to transformers (attention and its mask, which is sdpa's); returns NAME."""
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    AttentionInterface.register(NAME, sdpa_gqa_attention)
-    AttentionMaskInterface.register(NAME, sdpa_mask)
-    return NAME
-
-
 def use_grouped_attention(model: Any) -> bool:
-    """Switch a CPU model with grouped-query sdpa attention to NAME; True when switched.
-
-    Only on CPU: on a GPU, transformers' own choice (flash / memory-efficient kernels) stays.
-    """
+    """Switch a CPU model with grouped-query sdpa attention to NAME (registered with transformers, with sdpa's
+    mask); True when switched. Only on CPU: on a GPU, transformers' own choice (flash / memory-efficient
+    kernels) stays. `load_model` calls it."""
     config = getattr(model, "config", None)
     if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
         return False
@@ -84,5 +68,10 @@ def use_grouped_attention(model: Any) -> bool:
     params = next(iter(model.parameters()), None)
     if not heads or kv_heads == heads or params is None or params.device.type != "cpu":
         return False
-    config._attn_implementation = register()
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(NAME, sdpa_gqa_attention)
+    AttentionMaskInterface.register(NAME, sdpa_mask)
+    config._attn_implementation = NAME
     return True

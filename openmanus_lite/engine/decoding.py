@@ -9,7 +9,6 @@ on CPUs that run bf16 about four times faster. This loop is fed prompts whose sh
 cached (`generation.PrefixCache`), prefills the rest in groups of similar length (`prefill_groups`),
 appends keys/values into a preallocated buffer, drops stopped rows from the batch, computes logits for the
 last position only, and keeps the chosen token's log-probability as it is produced.
-`generation.generate_from_ids` decides when it runs (`generation.select_engine`).
 
 Sampling is temperature + top-p over the raw logits, as TRL's GRPO generation does: logit processors of
 the model's own generation config (e.g. a repetition penalty) are not applied.
@@ -21,7 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
+import torch.nn.functional as F
 from transformers.cache_utils import Cache, DynamicLayer
+
+KV = list[tuple[torch.Tensor, torch.Tensor]]
+"""Keys and values per layer."""
 
 
 class BufferLayer(DynamicLayer):
@@ -33,19 +36,17 @@ class BufferLayer(DynamicLayer):
 
     def __init__(self, capacity: int):
         super().__init__()
-        self.capacity = max(1, int(capacity))
-        self.length = 0
+        self.capacity, self.length = max(1, int(capacity)), 0
 
-    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
-        self.dtype, self.device = key_states.dtype, key_states.device
-        b, h, _, d = key_states.shape
-        self._k = key_states.new_empty((b, h, self.capacity, d))
-        self._v = value_states.new_empty((b, h, self.capacity, value_states.shape[-1]))
-        self.is_initialized = True
+    def _allocate(self, k: torch.Tensor, v: torch.Tensor, rows: int) -> None:
+        """Zeroed buffers of `rows` rows shaped like k / v (zeros, not uninitialised memory: masked-out gaps
+        stay finite, since a masked NaN would still poison the weighted sum)."""
+        self._k, self._v = (t.new_zeros((rows, t.shape[1], self.capacity, t.shape[-1])) for t in (k, v))
+        self.dtype, self.device, self.is_initialized = k.dtype, k.device, True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
+            self._allocate(key_states, value_states, key_states.shape[0])
         elif key_states.dtype != self._k.dtype:
             # reused keys/values were seeded in another dtype than the model computes in (a model with
             # mixed parameter dtypes): the model's own dtype wins
@@ -53,32 +54,22 @@ class BufferLayer(DynamicLayer):
             self.dtype = key_states.dtype
         end = self.length + key_states.shape[-2]
         if end > self.capacity:
-            self._grow(end)
+            extra = max(end, 2 * self.capacity) - self.capacity
+            self._k, self._v = (F.pad(t, (0, 0, 0, extra)) for t in (self._k, self._v))
+            self.capacity += extra
         self._k[:, :, self.length:end] = key_states
         self._v[:, :, self.length:end] = value_states
         self.length = end
         self.keys, self.values = self._k[:, :, :end], self._v[:, :, :end]
         return self.keys, self.values
 
-    def _grow(self, needed: int) -> None:
-        self.capacity = max(needed, 2 * self.capacity)
-        k, v = self._k, self._v
-        self._k = k.new_empty((*k.shape[:2], self.capacity, k.shape[-1]))
-        self._v = v.new_empty((*v.shape[:2], self.capacity, v.shape[-1]))
-        self._k[:, :, :self.length] = k[:, :, :self.length]
-        self._v[:, :, :self.length] = v[:, :, :self.length]
-
-    def place_rows(self, index: torch.Tensor, part: "BufferLayer", head: int, width: int, batch: int) -> None:
+    def place_rows(self, index: torch.Tensor, part: BufferLayer, head: int, width: int, batch: int) -> None:
         """Write `part` (a prefill of rows `index`: `head` reused positions, then its new ones) into this layer
-        of `batch` rows and `width` positions: the reused ones first, the new ones last, zeros between (masked
-        out; zeros, not uninitialised memory, since a masked NaN would still poison the weighted sum)."""
+        of `batch` rows and `width` positions: the reused ones first, the new ones last, zeros between."""
         k, v = part._k[:, :, :part.length], part._v[:, :, :part.length]
         if not self.is_initialized:
-            self.dtype, self.device = k.dtype, k.device
-            self.capacity = max(self.capacity, width)
-            self._k = k.new_zeros((batch, k.shape[1], self.capacity, k.shape[-1]))
-            self._v = v.new_zeros((batch, v.shape[1], self.capacity, v.shape[-1]))
-            self.is_initialized, self.length = True, width
+            self.capacity, self.length = max(self.capacity, width), width
+            self._allocate(k, v, batch)
         new = part.length - head
         self._k[index, :, :head], self._v[index, :, :head] = k[:, :, :head], v[:, :, :head]
         self._k[index, :, width - new:width], self._v[index, :, width - new:width] = k[:, :, head:], v[:, :, head:]
@@ -92,19 +83,18 @@ class BufferLayer(DynamicLayer):
             self._k, self._v = self._k[indices], self._v[indices]
             self.keys, self.values = self._k[:, :, :self.length], self._v[:, :, :self.length]
 
-    def row(self, index: int, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Row `index`'s keys/values at `positions` ([heads, len(positions), dim] each, copies)."""
-        pos = positions.to(self._k.device)
-        return self._k[index].index_select(-2, pos), self._v[index].index_select(-2, pos)
+
+def text_config(model: Any) -> Any:
+    cfg = model.config
+    return cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
 
 
 def supports_buffer_cache(model: Any) -> bool:
     """True when every decoder layer is full attention (sliding windows and linear attention keep other state)."""
     if getattr(model, "config", None) is None:
         return False
-    text = _text_config(model)
-    types = getattr(text, "layer_types", None)
-    if types and any(t != "full_attention" for t in types):
+    text = text_config(model)
+    if any(t != "full_attention" for t in getattr(text, "layer_types", None) or []):
         return False
     return getattr(text, "sliding_window", None) is None or not getattr(text, "use_sliding_window", False)
 
@@ -125,84 +115,63 @@ def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float) -> tor
     if not temperature or temperature <= 0:
         return logits.argmax(-1)
     probs = torch.softmax(logits.float() / temperature, dim=-1)
-    if top_p is not None and top_p < 1.0:
-        sorted_probs, order = probs.sort(dim=-1, descending=True)
-        drop = sorted_probs.cumsum(-1) - sorted_probs > top_p  # keep the smallest set reaching top_p (>= 1 token)
-        sorted_probs = sorted_probs.masked_fill(drop, 0.0)
-        picked = torch.multinomial(sorted_probs, 1).squeeze(-1)
-        return order.gather(-1, picked.unsqueeze(-1)).squeeze(-1)
-    return torch.multinomial(probs, 1).squeeze(-1)
+    if top_p is None or top_p >= 1.0:
+        return torch.multinomial(probs, 1).squeeze(-1)
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    drop = sorted_probs.cumsum(-1) - sorted_probs > top_p  # keep the smallest set reaching top_p (>= 1 token)
+    picked = torch.multinomial(sorted_probs.masked_fill(drop, 0.0), 1)
+    return order.gather(-1, picked).squeeze(-1)
 
 
-def decode(
-    model: Any,
-    input_ids: torch.Tensor,
-    attention: torch.Tensor,
-    past: list[tuple[torch.Tensor, torch.Tensor]] | None,
-    rows: list[Row],
-    *,
-    stop_ids: set[int],
-    temperature: float,
-    top_p: float,
-    return_logprobs: bool,
-    on_finish: Callable[[Row, Callable[[], list[tuple[torch.Tensor, torch.Tensor]]]], None] | None = None,
-) -> None:
+def decode(model: Any, input_ids: torch.Tensor, attention: torch.Tensor, past: KV | None, rows: list[Row], *,
+           stop_ids: set[int], temperature: float, top_p: float, return_logprobs: bool,
+           on_finish: Callable[[Row, KV], None] | None = None) -> None:
     """Decode `rows` (filled in place) from one batch laid out [pad | reused prefix | pad | new tokens].
 
     `input_ids` and `attention` cover both blocks; `past` holds the reused prefix's keys/values per layer
-    ([rows, heads, width_past, dim]), or None; the list is emptied once they are copied in. `on_finish(row, kv)` runs when a row stops, while its
-    keys/values of prompt + reply (all but the last reply token, never fed) can still be read with
-    `kv()`: that is how turns are kept for the next turn's prefix reuse.
+    ([rows, heads, width_past, dim]), or None; the list is emptied once they are copied in. `on_finish(row, kv)`
+    runs when a row stops, with its keys/values (on the CPU) of prompt + reply but the last reply token (never
+    fed): that is how turns are kept for the next turn's prefix reuse.
     """
-    device = input_ids.device
     steps = max(r.limit for r in rows)
-    layers = [BufferLayer(attention.shape[1] + steps) for _ in range(int(_text_config(model).num_hidden_layers))]
+    layers = [BufferLayer(attention.shape[1] + steps) for _ in range(int(text_config(model).num_hidden_layers))]
     cache = Cache(layers=layers)
-    positions = (attention.cumsum(-1) - 1).clamp(min=0)
     live = list(range(len(rows)))  # batch row -> index into rows
-    mask = attention
-    last_pos = positions[:, -1]
-    logits = _prefill(model, input_ids, attention, positions, past, layers)
+    mask, last_pos = attention, (attention.cumsum(-1) - 1).clamp(min=0)[:, -1]
+    logits = _prefill(model, input_ids, attention, past, layers)
     if past is not None:
         past.clear()  # the reused keys/values now sit in the buffer: free the caller's copy while decoding
+    scale = temperature if temperature and temperature > 0 else 1.0
     for _ in range(steps):
         chosen = choose_tokens(logits, temperature, top_p)
-        if return_logprobs:
-            t = temperature if temperature and temperature > 0 else 1.0
-            logp = torch.log_softmax(logits.float() / t, dim=-1).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
-            logp = logp.tolist()
         tokens = chosen.tolist()
+        if return_logprobs:
+            logps = torch.log_softmax(logits.float() / scale, dim=-1).gather(-1, chosen[:, None]).squeeze(-1).tolist()
         keep = []
         for b, r in enumerate(live):
             row = rows[r]
             row.ids.append(tokens[b])
             if return_logprobs:
-                row.logprobs.append(logp[b])
-            if tokens[b] in stop_ids or len(row.ids) >= row.limit:
-                row.stopped = tokens[b] in stop_ids
-                if on_finish is not None:
-                    on_finish(row, _row_reader(layers, mask, b))
-            else:
+                row.logprobs.append(logps[b])
+            row.stopped = tokens[b] in stop_ids
+            if not row.stopped and len(row.ids) < row.limit:
                 keep.append(b)
+            elif on_finish is not None:
+                pos = mask[b].nonzero().squeeze(-1)
+                on_finish(row, [(layer._k[b].index_select(-2, pos).cpu(), layer._v[b].index_select(-2, pos).cpu())
+                                for layer in layers])
         if not keep:
             break
         if len(keep) < len(live):
-            index = torch.tensor(keep, device=device)
+            index = torch.tensor(keep, device=input_ids.device)
             for layer in layers:
                 layer.batch_select_indices(index)
             live = [live[b] for b in keep]
             mask, last_pos, chosen = mask[index], last_pos[index], chosen[index]
         mask = torch.cat([mask, mask.new_ones((len(live), 1))], dim=1)
         last_pos = last_pos + 1
-        out = model(
-            input_ids=chosen.unsqueeze(-1),
-            attention_mask=mask,
-            position_ids=last_pos.unsqueeze(-1),
-            past_key_values=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        logits = out.logits[:, -1]
+        logits = model(input_ids=chosen[:, None], attention_mask=mask, position_ids=last_pos[:, None],
+                       past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
 
 
 def prefill_groups(new_counts: list[int], waste: float = 0.25) -> list[list[int]]:
@@ -222,47 +191,28 @@ def prefill_groups(new_counts: list[int], waste: float = 0.25) -> list[list[int]
     return groups
 
 
-def _prefill(model, input_ids, attention, positions, past, layers) -> torch.Tensor:
+def _prefill(model, input_ids, attention, past, layers) -> torch.Tensor:
     """Encode each row's tokens after its reused prefix into `layers`; the last position's logits per row.
 
     Rows are encoded in groups of similar length (`prefill_groups`), each padded only to its own longest
     row, and their keys/values placed into the batch layout [pad | prefix | pad | new tokens]."""
     head = past[0][0].shape[2] if past is not None else 0
-    width = attention.shape[1]
+    batch, width = attention.shape
+    positions = (attention.cumsum(-1) - 1).clamp(min=0)
     logits = None
     for group in prefill_groups(attention[:, head:].sum(1).tolist()):
         index = torch.tensor(group, device=attention.device)
         span = max(1, int(attention[index, head:].sum(1).max()))
         sub = [BufferLayer(head + span) for _ in layers]
-        if past is not None:
-            for layer, (k, v) in zip(sub, past):
-                layer.update(k[index], v[index])
-        sub_mask = torch.cat([attention[index, :head], attention[index, width - span:]], dim=1)
-        out = model(
-            input_ids=input_ids[index, width - span:],
-            attention_mask=sub_mask,
-            position_ids=positions[index, width - span:],
-            past_key_values=Cache(layers=sub),
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        last = out.logits[:, -1]
+        for layer, (k, v) in zip(sub, past or []):
+            layer.update(k[index], v[index])
+        last = model(input_ids=input_ids[index, width - span:],
+                     attention_mask=torch.cat([attention[index, :head], attention[index, width - span:]], dim=1),
+                     position_ids=positions[index, width - span:], past_key_values=Cache(layers=sub), use_cache=True,
+                     logits_to_keep=1).logits[:, -1]
         if logits is None:
-            logits = last.new_empty((attention.shape[0], last.shape[-1]))
+            logits = last.new_empty((batch, last.shape[-1]))
         logits[index] = last
         for layer, part in zip(layers, sub):
-            layer.place_rows(index, part, head, width, attention.shape[0])
+            layer.place_rows(index, part, head, width, batch)
     return logits
-
-
-def _row_reader(layers: list[BufferLayer], mask: torch.Tensor, b: int):
-    def read() -> list[tuple[torch.Tensor, torch.Tensor]]:
-        positions = mask[b].nonzero().squeeze(-1)
-        return [layer.row(b, positions) for layer in layers]
-
-    return read
-
-
-def _text_config(model: Any) -> Any:
-    cfg = model.config
-    return cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg

@@ -1,19 +1,14 @@
 """Batched generation of ONE assistant turn for many conversations at once.
 
-Evaluation, search and GRPO rollouts all need the same thing: for each conversation, the
-next assistant turn, stopped at `<|im_end|>`, generated for many episodes per forward pass.
-Prompts are rendered with the tokenizer's chat template (`add_generation_prompt=True`),
-grouped by length to cut padding, left-padded, and generated greedily or by sampling.
+Evaluation, search and GRPO rollouts all need, for each conversation, the next assistant turn stopped at
+`<|im_end|>`, for many episodes per forward pass. Prompts are rendered with the chat template, grouped by
+length, left-padded and decoded greedily or by sampling, the model in inference mode for the call (train
+mode again after, if it was: on this stack, generating in train mode with gradient checkpointing on gives
+garbage).
 
-The model is switched to inference mode for the call (Unsloth's `for_inference` on an
-Unsloth model, `eval()` otherwise) and switched back to training afterwards if it was
-training: on this stack, generating in train mode with gradient checkpointing on gives
-garbage.
-
-Multi-turn episodes re-send the whole conversation every turn. A `PrefixCache` keeps the
-keys/values of earlier turns so only the new tokens are encoded (ModelPolicy uses one): on
-CPU this is most of an evaluation's cost (a 16-turn household episode re-reads its first
-turns 16 times without it).
+Multi-turn episodes re-send the whole conversation every turn. A `PrefixCache` keeps the keys/values
+of earlier turns so only the new tokens are encoded (ModelPolicy uses one): on CPU this is most of an
+evaluation's cost (a 16-turn household episode re-reads its first turns 16 times without it).
 
 Keys/values are bounded by one memory budget (`kv_budget`, 2 GiB unless OPENMANUS_KV_BUDGET_GB says otherwise):
 the prefix cache (host memory) keeps at most half of it, and on a CPU a decoding batch takes as many conversations
@@ -24,7 +19,8 @@ growing the process (a GPU preset's `eval_batch_size` is sized to its card inste
 from __future__ import annotations
 
 import contextlib
-import copy
+import functools
+import itertools
 import logging
 import math
 import os
@@ -34,15 +30,15 @@ from typing import Any, Iterator
 
 import torch
 from transformers import DynamicCache
-from transformers.initialization import no_init_weights
 
 from openmanus_lite.engine import precision
-from openmanus_lite.engine.decoding import Row, decode, supports_buffer_cache
+from openmanus_lite.engine.decoding import KV, Row, decode, supports_buffer_cache, text_config
 
 Messages = list[dict[str, str]]
 
 KV_BUDGET_ENV = "OPENMANUS_KV_BUDGET_GB"
 DEFAULT_KV_BUDGET_GB = 2.0
+ENGINES = ("loop", "generate", "vllm")
 
 
 def kv_budget() -> int | None:
@@ -56,7 +52,7 @@ def kv_budget() -> int | None:
 
 def kv_bytes_per_token(model: Any, dtype: Any) -> int:
     """Keys + values of one token over every layer, in `dtype`."""
-    cfg = model.config.get_text_config(decoder=True) if hasattr(model.config, "get_text_config") else model.config
+    cfg = text_config(model)
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     return 2 * cfg.num_hidden_layers * kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
@@ -70,14 +66,15 @@ def budget_batches(order: list[int], lengths: list[int], limits: list[int], batc
     batches: list[list[int]] = []
     longest = 0
     for i in order:
-        wider = max(longest, 2 * lengths[i] + limits[i])
-        cur = batches[-1] if batches else None
-        if cur and len(cur) < batch_size and (budget is None or (len(cur) + 1) * wider * token_bytes <= budget):
-            cur.append(i)
-            longest = wider
+        need = 2 * lengths[i] + limits[i]
+        fits = batches and len(batches[-1]) < batch_size and (
+            budget is None or (len(batches[-1]) + 1) * max(longest, need) * token_bytes <= budget)
+        if fits:
+            batches[-1].append(i)
+            longest = max(longest, need)
         else:
             batches.append([i])
-            longest = 2 * lengths[i] + limits[i]
+            longest = need
     return batches
 
 
@@ -85,11 +82,10 @@ def budget_batches(order: list[int], lengths: list[int], limits: list[int], batc
 class GenerationResult:
     """One entry per input conversation, in input order.
 
-    `completion_ids` is always filled; `prompt_ids` and `logprobs` when requested. Completion ids
-    end with the eos id (`<|im_end|>`) when generation stopped there, and are cut at the
-    token limit otherwise. `logprobs[i][j]` is the log-probability of completion token j
-    under the model's distribution at the sampling temperature (logits / temperature, before
-    top-p truncation) — the quantity TRL's GRPO trainer computes for its own ratios.
+    `completion_ids` is always filled; `prompt_ids` and `logprobs` when requested. Completion ids end with
+    the eos id (`<|im_end|>`) when generation stopped there, and are cut at the token limit otherwise.
+    `logprobs[i][j]` is the log-probability of completion token j at the sampling temperature (logits /
+    temperature, before top-p truncation): the quantity TRL's GRPO trainer computes for its own ratios.
     """
 
     texts: list[str]
@@ -108,13 +104,12 @@ def is_unsloth_model(model: Any) -> bool:
     """True for a model loaded through Unsloth (load_model marks it; Unsloth keeps its tokenizer on it)."""
     if getattr(model, "openmanus_backend", None) == "unsloth":
         return True
-    inner = model
     for _ in range(4):
-        if inner is None:
-            break
-        if getattr(inner, "_saved_temp_tokenizer", None) is not None:
+        if model is None:
+            return False
+        if getattr(model, "_saved_temp_tokenizer", None) is not None:
             return True
-        inner = getattr(inner, "base_model", None) or getattr(inner, "model", None)
+        model = getattr(model, "base_model", None) or getattr(model, "model", None)
     return False
 
 
@@ -151,13 +146,12 @@ def render_prompts(tokenizer: Any, conversations: list[Messages]) -> list[list[i
     return out
 
 
-def _stop_ids(tokenizer: Any, model: Any) -> list[int]:
-    ids = set()
+def stop_ids(tokenizer: Any) -> list[int]:
+    """The ids that end a turn: `<|im_end|>` and the eos token."""
     im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    ids = {tokenizer.eos_token_id} - {None}
     if isinstance(im_end, int) and im_end != getattr(tokenizer, "unk_token_id", None):
         ids.add(im_end)
-    if tokenizer.eos_token_id is not None:
-        ids.add(tokenizer.eos_token_id)
     if not ids:
         raise ValueError("the tokenizer has neither <|im_end|> nor an eos token: cannot tell where a turn ends")
     return sorted(ids)
@@ -166,121 +160,78 @@ def _stop_ids(tokenizer: Any, model: Any) -> list[int]:
 class PrefixCache:
     """Keys/values of earlier turns, reused when a conversation comes back one turn longer.
 
-    In a multi-turn episode each prompt is the previous prompt + the model's reply + the new
-    observation, so re-encoding it from scratch costs the sum of all prefix lengths (quadratic
-    in turns). With a cache only the new tokens are encoded. Entries are found by their first
-    `key_tokens` tokens, reuse extends over the longest common token prefix (keys/values of a
-    prefix depend on that prefix only, so any entry sharing it is valid), and the least recently
-    used entries are dropped beyond `max_bytes` (default: half of `kv_budget()`, or 2 GiB without a budget).
+    In a multi-turn episode each prompt is the previous prompt + the model's reply + the new observation, so
+    re-encoding it costs the sum of all prefix lengths (quadratic in turns); with a cache only the new tokens
+    are encoded. Reuse extends over the longest common token prefix with any entry (keys/values of a prefix
+    depend on that prefix only), at least `min_reuse` tokens, and the least recently used entries are dropped
+    beyond `max_bytes` (default: half of `kv_budget()`, or 2 GiB without a budget). Shared entries
+    (`share_prefixes`) hold a prefix several prompts share, not one conversation's turns.
     """
 
-    def __init__(self, max_bytes: int | None = None, key_tokens: int = 32, min_reuse: int = 16):
+    def __init__(self, max_bytes: int | None = None, min_reuse: int = 16):
         budget = kv_budget()
         self.max_bytes = max_bytes if max_bytes is not None else 2 * 2**30 if budget is None else budget // 2
-        self.key_tokens = key_tokens
         self.min_reuse = min_reuse
-        self._entries: dict[int, tuple[Any, list, int]] = {}  # id -> (ids tensor, [(k, v) per layer], bytes)
-        self._by_key: dict[tuple, list[int]] = {}
-        self.nbytes = 0
-        self._shared: set[int] = set()  # prefixes several prompts share: never superseded by one of them
-        self._next = 0
-        self.reused_tokens = 0
-        self.encoded_tokens = 0
+        self._entries: dict[int, tuple[torch.Tensor, KV, int, bool]] = {}  # id -> (ids, kv, bytes, shared)
+        self._next = self.nbytes = self.reused_tokens = self.encoded_tokens = 0
 
     def __len__(self) -> int:
         return len(self._entries)
 
     @property
     def shared_entries(self) -> int:
-        """Entries holding a prefix several prompts share (see `share_prefixes`), not one conversation's turns."""
-        return len(self._shared)
-
-    def _key(self, ids: list[int]) -> tuple:
-        return tuple(ids[: self.key_tokens])
+        return sum(entry[3] for entry in self._entries.values())
 
     def match(self, ids: list[int]) -> tuple[int | None, int]:
         """(entry id, reusable prefix length) of the entry sharing the longest prefix with `ids`."""
         best, best_len = None, 0
-        cands = self._by_key.get(self._key(ids), [])
-        if not cands:
-            return None, 0
         query = torch.tensor(ids, dtype=torch.long)
-        for eid in cands:
-            stored = self._entries[eid][0]
+        for eid, (stored, *_) in self._entries.items():
             n = min(len(stored), len(query))
-            eq = stored[:n] == query[:n]
-            common = n if bool(eq.all()) else int((~eq).int().argmax())
+            differ = (stored[:n] != query[:n]).nonzero()
+            common = int(differ[0]) if len(differ) else n
             if common > best_len:
                 best, best_len = eid, common
         if best is None or best_len < self.min_reuse:
             return None, 0
-        self._touch(best)
+        self._entries[best] = self._entries.pop(best)  # most recently used last
         return best, best_len
 
-    def layers(self, eid: int) -> list:
+    def kv(self, eid: int) -> KV:
         return self._entries[eid][1]
 
-    def length(self, eid: int) -> int:
-        return len(self._entries[eid][0])
-
-    def drop_superseded(self, eids: list[int | None], common: list[int]) -> None:
+    def drop_superseded(self, matched: list[tuple[int | None, int]]) -> None:
         """Drop entries that a new, longer entry fully contains (the same conversation a turn later)."""
-        for eid, c in zip(eids, common):
-            if eid is not None and eid in self._entries and eid not in self._shared and c >= self.length(eid):
+        for eid, common in matched:
+            entry = self._entries.get(eid)
+            if entry is not None and not entry[3] and common >= len(entry[0]):
                 self.drop(eid)
 
-    def add(self, ids: list[int], kv: list, shared: bool = False) -> None:
-        eid = self._next
-        self._next += 1
+    def add(self, ids: list[int], kv: KV, shared: bool = False) -> None:
         size = sum(k.nbytes + v.nbytes for k, v in kv)
-        self._entries[eid] = (torch.tensor(ids, dtype=torch.long), kv, size)
-        self._by_key.setdefault(self._key(ids), []).append(eid)
+        self._entries[self._next] = (torch.tensor(ids, dtype=torch.long), kv, size, shared)
+        self._next += 1
         self.nbytes += size
-        if shared:
-            self._shared.add(eid)
         while self.nbytes > self.max_bytes and len(self._entries) > 1:
-            self.drop(next(iter(self._entries)))  # dicts keep insertion order: the oldest first
+            self.drop(next(iter(self._entries)))  # dicts keep insertion order: the least recently used first
 
     def drop(self, eid: int) -> None:
-        ids, _, size = self._entries.pop(eid)
-        self.nbytes -= size
-        self._shared.discard(eid)
-        key = self._key(ids.tolist())
-        rest = [e for e in self._by_key.get(key, []) if e != eid]
-        if rest:
-            self._by_key[key] = rest
-        else:
-            self._by_key.pop(key, None)
-
-    def _touch(self, eid: int) -> None:
-        self._entries[eid] = self._entries.pop(eid)  # most recently used last
+        self.nbytes -= self._entries.pop(eid)[2]
 
     def clear(self) -> None:
         self._entries.clear()
-        self._by_key.clear()
         self.nbytes = 0
-        self._shared.clear()
 
 
 class ChosenLogprobs:
     """A logits processor that keeps only the log-probability of each chosen token.
 
-    `output_logits=True` keeps one float32 [batch, vocab] row per generated step until
-    `generate` returns: with Qwen2.5's 151,936-token vocabulary, 16 rows x 256 steps is about
-    2.5 GB, and the old stack + log_softmax made two more copies. A processor is called
-    once per step with that step's scores, before the token is chosen; the token chosen at
-    step t is the last column of `input_ids` at step t + 1. So each call turns the previous
-    step's log-softmax into one number per row and keeps only the current step's: memory
-    is one [batch, vocab] row set whatever the length, it works for greedy and sampling
-    alike, and no extra forward pass is needed (recomputing from a teacher-forced forward
-    over prompt + completion would cost a prefill of every multi-turn context). `finish`
-    reads the last step's token from the returned sequences.
-
-    transformers runs custom processors after the logit processors of the model's generation
-    config (e.g. a repetition penalty) and before temperature / top-p, so the values are
-    log_softmax(scores / temperature) of those scores: of the raw logits, as TRL recomputes
-    them, when the generation config sets no such processor (the tiny and default models; a
-    hub Qwen2.5-Instruct config sets repetition_penalty 1.05, which then counts).
+    `output_logits=True` keeps one float32 [batch, vocab] row per generated step until `generate` returns
+    (Qwen2.5's vocabulary: 16 rows x 256 steps is about 2.5 GB). A processor sees each step's scores before
+    the token is chosen, and the token chosen at step t is the last column of `input_ids` at step t + 1: so
+    each call turns the previous step's log-softmax into one number per row and keeps only the current one.
+    `finish` reads the last step's token from the returned sequences. The scores come after the processors
+    of the model's generation config (e.g. a repetition penalty) and before temperature / top-p.
     """
 
     def __init__(self, temperature: float = 1.0):
@@ -300,8 +251,7 @@ class ChosenLogprobs:
         """[batch, steps] float32 log-probabilities of the generated tokens (on the CPU)."""
         if self._prev is None:
             raise RuntimeError("ChosenLogprobs.finish called before generate ran a step")
-        last = sequences[:, -1:].to(self._prev.device)
-        self._steps.append(self._prev.gather(-1, last).squeeze(-1))
+        self._steps.append(self._prev.gather(-1, sequences[:, -1:].to(self._prev.device)).squeeze(-1))
         self._prev = None
         return torch.stack(self._steps, dim=1).cpu()
 
@@ -311,88 +261,57 @@ class ChosenLogprobs:
         return int(self._prev is not None)
 
 
-def generate_turns(
-    model: Any,
-    tokenizer: Any,
-    conversations: list[Messages],
-    *,
-    max_new_tokens: int = 128,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    seed: int | None = None,
-    batch_size: int = 16,
-    max_prompt_tokens: int | None = None,
-    return_ids: bool = False,
-    return_logprobs: bool = False,
-    kv_cache: PrefixCache | None = None,
-    engine: str | None = None,
-) -> GenerationResult:
+def generate_turns(model: Any, tokenizer: Any, conversations: list[Messages], *, max_new_tokens: int = 128,
+                   temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None, batch_size: int = 16,
+                   max_prompt_tokens: int | None = None, return_ids: bool = False, return_logprobs: bool = False,
+                   kv_cache: PrefixCache | None = None, engine: str | None = None) -> GenerationResult:
     """Generate the next assistant turn for every conversation.
 
-    temperature 0 means greedy. `seed` makes sampling reproducible (it seeds torch once per
-    call). `batch_size` conversations share one `generate` call; conversations are grouped by
-    prompt length so little padding is wasted. `max_prompt_tokens` keeps only the last tokens
-    of an over-long prompt (left truncation keeps the most recent observation). `kv_cache`
-    reuses the keys/values of earlier turns of the same conversations (see PrefixCache). `engine`
-    forces a generator (see `select_engine`).
+    temperature 0 means greedy. `seed` makes sampling reproducible (it seeds torch once per call).
+    `batch_size` conversations decode together, grouped by prompt length so little padding is wasted.
+    `max_prompt_tokens` keeps only the last tokens of an over-long prompt (left truncation keeps the most
+    recent observation). `kv_cache` reuses the keys/values of earlier turns of the same conversations
+    (PrefixCache). `engine` forces a generator (`select_engine`).
     """
-    if not conversations:
-        return GenerationResult([], [] if return_ids else None, [], [] if return_logprobs else None, [])
-    prompts = render_prompts(tokenizer, conversations)
+    prompts = render_prompts(tokenizer, conversations) if conversations else []
     if max_prompt_tokens:
         prompts = [p[-max_prompt_tokens:] for p in prompts]
     result = generate_from_ids(model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
                                top_p=top_p, seed=seed, batch_size=batch_size, return_logprobs=return_logprobs,
                                kv_cache=kv_cache, engine=engine)
-    result.prompt_ids = prompts if return_ids else None
+    result.prompt_ids = result.prompt_ids if return_ids else None
     return result
 
 
-def generate_from_ids(
-    model: Any,
-    tokenizer: Any,
-    prompts: list[list[int]],
-    *,
-    max_new_tokens: int | list[int] = 128,
-    temperature: float = 0.0,
-    top_p: float = 1.0,
-    seed: int | None = None,
-    batch_size: int = 16,
-    return_logprobs: bool = False,
-    kv_cache: PrefixCache | None = None,
-    engine: str | None = None,
-) -> GenerationResult:
-    """`generate_turns` on prompts that are already token ids (multi-turn RL rollouts continue
-    the exact sampled ids instead of re-rendering text). `max_new_tokens` may be one limit per
-    prompt (a rollout's remaining token budget); each row is cut at its own. Returns prompt_ids
-    as given and completion_ids always. `engine` overrides `select_engine`'s choice."""
-    n = len(prompts)
-    if not n:
+def generate_from_ids(model: Any, tokenizer: Any, prompts: list[list[int]], *,
+                      max_new_tokens: int | list[int] = 128, temperature: float = 0.0, top_p: float = 1.0,
+                      seed: int | None = None, batch_size: int = 16, return_logprobs: bool = False,
+                      kv_cache: PrefixCache | None = None, engine: str | None = None) -> GenerationResult:
+    """`generate_turns` on prompts that are already token ids (multi-turn RL rollouts continue the exact
+    sampled ids instead of re-rendering text). `max_new_tokens` may be one limit per prompt (a rollout's
+    remaining token budget); each row is cut at its own."""
+    prompts = [list(p) for p in prompts]
+    if not prompts:
         return GenerationResult([], [], [], [] if return_logprobs else None, [])
-    limits = [max_new_tokens] * n if isinstance(max_new_tokens, int) else list(max_new_tokens)
-    if len(limits) != n:
-        raise ValueError(f"max_new_tokens has {len(limits)} limits for {n} prompts")
+    limits = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
+    if len(limits) != len(prompts):
+        raise ValueError(f"max_new_tokens has {len(limits)} limits for {len(prompts)} prompts")
     if min(limits) < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {min(limits)}")
-    stop = _stop_ids(tokenizer, model)
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop[0]
+    stop = stop_ids(tokenizer)
     if seed is not None:
         torch.manual_seed(seed)
     choice = select_engine(model, engine, return_logprobs=return_logprobs)
     if choice.name == "vllm":
-        completions, logps, stopped = _generate_vllm(model, prompts, limits, stop, temperature, top_p, seed,
-                                                     return_logprobs)
+        rows = _generate_vllm(model, prompts, limits, stop, temperature, top_p, seed, return_logprobs)
     else:
-        completions, logps, stopped = _generate_hf(model, choice, prompts, limits, stop, pad_id, temperature, top_p,
-                                                   batch_size, return_logprobs, kv_cache)
-    texts = [tokenizer.decode(c, skip_special_tokens=True).strip() for c in completions]
-    return GenerationResult(
-        texts=texts,
-        prompt_ids=[list(p) for p in prompts],
-        completion_ids=completions,
-        logprobs=logps if return_logprobs else None,
-        stopped=stopped,
-    )
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop[0]
+        rows = _generate_hf(model, choice.dtype, choice.name == "loop", prompts, limits, stop, pad_id, temperature,
+                            top_p, batch_size, return_logprobs, kv_cache)
+    return GenerationResult(texts=[tokenizer.decode(r.ids, skip_special_tokens=True).strip() for r in rows],
+                            prompt_ids=prompts, completion_ids=[r.ids for r in rows],
+                            logprobs=[r.logprobs for r in rows] if return_logprobs else None,
+                            stopped=[r.stopped for r in rows])
 
 
 def reply_logprobs(model: Any, tokenizer: Any, conversations: list[Messages]) -> list[float]:
@@ -400,13 +319,12 @@ def reply_logprobs(model: Any, tokenizer: Any, conversations: list[Messages]) ->
     temperature 1, each reply's end-of-turn token included): how sure the policy itself is of an episode, the
     picker best-of-N uses without a reward model (`eval.scaling`). Greedy and sampled episodes score on one scale,
     which log-probabilities recorded while sampling (at the sampling temperature) would not. Runs on the copy the
-    decoding loop uses (bf16 on CPUs with native bf16), one conversation per forward pass with logits only at
-    the reply positions (a 3,000-token episode's full logits would be ~0.6 GB). A conversation without an
-    assistant reply scores -inf."""
+    decoding loop uses, one conversation per forward pass with logits only at the reply positions (a 3,000-token
+    episode's full logits would be ~0.6 GB). A conversation without an assistant reply scores -inf."""
     dtype = _loop_dtype(model, _device_type(model), False)
     runner = inference_copy(model, dtype) if dtype is not None else model
     device = next(runner.parameters()).device
-    end = _stop_ids(tokenizer, model)[0]
+    end = stop_ids(tokenizer)[0]
     out = []
     with inference_mode(model), torch.inference_mode():
         for conv in conversations:
@@ -424,8 +342,7 @@ def reply_logprobs(model: Any, tokenizer: Any, conversations: list[Messages]) ->
             seq = torch.tensor([ids], device=device)
             logits = runner(input_ids=seq, logits_to_keep=torch.tensor([p - 1 for p in targets], device=device)).logits
             logp = torch.log_softmax(logits[0].float(), dim=-1)
-            chosen = logp.gather(-1, seq[0, targets].unsqueeze(-1))
-            out.append(float(chosen.mean()))
+            out.append(float(logp.gather(-1, seq[0, targets].unsqueeze(-1)).mean()))
     return out
 
 
@@ -434,28 +351,23 @@ def reply_logprobs(model: Any, tokenizer: Any, conversations: list[Messages]) ->
 
 @dataclass(frozen=True)
 class EngineChoice:
-    """Which generator runs a call, in which dtype, and why (logged once per model)."""
+    """Which generator runs a call (one of ENGINES), in which dtype (of the inference copy; None: the model's
+    own), and why (logged once per model and choice)."""
 
     name: str
-    """"loop": the kit's decoding loop (decoding.py); "generate": the model's own `generate` (Unsloth's
-    patched fast path on a GPU); "vllm": the vLLM engine Unsloth attaches with `fast_inference=True`."""
     dtype: Any = None
-    """The inference weights' dtype when it differs from the model's (bf16 on CPUs that run it natively)."""
     reason: str = ""
 
 
-ENGINES = ("loop", "generate", "vllm")
-
-
 def select_engine(model: Any, engine: str | None = None, *, return_logprobs: bool = False) -> EngineChoice:
-    """The generator for `model`: vLLM when Unsloth attached an engine (`fast_inference=True`), the model's
-    own `generate` for an Unsloth model on a GPU (its patched inference path) or a model with sliding-window
-    or linear-attention layers, the kit's decoding loop otherwise. On a CPU with native bf16 the loop runs a
-    bf16 copy of float32 weights (about 4x the matmul rate, measured in benchmarks/generation_throughput.py),
-    except when log-probabilities are requested: those must match what the trainer recomputes in its own dtype.
-    `engine` (or the OPENMANUS_ENGINE environment variable) forces one of ENGINES."""
+    """The generator for `model`: "vllm" when Unsloth attached its vLLM engine (`fast_inference=True`), the
+    model's own "generate" for an Unsloth model on a GPU (its patched inference path) or a model with
+    sliding-window or linear-attention layers, the kit's decoding "loop" (decoding.py) otherwise. On a CPU with
+    native bf16 the loop runs a bf16 copy of float32 weights (about 4x the matmul rate,
+    benchmarks/generation_throughput.py), except when log-probabilities are requested: those must match what the
+    trainer recomputes in its own dtype. `engine` (or the OPENMANUS_ENGINE environment variable) forces one."""
     forced = engine or os.environ.get("OPENMANUS_ENGINE") or None
-    if forced is not None and forced not in ENGINES:
+    if forced not in (None, *ENGINES):
         raise ValueError(f"unknown generation engine {forced!r}; choose one of {ENGINES}")
     has_vllm = getattr(model, "vllm_engine", None) is not None and hasattr(model, "fast_generate")
     device = _device_type(model)
@@ -473,10 +385,15 @@ def select_engine(model: Any, engine: str | None = None, *, return_logprobs: boo
         choice = EngineChoice("generate", reason="sliding-window or linear-attention layers")
     else:
         dtype = _loop_dtype(model, device, return_logprobs)
-        reason = "the kit's decoding loop" + (f" on a {str(dtype).replace('torch.', '')} copy" if dtype else "")
-        choice = EngineChoice("loop", dtype, reason)
-    _log_choice(model, choice)
+        copy = f" on a {str(dtype).removeprefix('torch.')} copy" if dtype else ""
+        choice = EngineChoice("loop", dtype, "the kit's decoding loop" + copy)
+    _log_choice(id(model), choice)
     return choice
+
+
+@functools.cache
+def _log_choice(model_id: int, choice: EngineChoice) -> None:
+    logging.getLogger(__name__).info("generation engine: %s (%s)", choice.name, choice.reason)
 
 
 def _device_type(model: Any) -> str:
@@ -490,28 +407,17 @@ def _loop_dtype(model: Any, device: str, return_logprobs: bool) -> Any:
     """bf16 for a float32 model, or a LoRA-adapted one (its merged copy decodes without the adapters' extra
     matmuls), on a CPU with native bf16, unless OPENMANUS_INFERENCE_DTYPE=model (the model's own dtype: for
     checking that bf16 inference does not change results, docs/RESULTS.md)."""
-    choice = os.environ.get("OPENMANUS_INFERENCE_DTYPE", "auto")
-    if choice not in ("auto", "model"):
-        raise ValueError(f"OPENMANUS_INFERENCE_DTYPE={choice!r}: choose 'auto' or 'model'")
-    if device != "cpu" or return_logprobs or choice == "model":
+    setting = os.environ.get("OPENMANUS_INFERENCE_DTYPE", "auto")
+    if setting not in ("auto", "model"):
+        raise ValueError(f"OPENMANUS_INFERENCE_DTYPE={setting!r}: choose 'auto' or 'model'")
+    if device != "cpu" or return_logprobs or setting == "model":
         return None
-    if any(not p.is_floating_point() for p in model.parameters()):
+    params = list(model.parameters())
+    if not params or any(not p.is_floating_point() for p in params):
         return None  # 4-bit (bitsandbytes) weights: no plain copy to merge LoRA into
-    params = [p for p in model.parameters() if p.is_floating_point()]
-    adapted = hasattr(model, "peft_config")
-    if params and (params[0].dtype == torch.float32 or adapted) and precision.cpu_has_native_bf16():
+    if (params[0].dtype == torch.float32 or hasattr(model, "peft_config")) and precision.cpu_has_native_bf16():
         return torch.bfloat16
     return None
-
-
-def _log_choice(model: Any, choice: EngineChoice) -> None:
-    try:
-        if _LOGGED_CHOICE.get(model) == choice:
-            return
-        _LOGGED_CHOICE[model] = choice
-    except TypeError:  # not weak-referenceable: log every call
-        pass
-    logging.getLogger(__name__).info("generation engine: %s (%s)", choice.name, choice.reason)
 
 
 FINGERPRINT_ELEMENTS = 1 << 22
@@ -536,26 +442,33 @@ def weights_fingerprint(model: Any) -> tuple:
     return (id(model), sum(p._version for p in params), sums)
 
 
-_INFERENCE_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (fingerprint, copy)
-_LOGGED_CHOICE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> last logged EngineChoice
+_INFERENCE_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> ((fingerprint, dtype), copy)
 
 
 def inference_copy(model: Any, dtype: Any) -> Any:
     """The model's weights (LoRA merged) as a plain model of `dtype`, refreshed only when the weights changed.
 
-    The copy is built once per model from its config, and later refreshes copy the merged weights into it
+    The copy is built once per model (`models.empty_model`), and later refreshes copy the merged weights into it
     in place. Never `copy.deepcopy(model)`: inside a trainer the model's attributes reach the trainer's
     state, and a deep copy per GRPO step grew a demo run by gigabytes per step until it was killed. The
     training model is never touched: merging in place and unmerging after would leave float rounding in
     the trained weights."""
+    from openmanus_lite.models import empty_model
+
     key = (weights_fingerprint(model), dtype)
     cached = _INFERENCE_COPIES.get(model)
     if cached is not None and cached[0] == key:
         return cached[1]
-    weights = merged_state_dict(model)
-    clone = cached[1] if cached is not None and cached[0][1] == dtype else _empty_copy(model, dtype)
-    missing, unexpected = clone.load_state_dict(weights, strict=False)
-    if unexpected or [k for k in missing if k not in _tied_names(clone)]:
+    fits = cached is not None and cached[0][1] == dtype
+    clone = cached[1] if fits else empty_model(model, dtype).eval().requires_grad_(False)
+    missing, unexpected = clone.load_state_dict(merged_state_dict(model), strict=False)
+    # tied parameters (one embedding matrix) appear once in a state dict and are filled by the tie
+    seen, tied = set(), set()
+    for name, param in clone.named_parameters(remove_duplicate=False):
+        if id(param) in seen:
+            tied.add(name)
+        seen.add(id(param))
+    if unexpected or [k for k in missing if k not in tied]:
         raise RuntimeError(f"inference copy: weights do not fit the model (missing {missing[:3]}, "
                            f"unexpected {unexpected[:3]})")
     _INFERENCE_COPIES[model] = (key, clone)
@@ -570,6 +483,8 @@ def merged_state_dict(model: Any) -> dict[str, Any]:
     from peft.tuners.lora import LoraLayer
 
     base = model.get_base_model()
+    active = getattr(model, "active_adapters", None) or getattr(model, "active_adapter", "default")
+    active = [active] if isinstance(active, str) else list(active)
     out = {}
     for name, tensor in base.state_dict().items():
         if "lora_" in name or ".original_module." in name:
@@ -577,290 +492,178 @@ def merged_state_dict(model: Any) -> dict[str, Any]:
         if ".modules_to_save." in name:  # a fully trained module: the active adapter's copy is the weight
             head, _, rest = name.partition(".modules_to_save.")
             adapter, _, leaf = rest.partition(".")
-            if adapter not in _active_adapters(model):
+            if adapter not in active:
                 continue
             name = f"{head}.{leaf}"
         out[name.replace(".base_layer.", ".")] = tensor
     with torch.no_grad():
         for name, module in base.named_modules():
-            if isinstance(module, LoraLayer) and not getattr(module, "merged", False):
+            adapters = [a for a in active if a in getattr(module, "lora_A", {})]
+            if isinstance(module, LoraLayer) and adapters and not getattr(module, "merged", False):
                 weight = module.get_base_layer().weight
-                delta = sum(module.get_delta_weight(a) for a in _active_adapters(model) if a in module.lora_A)
-                if not isinstance(delta, int):  # some adapter applies here
-                    out[f"{name}.weight"] = weight + delta.to(weight.dtype)
+                out[f"{name}.weight"] = weight + sum(module.get_delta_weight(a) for a in adapters).to(weight.dtype)
     return out
 
 
-def _active_adapters(model: Any) -> list[str]:
-    active = getattr(model, "active_adapters", None) or getattr(model, "active_adapter", "default")
-    return [active] if isinstance(active, str) else list(active)
-
-
-def _empty_copy(model: Any, dtype: Any) -> Any:
-    """A model of the base model's class and config, parameters uninitialised (they are loaded next)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    config = copy.deepcopy(base.config)
-    before = torch.get_default_dtype()
-    try:
-        torch.set_default_dtype(dtype)
-        with no_init_weights():
-            clone = type(base)(config)
-    finally:
-        torch.set_default_dtype(before)
-    if getattr(config, "tie_word_embeddings", False) and hasattr(clone, "tie_weights"):
-        clone.tie_weights()  # as from_pretrained does: one embedding matrix, not two
-    return clone.to(dtype).eval().requires_grad_(False)
-
-
-def _tied_names(model: Any) -> set[str]:
-    """Names of parameters that share storage with an earlier one (tied embeddings): absent from a state dict
-    that lists each tensor once, and filled by the tie."""
-    seen, tied = set(), set()
-    for name, param in model.named_parameters(remove_duplicate=False):
-        if id(param) in seen:
-            tied.add(name)
-        seen.add(id(param))
-    return tied
-
-
-def _generate_hf(model, choice, prompts, limits, stop, pad_id, temperature, top_p, batch_size, return_logprobs,
-                 kv_cache):
-    """The loop or `generate` engine over length-sorted batches, reusing cached prefixes."""
-    n = len(prompts)
-    completions: list[list[int]] = [[] for _ in range(n)]
-    logps: list[list[float]] = [[] for _ in range(n)]
-    stopped = [False] * n
-    sample = temperature is not None and temperature > 0
-    runner = inference_copy(model, choice.dtype) if choice.dtype is not None else model
+def _generate_hf(model, dtype, loop, prompts, limits, stop, pad_id, temperature, top_p, batch_size,
+                 return_logprobs, kv_cache) -> list[Row]:
+    """The loop (`loop`) or `generate` engine over length-sorted batches within the key/value budget, reusing
+    cached prefixes; the loop always shares prefixes (a call-local cache when the caller keeps none)."""
+    runner = inference_copy(model, dtype) if dtype is not None else model
     param = next(runner.parameters())
-    # the loop always shares prefixes; a call-local cache does it when the caller keeps none
-    cache = kv_cache if kv_cache is not None else (PrefixCache() if choice.name == "loop" else None)
-    order = sorted(range(n), key=lambda i: len(prompts[i]))
+    cache = kv_cache if kv_cache is not None else PrefixCache() if loop else None
     budget = kv_budget() if param.device.type == "cpu" else None  # a GPU preset sizes its batch to its card
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
     batches = budget_batches(order, [len(p) for p in prompts], limits, batch_size,
                              kv_bytes_per_token(runner, param.dtype), None if budget is None else budget // 2)
+    rows = [Row(i, limit) for i, limit in enumerate(limits)]
     with inference_mode(model), torch.inference_mode():
-        if choice.name == "loop":
+        if loop:
             share_prefixes(runner, prompts, cache, pad_id)
         for idx in batches:
-            input_ids, attention, past, width, matched = _batch_inputs(prompts, idx, pad_id, cache, param)
-            if choice.name == "loop":
-                rows = [Row(i, limits[i]) for i in idx]
-
-                def keep(row, kv):  # the row's prompt + all but its last reply token, for the next turn
-                    cache.add(list(prompts[row.index]) + row.ids[:-1], [(k.cpu(), v.cpu()) for k, v in kv()])
-
-                decode(runner, input_ids, attention, past, rows, stop_ids=set(stop), temperature=temperature,
-                       top_p=top_p, return_logprobs=return_logprobs, on_finish=keep if kv_cache is not None else None)
-                for row in rows:
-                    completions[row.index], stopped[row.index] = row.ids, row.stopped
-                    logps[row.index] = row.logprobs
+            input_ids, attention, past, matched = _batch_inputs(prompts, idx, pad_id, cache, param)
+            batch = [rows[i] for i in idx]
+            if loop:  # each row's prompt + all but its last reply token is kept for the next turn
+                keep = None if kv_cache is None else lambda row, kv: kv_cache.add(prompts[row.index] + row.ids[:-1], kv)
+                decode(runner, input_ids, attention, past, batch, stop_ids=set(stop), temperature=temperature,
+                       top_p=top_p, return_logprobs=return_logprobs, on_finish=keep)
             else:
-                out_past = _generate_batch(runner, input_ids, attention, past, width, idx, limits, stop, pad_id,
-                                           sample, temperature, top_p, return_logprobs, completions, logps, stopped)
-                if kv_cache is not None:
-                    _store(kv_cache, out_past, attention, width, [prompts[i] for i in idx],
-                           [completions[i] for i in idx])
+                _generate_batch(runner, input_ids, attention, past, batch, stop, pad_id, temperature, top_p,
+                                return_logprobs, kv_cache, prompts)
             if cache is not None:
-                cache.drop_superseded([e for e, _ in matched], [c for _, c in matched])
-    return completions, logps, stopped
+                cache.drop_superseded(matched)
+    return rows
 
 
-def _generate_batch(model, input_ids, attention, past, width, idx, limits, stop, pad_id, sample, temperature, top_p,
-                    return_logprobs, completions, logps, stopped) -> Any:
-    """One batch through the model's own `generate` (with a DynamicCache of the reused prefixes); fills the
-    result lists for rows `idx` and returns the cache `generate` ended with."""
-    gen_kwargs: dict[str, Any] = dict(
-        input_ids=input_ids,
-        attention_mask=attention,
-        max_new_tokens=max(limits[i] for i in idx),
-        eos_token_id=stop,
-        pad_token_id=pad_id,
-        do_sample=sample,
-        return_dict_in_generate=True,
-        use_cache=True,
-    )
+def _generate_batch(model, input_ids, attention, past, rows, stop, pad_id, temperature, top_p, return_logprobs,
+                    kv_cache, prompts) -> None:
+    """One batch through the model's own `generate` (with a DynamicCache of the reused prefixes); fills `rows`
+    and keeps each row's keys/values of prompt + reply (all but the last reply token) in `kv_cache`."""
+    sample = bool(temperature) and temperature > 0
     recorder = ChosenLogprobs(temperature if sample else 1.0) if return_logprobs else None
-    if recorder is not None:
-        gen_kwargs["logits_processor"] = [recorder]
-    if past is not None:
-        gen_kwargs["past_key_values"] = DynamicCache(past, config=getattr(model, "config", None))
-    if sample:
-        gen_kwargs.update(temperature=float(temperature), top_p=float(top_p), top_k=0)
-    else:
-        gen_kwargs.update(temperature=None, top_p=None, top_k=None)
-    out = model.generate(**gen_kwargs)
-    new = out.sequences[:, width:].tolist()
-    chosen = recorder.finish(out.sequences).tolist() if recorder is not None else None
-    for row, i in enumerate(idx):
-        ids = new[row][: limits[i]]
+    out = model.generate(
+        input_ids=input_ids, attention_mask=attention, max_new_tokens=max(r.limit for r in rows), eos_token_id=stop,
+        pad_token_id=pad_id, do_sample=sample, return_dict_in_generate=True, use_cache=True,
+        temperature=float(temperature) if sample else None, top_p=float(top_p) if sample else None,
+        top_k=0 if sample else None, logits_processor=[recorder] if recorder else None,
+        past_key_values=DynamicCache(past, config=getattr(model, "config", None)) if past is not None else None)
+    width = input_ids.shape[1]
+    chosen = recorder.finish(out.sequences).tolist() if recorder else None
+    for b, (row, ids) in enumerate(zip(rows, out.sequences[:, width:].tolist())):
+        ids = ids[: row.limit]
         cut = next((k for k, t in enumerate(ids) if t in stop), None)
-        if cut is not None:
-            ids = ids[: cut + 1]
-            stopped[i] = True
-        completions[i] = ids
-        if chosen is not None:
-            logps[i] = chosen[row][: len(ids)]
-    return out.past_key_values
+        row.stopped, row.ids = cut is not None, ids if cut is None else ids[: cut + 1]
+        row.logprobs = chosen[b][: len(row.ids)] if chosen else []
+    layers = getattr(out.past_key_values, "layers", None)
+    for b, row in enumerate(rows if kv_cache is not None and layers else []):
+        fed = max(0, len(row.ids) - 1)
+        pos = torch.cat([attention[b].nonzero().squeeze(-1), width + torch.arange(fed, device=attention.device)])
+        if any(layer.keys is None or layer.keys.shape[-2] <= int(pos[-1]) for layer in layers):
+            return  # a cache layout this code does not know (e.g. sliding windows): no reuse
+        kv_cache.add(prompts[row.index] + row.ids[:fed],
+                     [(layer.keys[b].index_select(-2, pos), layer.values[b].index_select(-2, pos)) for layer in layers])
 
 
-def _generate_vllm(model, prompts, limits, stop, temperature, top_p, seed, return_logprobs):
+def _generate_vllm(model, prompts, limits, stop, temperature, top_p, seed, return_logprobs) -> list[Row]:
     """Unsloth's vLLM engine with the current LoRA weights (`load_lora(..., load_tensors=True)` hands vLLM the
     in-memory adapter, so each call sees the latest training step). Log-probabilities are vLLM's own (its
     `logprobs_mode`), the chosen token's only."""
     from vllm import SamplingParams
 
-    sample = temperature is not None and temperature > 0
-    params = [
-        SamplingParams(
-            temperature=float(temperature) if sample else 0.0,
-            top_p=float(top_p) if sample else 1.0,
-            max_tokens=int(limit),
-            stop_token_ids=list(stop),
-            seed=None if seed is None else int(seed) + i,
-            logprobs=0 if return_logprobs else None,
-        )
-        for i, limit in enumerate(limits)
-    ]
+    sample = bool(temperature) and temperature > 0
+    params = [SamplingParams(temperature=float(temperature) if sample else 0.0, top_p=float(top_p) if sample else 1.0,
+                             max_tokens=int(limit), stop_token_ids=list(stop),
+                             seed=None if seed is None else int(seed) + i, logprobs=0 if return_logprobs else None)
+              for i, limit in enumerate(limits)]
     lora = None
     if hasattr(model, "load_lora") and hasattr(model, "peft_config"):
         lora = model.load_lora("openmanus_lite_rollout", load_tensors=True)
-    outputs = model.fast_generate([{"prompt_token_ids": list(p)} for p in prompts], sampling_params=params,
+    outputs = model.fast_generate([{"prompt_token_ids": p} for p in prompts], sampling_params=params,
                                   lora_request=lora, use_tqdm=False)
-    completions, logps, stopped = [], [], []
-    for out in outputs:
+    rows = []
+    for i, out in enumerate(outputs):
         seq = out.outputs[0]
         ids = list(seq.token_ids)
-        completions.append(ids)
-        stopped.append(bool(ids) and ids[-1] in stop)
-        logps.append([float(step[t].logprob) for step, t in zip(seq.logprobs or [], ids)] if return_logprobs else [])
-    return completions, logps, stopped
+        logps = [float(step[t].logprob) for step, t in zip(seq.logprobs or [], ids)] if return_logprobs else []
+        rows.append(Row(i, limits[i], ids, logps, bool(ids) and ids[-1] in stop))
+    return rows
 
 
 def share_prefixes(model: Any, prompts: list[list[int]], cache: PrefixCache, pad_id: int) -> int:
     """Encode once the prefixes that several prompts share and the cache lacks (a domain's instructions,
     the history that n sampled continuations share), so each prompt then encodes only its own tokens.
 
-    Prompts are sorted; a run of neighbours that share more than `cache.min_reuse` tokens beyond what
+    Prompts are sorted; a run of neighbours that share at least `cache.min_reuse` tokens beyond what
     is already cached gets its common prefix encoded, and runs within it that share still more get theirs
     (encoded after, reusing the parent): a trie built level by level. Returns the total length of the
     prefixes it cached (tokens a parent already held are counted again in each child)."""
     levels: list[list[list[int]]] = []
     _plan_prefixes(sorted(list(p) for p in prompts), 0, cache, levels, 0)
-    encoded = 0
-    for level in levels:
-        if level:  # a level is empty when all of its prefixes were cached before (their children are not)
-            encoded += _encode_prefixes(model, level, cache, pad_id)
-    return encoded
-
-
-def _common(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    for k in range(n):
-        if a[k] != b[k]:
-            return k
-    return n
+    # a level is empty when all of its prefixes were cached before (their children are not)
+    return sum(_encode_prefixes(model, level, cache, pad_id) for level in levels if level)
 
 
 def _plan_prefixes(seqs: list[list[int]], base: int, cache: PrefixCache, levels: list, depth: int) -> None:
     if len(seqs) < 2 or depth > 8:
         return
-    adjacent = [_common(seqs[k], seqs[k + 1]) for k in range(len(seqs) - 1)]
-    start = 0
-    while start < len(seqs) - 1:
-        if adjacent[start] < base + cache.min_reuse:
-            start += 1
+    need = base + cache.min_reuse
+    adjacent = [len(os.path.commonprefix([a, b])) for a, b in zip(seqs, seqs[1:])]
+    for long, run in itertools.groupby(range(len(adjacent)), key=lambda k: adjacent[k] >= need):
+        if not long:
             continue
-        end = start
-        while end < len(adjacent) and adjacent[end] >= base + cache.min_reuse:
-            end += 1
-        run = seqs[start:end + 1]
-        shared = min(min(adjacent[start:end]), min(len(s) for s in run) - 1)
-        if shared >= base + cache.min_reuse and cache.match(run[0][:shared])[1] < shared:
-            while len(levels) <= depth:
-                levels.append([])
-            levels[depth].append(run[0][:shared])
-        _plan_prefixes(run, shared, cache, levels, depth + 1)
-        start = end + 1
+        ks = list(run)
+        members = seqs[ks[0]:ks[-1] + 2]
+        shared = min(min(adjacent[k] for k in ks), min(len(s) for s in members) - 1)
+        if shared >= need and cache.match(members[0][:shared])[1] < shared:
+            levels.extend([] for _ in range(depth + 1 - len(levels)))
+            levels[depth].append(members[0][:shared])
+        _plan_prefixes(members, shared, cache, levels, depth + 1)
 
 
 def _encode_prefixes(model: Any, prefixes: list[list[int]], cache: PrefixCache, pad_id: int) -> int:
-    """One prefill of `prefixes` (reusing cached parents); each prefix's keys/values kept as a shared entry."""
+    """One prefill of `prefixes` (reusing cached parents); each prefix's keys/values kept as a shared entry
+    (the prefill fed every prefix token; the one "generated" token is never fed)."""
     idx = list(range(len(prefixes)))
-    input_ids, attention, past, _, _ = _batch_inputs(prefixes, idx, pad_id, cache, next(model.parameters()),
-                                                     full=True)
-    rows = [Row(i, 1) for i in idx]
-
-    def keep(row, kv):
-        # the prefill fed every prefix token; the one "generated" token is never fed
-        cache.add(list(prefixes[row.index]), [(k.cpu(), v.cpu()) for k, v in kv()], shared=True)
-
-    decode(model, input_ids, attention, past, rows, stop_ids=set(), temperature=0.0, top_p=1.0,
-           return_logprobs=False, on_finish=keep)
+    input_ids, attention, past, _ = _batch_inputs(prefixes, idx, pad_id, cache, next(model.parameters()), full=True)
+    decode(model, input_ids, attention, past, [Row(i, 1) for i in idx], stop_ids=set(), temperature=0.0, top_p=1.0,
+           return_logprobs=False, on_finish=lambda row, kv: cache.add(prefixes[row.index], kv, shared=True))
     return sum(len(p) for p in prefixes)
 
 
-def _batch_inputs(prompts: list[list[int]], idx: list[int], pad_id: int, kv_cache: PrefixCache | None, param: Any,
+def _batch_inputs(prompts: list[list[int]], idx: list[int], pad_id: int, cache: PrefixCache | None, param: Any,
                   full: bool = False):
-    """Left-padded input ids and mask for rows `idx`, plus the reused prefixes' keys/values per layer.
+    """(input ids, mask, reused keys/values per layer or None, cache matches) for rows `idx`, on `param`'s device
+    (keys/values in its dtype).
 
-    With reuse the layout per row is [pad | cached prefix | pad | new tokens]: the cached block
-    is as wide as the longest reused prefix, the new block as the longest remainder; the mask
-    marks the holes, and position ids (from the mask) stay those of the unpadded sequence.
-    `full`: the prompts themselves are being cached, so a prompt never reuses all of itself.
-    Everything is returned on `param`'s device, the keys/values in its dtype.
+    With reuse the layout per row is [pad | cached prefix | pad | new tokens]: the cached block is as wide
+    as the longest reused prefix, the new block as the longest remainder; the mask marks the holes, and
+    position ids (from the mask) stay those of the unpadded sequence. Every row encodes at least one token.
+    `full`: the prompts themselves are being cached, so their tokens are not counted as encoded or reused.
     """
-    hits, matched = [], []
-    for i in idx:
-        eid, common = kv_cache.match(prompts[i]) if kv_cache is not None else (None, 0)
-        matched.append((eid, common))
-        common = min(common, len(prompts[i]) - 1)  # at least one token to encode
-        hits.append((eid, common if eid is not None else 0))
-    width_past = max(c for _, c in hits)
-    width_new = max(len(prompts[i]) - c for i, (_, c) in zip(idx, hits))
-    width = width_past + width_new
+    matched = [cache.match(prompts[i]) if cache is not None else (None, 0) for i in idx]
+    reuse = [0 if eid is None else min(common, len(prompts[i]) - 1) for i, (eid, common) in zip(idx, matched)]
+    head = max(reuse)
+    width = head + max(len(prompts[i]) - c for i, c in zip(idx, reuse))
     input_ids = torch.full((len(idx), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(idx), width), dtype=torch.long)
-    for row, (i, (_, c)) in enumerate(zip(idx, hits)):
-        p = prompts[i]
-        input_ids[row, width_past - c:width_past] = torch.tensor(p[:c], dtype=torch.long)
-        attention[row, width_past - c:width_past] = 1
-        rest = p[c:]
-        input_ids[row, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
-        attention[row, width - len(rest):] = 1
-    if kv_cache is not None and not full:
-        kv_cache.encoded_tokens += sum(len(prompts[i]) - c for i, (_, c) in zip(idx, hits))
-        kv_cache.reused_tokens += sum(c for _, c in hits)
+    for row, (i, c) in enumerate(zip(idx, reuse)):
+        rest = len(prompts[i]) - c
+        input_ids[row, head - c:head] = torch.tensor(prompts[i][:c], dtype=torch.long)
+        input_ids[row, width - rest:] = torch.tensor(prompts[i][c:], dtype=torch.long)
+        attention[row, head - c:head] = attention[row, width - rest:] = 1
+    if cache is not None and not full:
+        cache.encoded_tokens += sum(len(prompts[i]) - c for i, c in zip(idx, reuse))
+        cache.reused_tokens += sum(reuse)
     input_ids, attention = input_ids.to(param.device), attention.to(param.device)
-    if width_past == 0:
-        return input_ids, attention, None, width, matched
-    ref = next(kv_cache.layers(e) for e, c in hits if c > 0)
-    layers = []
-    for layer, (k0, v0) in enumerate(ref):
-        k = k0.new_zeros((len(idx), k0.shape[0], width_past, k0.shape[2]), dtype=param.dtype, device=param.device)
-        v = v0.new_zeros((len(idx), v0.shape[0], width_past, v0.shape[2]), dtype=param.dtype, device=param.device)
-        for row, (eid, c) in enumerate(hits):
+    if head == 0:
+        return input_ids, attention, None, matched
+    sources = [(cache.kv(eid) if c else None, c) for (eid, _), c in zip(matched, reuse)]
+    past = []
+    for layer, (k0, v0) in enumerate(next(kv for kv, c in sources if c > 0)):
+        k, v = (torch.zeros((len(idx), t.shape[0], head, t.shape[2]), dtype=param.dtype, device=param.device)
+                for t in (k0, v0))
+        for row, (kv, c) in enumerate(sources):
             if c > 0:
-                ek, ev = kv_cache.layers(eid)[layer]
-                k[row, :, width_past - c:] = ek[:, :c]
-                v[row, :, width_past - c:] = ev[:, :c]
-        layers.append((k, v))
-    return input_ids, attention, layers, width, matched
-
-
-def _store(kv_cache: PrefixCache, past: Any, attention: Any, width: int, prompts: list[list[int]],
-           completions: list[list[int]]) -> None:
-    """Keep each row's keys/values of prompt + reply (all but the last reply token, never fed back)."""
-    if past is None or not hasattr(past, "layers"):
-        return
-    for row, (prompt, completion) in enumerate(zip(prompts, completions)):
-        fed = max(0, len(completion) - 1)
-        positions = torch.cat([attention[row].nonzero().squeeze(-1), width + torch.arange(fed)])
-        ids = list(prompt) + list(completion[:fed])
-        kv = []
-        for layer in past.layers:
-            if layer.keys is None or layer.keys.shape[-2] < int(positions[-1]) + 1:
-                return  # a cache layout this code does not know (e.g. sliding windows): no reuse
-            pos = positions.to(layer.keys.device)
-            kv.append((layer.keys[row].index_select(-2, pos), layer.values[row].index_select(-2, pos)))
-        kv_cache.add(ids, kv)
+                k[row, :, head - c:], v[row, :, head - c:] = kv[layer][0][:, :c], kv[layer][1][:, :c]
+        past.append((k, v))
+    return input_ids, attention, past, matched

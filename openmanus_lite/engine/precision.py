@@ -23,8 +23,7 @@ from typing import Any
 NATIVE_BF16_CAPABILITY = (8, 0)
 """CUDA compute capability from which bfloat16 matrix products run natively (Ampere)."""
 
-_NAMES = {"float32": "float32", "fp32": "float32", "float": "float32",
-          "bfloat16": "bfloat16", "bf16": "bfloat16",
+_NAMES = {"float32": "float32", "fp32": "float32", "float": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
           "float16": "float16", "fp16": "float16", "half": "float16"}
 
 
@@ -69,15 +68,6 @@ def gpu_has_native_bf16() -> bool:
     return torch.cuda.is_available() and tuple(torch.cuda.get_device_capability()) >= NATIVE_BF16_CAPABILITY
 
 
-def _dtype_name(requested: Any) -> str | None:
-    if requested is None or requested == "auto":
-        return None
-    key = str(requested).removeprefix("torch.").lower()
-    if key not in _NAMES:
-        raise ValueError(f"unknown dtype {requested!r}: use 'auto', 'float32', 'bfloat16' or 'float16'")
-    return _NAMES[key]
-
-
 def resolve_precision(requested: Any = None, *, cpu_bf16: bool = False, strict: bool = False) -> Precision:
     """The `Precision` for this device. `requested`: None / 'auto' (choose), a dtype name or a torch.dtype.
 
@@ -86,25 +76,25 @@ def resolve_precision(requested: Any = None, *, cpu_bf16: bool = False, strict: 
     """
     import torch
 
-    name = _dtype_name(requested)
+    name = None
+    if requested is not None and requested != "auto":
+        name = _NAMES.get(str(requested).removeprefix("torch.").lower())
+        if name is None:
+            raise ValueError(f"unknown dtype {requested!r}: use 'auto', 'float32', 'bfloat16' or 'float16'")
     if torch.cuda.is_available():
         native = gpu_has_native_bf16()
-        if name is None:
-            name = "bfloat16" if native else "float16"
-        elif name == "bfloat16" and not native:
+        if name == "bfloat16" and not native:
             major, minor = torch.cuda.get_device_capability()
             raise ValueError(
                 f"bfloat16 was asked for, but this GPU ({torch.cuda.get_device_name()}, compute capability "
                 f"{major}.{minor}) only emulates it (native from {NATIVE_BF16_CAPABILITY[0]}.0, Ampere). Unsloth "
                 "loads float16 here and its trainers refuse bf16: use float16 or leave the dtype unset (auto).")
+        name = name or ("bfloat16" if native else "float16")
         return Precision(getattr(torch, name), bf16=name == "bfloat16", fp16=name == "float16", device="cuda")
-    explicit = name is not None
-    if name is None:
-        name = "bfloat16" if cpu_bf16 and cpu_has_native_bf16() else "float32"
-    elif name == "float16":
+    if name == "float16":
         raise ValueError("float16 was asked for on a CPU, which has no float16 training: use float32 (or "
                          "bfloat16 on a CPU with AVX512-BF16/AMX), or run on a GPU")
-    elif name == "bfloat16" and not cpu_has_native_bf16():
+    if name == "bfloat16" and not cpu_has_native_bf16():
         message = (f"bfloat16 was asked for, but this CPU has no native bfloat16 (torch reports "
                    f"{torch.backends.cpu.get_cpu_capability()}, no AVX512-BF16/AMX): matrix products are emulated "
                    "and training is many times slower than in float32 (measure: python benchmarks/cpu_bf16.py). "
@@ -112,6 +102,8 @@ def resolve_precision(requested: Any = None, *, cpu_bf16: bool = False, strict: 
         if strict:
             raise ValueError(message)
         warnings.warn(message, stacklevel=2)
+    explicit = name is not None
+    name = name or ("bfloat16" if cpu_bf16 and cpu_has_native_bf16() else "float32")
     return Precision(getattr(torch, name), bf16=explicit and name == "bfloat16", fp16=False, device="cpu")
 
 
@@ -123,13 +115,9 @@ def trainer_precision(bf16: bool | None = None, fp16: bool | None = None) -> Pre
     """
     if bf16 and fp16:
         raise ValueError("bf16 and fp16 are both True: choose one (or leave both unset for the device's choice)")
-    if bf16:
-        return resolve_precision("bfloat16")
-    if fp16:
-        return resolve_precision("float16")
+    if bf16 or fp16:
+        return resolve_precision("bfloat16" if bf16 else "float16")
     auto = resolve_precision()
     if auto.bf16 and bf16 is False:
         return resolve_precision("float16" if fp16 is None else "float32")
-    if auto.fp16 and fp16 is False:
-        return resolve_precision("float32")
-    return auto
+    return resolve_precision("float32") if auto.fp16 and fp16 is False else auto

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from types import ModuleType, SimpleNamespace
 
@@ -90,7 +91,7 @@ def test_shared_prefixes_are_encoded_once(untrained):
     prompts = render_prompts(tok, CONVS[:3]) + render_prompts(tok, [CONVS[2]] * 3)
     cache = PrefixCache()
     encoded = share_prefixes(model, prompts, cache, tok.pad_token_id)
-    intro = generation._common(prompts[0], prompts[1])
+    intro = len(os.path.commonprefix(prompts[:2]))
     assert intro > 20 and cache.shared_entries == 2  # the intro, and the three copies of CONVS[2]
     assert encoded == intro + (len(prompts[2]) - 1)
     assert share_prefixes(model, prompts, cache, tok.pad_token_id) == 0  # nothing new to share
