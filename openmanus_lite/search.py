@@ -1,29 +1,19 @@
 """Test-time search for agents: best-of-N, beam / Tree-of-Thoughts, MCTS (UCT) and DFSDT.
 
-Every strategy plans with the environment as a simulator (`env.clone()`), proposes
-candidate turns with a *proposer* (expert, random, or a model policy sampling with
-temperature), ranks states with a *scorer*, and stops at a compute budget counted in
-generated tokens or model calls, so strategies can be compared at equal cost.
+Every strategy plans with the environment as a simulator (`env.clone()`), proposes candidate turns
+with a *proposer* (expert, random, or a model policy sampling with temperature), ranks states with a
+*scorer*, and stops at a budget of generated tokens or model calls, so strategies compare at equal cost.
 
-What the search may see, and what it may not
---------------------------------------------
-A search may use what an agent sees: observations, whether the episode ended, whether
-its action parsed and was valid, and its own log-probabilities or a learned value model.
-It may never use the hidden success checker. That is enforced, not promised: the search
-plays in a `Simulator`, which disables the environment's checker on its copies (`_score`
-and `_safe_score` return 0 there, also where domain code shows a score in an observation)
-and passes on only
-`observation`, `done` and the info keys in `VISIBLE_INFO_KEYS`. The chosen action
-sequence is scored afterwards by replaying it in a fresh, unmodified environment.
+A search may use what an agent sees (observations, whether the episode ended, whether its action
+parsed and was valid, its own log-probabilities or a learned value model), never the hidden success
+checker. That is enforced, not promised: it plays in a `Simulator`, whose copies have the checker
+switched off and which passes on only `observation`, `done` and `VISIBLE_INFO_KEYS`; the chosen actions
+are scored afterwards by replaying them in a fresh, unmodified environment (`evaluate`). `oracle=True`
+lifts the blindfold: terminal states valued by the true score give oracle-selected pass@k, an upper
+bound on any selector with the same samples, reported apart from real search results.
 
-Why search plays its own steps instead of `rollout.run_episodes` (the kit's episode loop): a
-search branches, cloning environments mid-episode and stepping copies, which a lock-step loop
-over one environment per task cannot do. Environments and turn limits come from the same
-`envs.make_env`, and `eval.run_benchmark(search=...)` scores searches like greedy episodes.
-
-`oracle=True` lifts the blindfold: terminal states are valued by the true score. That
-measures oracle-selected pass@k, an upper bound on what any selector could reach with
-the same samples; it is reported separately and never mixed with real search results.
+Search steps environments itself, not through `rollout.run_episodes`, because it branches (clones
+environments mid-episode); `eval.run_benchmark(search=...)` scores searches like greedy episodes.
 """
 
 from __future__ import annotations
@@ -32,16 +22,14 @@ import math
 import random
 import re
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
 
 from openmanus_lite.envs import make_env
 from openmanus_lite.envs.base import Env
-from openmanus_lite.policies import CallablePolicy, reply_tokens
+from openmanus_lite.policies import Messages, as_policy, reply_tokens
 from openmanus_lite.react import ParseError, parse_action, parse_step
 from openmanus_lite.schema import Task
-
-Messages = list[dict[str, str]]
 
 VISIBLE_INFO_KEYS = ("turn", "parsed", "valid", "action", "invalid_actions")
 """The parts of `StepResult.info` a search may read. Never `score`, `success` or `reward`."""
@@ -70,45 +58,30 @@ class View:
 
 
 class Simulator:
-    """An environment copy for planning. Unless `oracle`, its scoring is disabled and
-    `step` returns only agent-visible information."""
+    """An environment copy for planning. Unless `oracle`, its scoring is disabled and `step` returns only
+    agent-visible information. `env` is the live copy, for proposers that read state (the expert and
+    random baselines, as their `act_batch` does); search strategies themselves only call `step`."""
 
     def __init__(self, env: Env, oracle: bool = False):
-        self._env = env
+        self.env = env
         self.oracle = oracle
-        if not oracle:
-            # instance attributes shadow the methods: Env.step's end-of-episode scoring, and
-            # any domain code that calls the checker itself (the shop prints "Your score"
-            # on its confirmation page, as WebShop does), get 0 without running the checker
-            env._safe_score = _blind_score
-            env._score = _blind_score
+        if not oracle:  # instance attributes shadow the methods: Env.step's scoring, and domain code that calls
+            # the checker itself (the shop prints "Your score" on its confirmation page, as WebShop does), get 0
+            env._safe_score = env._score = _blind_score
 
     @classmethod
     def start(cls, task: Task, *, oracle: bool = False, max_turns: int | None = None) -> tuple["Simulator", str]:
         env = make_env(task.domain, max_turns=max_turns)
-        sim = cls(env, oracle)
-        return sim, env.reset(task)
+        return cls(env, oracle), env.reset(task)
 
     def step(self, text: str) -> View:
-        r = self._env.step(text)
-        info = {k: r.info[k] for k in VISIBLE_INFO_KEYS if k in r.info}
-        if self.oracle and r.done:
-            info.update({k: r.info[k] for k in ORACLE_INFO_KEYS if k in r.info})
-        return View(r.observation, r.done, info)
+        r = self.env.step(text)
+        keys = VISIBLE_INFO_KEYS + (ORACLE_INFO_KEYS if self.oracle and r.done else ())
+        return View(r.observation, r.done, {k: r.info[k] for k in keys if k in r.info})
 
     def clone(self) -> "Simulator":
         # re-blinds the copy too, in case a domain's clone() rebuilds the env from scratch
-        return Simulator(self._env.clone(), self.oracle)
-
-    @property
-    def done(self) -> bool:
-        return self._env.done
-
-    @property
-    def env(self) -> Env:
-        """The live env, for proposers that read state (the expert and random baselines do,
-        as their `act_batch` does); search strategies themselves only call `step`."""
-        return self._env
+        return Simulator(self.env.clone(), self.oracle)
 
 
 # ---------------------------------------------------------------- proposals and cost
@@ -132,32 +105,20 @@ def approx_tokens(text: str) -> int:
     return max(1, len(_TOKEN_RE.findall(text or "")))
 
 
-class Proposer(Protocol):
-    name: str
-
-    def propose(self, histories: list[Messages], envs: list[Env], k: int, rng: random.Random,
-                include_greedy: bool = True) -> list[list[Candidate]]:
-        """k candidate turns per conversation (duplicates allowed: each one was paid for).
-        With include_greedy the first candidate is the policy's own best guess."""
-        ...
-
-
 class ExpertProposer:
-    """The expert's action first, then perturbations; sampled candidates are the expert's
-    action with probability 1 - epsilon, else a perturbation. A perturbation is a random
-    exploratory action (never a random `answer(...)`: the expert perturbed, not replaced by
-    a guesser), after which the expert recovers from whatever state it leads to."""
+    """The expert's action first; sampled candidates are the expert's action with probability 1 - epsilon,
+    else a perturbation: a random exploratory action (never a random `answer(...)`: the expert perturbed,
+    not replaced by a guesser), from whose state the expert then recovers."""
+
+    name = "expert"
 
     def __init__(self, epsilon: float = 0.3):
-        self.name = "expert"
         self.epsilon = epsilon
-        self.expert_failures = 0
 
     def _expert(self, env: Env, rng: random.Random) -> str:
         try:
             return env.expert_action()
         except Exception:  # a perturbed state the expert has no plan for: propose something else
-            self.expert_failures += 1
             return env.random_action(rng)
 
     def _perturbation(self, env: Env, rng: random.Random) -> str:
@@ -169,17 +130,12 @@ class ExpertProposer:
         return self._expert(env, rng)
 
     def propose(self, histories, envs, k, rng, include_greedy=True):
-        out = []
-        for env in envs:
-            cands = []
-            for i in range(k):
-                if (include_greedy and i == 0) or (not (include_greedy and i > 0) and rng.random() >= self.epsilon):
-                    text = self._expert(env, rng)
-                else:
-                    text = self._perturbation(env, rng)
-                cands.append(Candidate(text, approx_tokens(text)))
-            out.append(cands)
-        return out
+        def one(env: Env, i: int) -> Candidate:
+            expert = i == 0 if include_greedy else rng.random() >= self.epsilon
+            text = self._expert(env, rng) if expert else self._perturbation(env, rng)
+            return Candidate(text, approx_tokens(text))
+
+        return [[one(env, i) for i in range(k)] for env in envs]
 
 
 class RandomProposer:
@@ -193,13 +149,10 @@ class RandomProposer:
 
 class PolicyProposer:
     """Adapts a policy: the greedy candidate comes from `act_batch`; further candidates from
-    `policy.sample_batch(histories, n)` when the policy has it (a model sampling with
-    temperature; items may be str, (text, logprob) or {'text', 'logprob', 'tokens'}),
-    else from repeated `act_batch` calls (for stochastic callables).
-
-    Costs come from the policy's `generated_tokens` counter (and `last_generated_tokens`
-    per reply when present); a policy without a counter is charged `approx_tokens`.
-    """
+    `policy.sample_batch(histories, n)` when the policy has it (a model sampling with temperature; items
+    may be str, (text, logprob) or {'text', 'logprob', 'tokens'}), else from repeated `act_batch` calls
+    (stochastic callables). Costs: the policy's `generated_tokens` counter (`policies.reply_tokens`),
+    else `approx_tokens`."""
 
     def __init__(self, policy: Any):
         self.policy = policy
@@ -209,43 +162,35 @@ class PolicyProposer:
         v = getattr(self.policy, "generated_tokens", None)
         return None if v is None else int(v)
 
-    def _costs(self, texts: list[str], before: int | None) -> list[int]:
-        if before is None:
-            return [approx_tokens(t) for t in texts]
-        return reply_tokens(self.policy, texts, before)
+    def _charge(self, cands: list[Candidate], before: int | None) -> list[Candidate]:
+        """Sets what each candidate of one call cost, unless its sample said so itself."""
+        texts = [c.text for c in cands]
+        costs = [approx_tokens(t) for t in texts] if before is None else reply_tokens(self.policy, texts, before)
+        for c, cost in zip(cands, costs):
+            c.tokens = c.tokens or cost
+        return cands
 
-    def _act(self, histories, envs, out: list[list[Candidate]]) -> None:
-        """One `act_batch` call: a candidate per conversation, with what it cost."""
+    def _act(self, histories, envs) -> list[Candidate]:
         before = self._counter()
-        texts = list(self.policy.act_batch(histories, envs))
-        for i, (t, c) in enumerate(zip(texts, self._costs(texts, before))):
-            out[i].append(Candidate(t, c))
+        return self._charge([Candidate(t, 0) for t in self.policy.act_batch(histories, envs)], before)
 
     def propose(self, histories, envs, k, rng, include_greedy=True):
-        out: list[list[Candidate]] = [[] for _ in histories]
-        n_samples = k
-        if include_greedy:
-            self._act(histories, envs, out)
-            n_samples -= 1
-        if n_samples <= 0:
-            return out
-        if hasattr(self.policy, "sample_batch"):
+        out = [[c] for c in self._act(histories, envs)] if include_greedy else [[] for _ in histories]
+        n = k - int(include_greedy)
+        if n > 0 and hasattr(self.policy, "sample_batch"):
             before = self._counter()
-            samples = self.policy.sample_batch(histories, n_samples)
+            samples = self.policy.sample_batch(histories, n)
             if len(samples) != len(histories):
                 raise ValueError(f"{self.name}.sample_batch returned {len(samples)} lists for {len(histories)} "
                                  f"conversations; it must return n samples per conversation")
-            flat = [_as_candidate(s) for per in samples for s in per]
-            costs = self._costs([c.text for c in flat], before)
-            pos = 0
-            for i, per in enumerate(samples):
-                for _ in per:
-                    c = flat[pos]
-                    out[i].append(Candidate(c.text, c.tokens if c.tokens else costs[pos], c.logprob))
-                    pos += 1
-        else:
-            for _ in range(n_samples):
-                self._act(histories, envs, out)
+            samples = [[_as_candidate(s) for s in per] for per in samples]
+            self._charge([c for per in samples for c in per], before)
+            for got, per in zip(out, samples):
+                got += per
+            return out
+        for _ in range(max(0, n)):
+            for got, c in zip(out, self._act(histories, envs)):
+                got.append(c)
         return out
 
 
@@ -253,7 +198,7 @@ def _as_candidate(item: Any) -> Candidate:
     if isinstance(item, str):
         return Candidate(item, 0)
     if isinstance(item, (tuple, list)) and item and isinstance(item[0], str):
-        return Candidate(item[0], 0, float(item[1]) if len(item) > 1 and item[1] is not None else None)
+        item = {"text": item[0], "logprob": item[1] if len(item) > 1 else None}
     if isinstance(item, dict) and "text" in item:
         lp = item.get("logprob")
         return Candidate(item["text"], int(item.get("tokens") or 0), None if lp is None else float(lp))
@@ -262,49 +207,46 @@ def _as_candidate(item: Any) -> Candidate:
 
 
 def as_proposer(obj: Any) -> Any:
-    """'expert', 'random', a proposer (has `propose`), or a policy (has `act_batch`)."""
+    """'expert', 'random', a proposer, or a policy (what `policies.as_policy` takes).
+
+    A proposer has a `name` and `propose(histories, envs, k, rng, include_greedy=True)`: k candidate turns
+    per conversation (duplicates allowed: each one was paid for); with include_greedy the first is the
+    policy's own best guess."""
     if isinstance(obj, str):
-        if obj == "expert":
-            return ExpertProposer()
-        if obj == "random":
-            return RandomProposer()
-        raise ValueError(f"unknown proposer {obj!r}: use 'expert', 'random', a policy or a proposer")
-    if hasattr(obj, "propose"):
-        return obj
-    if hasattr(obj, "act_batch"):
-        return PolicyProposer(obj)
-    if callable(obj):
-        return PolicyProposer(CallablePolicy(obj))
-    raise TypeError(f"cannot use {obj!r} as a proposer: pass 'expert', 'random', a policy or a proposer")
+        named = {"expert": ExpertProposer, "random": RandomProposer}
+        if obj not in named:
+            raise ValueError(f"unknown proposer {obj!r}: use 'expert', 'random', a policy or a proposer")
+        return named[obj]()
+    return obj if hasattr(obj, "propose") else PolicyProposer(as_policy(obj))
 
 
 @dataclass
 class Budget:
-    """A compute limit: generated tokens, model calls (candidate turns generated), or both."""
+    """A compute limit: generated tokens, model calls (candidate turns generated), or both.
+
+    `unit`: what one greedy episode costs, in the budget's own measure (tokens if set, else calls).
+    Optional; with it, beam and MCTS size their width to the budget (1 unit = greedy)."""
 
     tokens: int | None = None
     calls: int | None = None
     unit: float | None = None
-    """What one greedy episode costs, in the budget's own measure (tokens if set, else calls).
-    Optional; with it, beam and MCTS size their width to the budget (1 unit = greedy)."""
 
     def __post_init__(self):
         if self.tokens is None and self.calls is None:
             raise ValueError("a Budget needs tokens=... or calls=... (or both)")
-        for name in ("tokens", "calls"):
-            v = getattr(self, name)
+        for name, v in (("tokens", self.tokens), ("calls", self.calls)):
             if v is not None and v <= 0:
                 raise ValueError(f"Budget.{name} must be positive, got {v}")
 
     @property
+    def limit(self) -> int:
+        """The budget in its own measure: tokens if set, else calls."""
+        return self.tokens if self.tokens is not None else self.calls
+
+    @property
     def multiple(self) -> float | None:
         """The budget in greedy episodes (None without a unit)."""
-        if not self.unit:
-            return None
-        return (self.tokens if self.tokens is not None else self.calls) / self.unit
-
-    def to_dict(self) -> dict[str, float | None]:
-        return {"tokens": self.tokens, "calls": self.calls, "unit": self.unit}
+        return self.limit / self.unit if self.unit else None
 
 
 class Meter:
@@ -318,6 +260,11 @@ class Meter:
     def charge(self, cands: list[Candidate]) -> None:
         self.tokens += sum(c.tokens for c in cands)
         self.calls += len(cands)
+
+    @property
+    def spent(self) -> int:
+        """What was spent in the budget's own measure (see `Budget.limit`)."""
+        return self.tokens if self.budget.tokens is not None else self.calls
 
     @property
     def exhausted(self) -> bool:
@@ -338,11 +285,6 @@ class Meter:
 # ---------------------------------------------------------------- values
 
 Scorer = Callable[[Messages, View], float]
-
-
-def _observations(history: Messages, view: View) -> list[str]:
-    obs = [m["content"] for m in history[1:] if m["role"] == "user"]
-    return obs + [view.observation]
 
 
 def answer_grounding(answer: str, observations: list[str]) -> float:
@@ -375,10 +317,9 @@ def task_relevance(history: Messages) -> float:
 
 
 def heuristic_value(history: Messages, view: View) -> float:
-    """An agent-visible value in [0, 1] (no checker): invalid actions lower it; a turn-limit
-    ending is a dead end; an answer scores by how much of it was observed; an episode the
-    environment ended by itself (goal reached, purchase made) scores high, higher when the
-    last page it saw matched the task's words."""
+    """An agent-visible value in [0, 1] (no checker): invalid actions lower it; a turn-limit ending is a dead
+    end; an answer scores by how much of it was observed; an episode the environment ended by itself (goal
+    reached, purchase made) scores high, higher when the last page it saw matched the task's words."""
     n_actions = sum(1 for m in history if m["role"] == "assistant")
     validity = 1.0 - min(1.0, view.info.get("invalid_actions", 0) / max(1, n_actions))
     if not view.done:
@@ -386,7 +327,8 @@ def heuristic_value(history: Messages, view: View) -> float:
     action = view.info.get("action") or ""
     parsed = parse_action(action) if action else None
     if parsed is not None and getattr(parsed, "kind", None) == "answer":
-        return 0.45 + 0.35 * answer_grounding(parsed.arg, _observations(history, view)) + 0.2 * validity
+        observed = [m["content"] for m in history[1:] if m["role"] == "user"] + [view.observation]
+        return 0.45 + 0.35 * answer_grounding(parsed.arg, observed) + 0.2 * validity
     if TURN_LIMIT_TEXT in view.observation:
         return 0.1 * validity
     return 0.6 + 0.2 * validity + 0.2 * task_relevance(history)
@@ -405,14 +347,13 @@ SCORERS: dict[str, Scorer] = {"heuristic": heuristic_value, "logprob": logprob_v
 
 
 def as_scorer(obj: str | Scorer | None) -> Scorer:
+    """A name in SCORERS, any callable (history, view) -> float (a reward model), or None: heuristic_value."""
     if obj is None:
         return heuristic_value
-    if isinstance(obj, str):
-        if obj not in SCORERS:
-            raise ValueError(f"unknown scorer {obj!r}; available: {sorted(SCORERS)} or any callable "
-                             f"(history, view) -> float")
-        return SCORERS[obj]
-    return obj
+    if isinstance(obj, str) and obj not in SCORERS:
+        raise ValueError(f"unknown scorer {obj!r}; available: {sorted(SCORERS)} or any callable "
+                         f"(history, view) -> float")
+    return SCORERS[obj] if isinstance(obj, str) else obj
 
 
 # ---------------------------------------------------------------- search tree
@@ -436,10 +377,6 @@ class Node:
     @property
     def done(self) -> bool:
         return self.view is not None and self.view.done
-
-    @property
-    def valid(self) -> bool:
-        return self.view is None or bool(self.view.info.get("valid", False))
 
 
 @dataclass
@@ -469,12 +406,16 @@ class SearchResult:
 
 
 class _Search:
-    """Shared bookkeeping of one search on one task."""
+    """One search on one task, the bookkeeping every strategy shares. Its keywords are the options every
+    strategy takes: `scorer` (see `as_scorer`), `oracle`, `seed`, `max_turns`, `prior_weight` (see `rank`)
+    and `stop_at` (stop once a finished trajectory ranks this high; None: spend the budget)."""
 
-    def __init__(self, task: Task, proposer: Any, budget: Budget, scorer: Any, oracle: bool, seed: int,
-                 max_turns: int | None, prior_weight: float = 0.05):
+    def __init__(self, task: Task, proposer: Any, budget: Budget, *, scorer: Any = None, oracle: bool = False,
+                 seed: int = 0, max_turns: int | None = None, prior_weight: float = 0.05,
+                 stop_at: float | None = 1.0):
         self.task = task
         self.prior_weight = 0.0 if oracle else prior_weight
+        self.stop_at = stop_at
         self.proposer = as_proposer(proposer)
         self.meter = Meter(budget)
         self.scorer = as_scorer(scorer)
@@ -494,26 +435,26 @@ class _Search:
     def propose(self, nodes: list[Node], k: int, include_greedy: bool) -> list[list[Candidate]]:
         """Candidates per node, deduplicated; each is marked greedy (the policy's own turn) or not."""
         k = self.meter.cap(k, len(nodes))
-        cands = self.proposer.propose([n.history for n in nodes], [n.sim.env for n in nodes], k, self.rng,
-                                      include_greedy)
         out = []
-        for per in cands:
+        for per in self.proposer.propose([n.history for n in nodes], [n.sim.env for n in nodes], k, self.rng,
+                                         include_greedy):
             self.meter.charge(per)
-            per = _dedupe(per)
-            for i, c in enumerate(per):
+            unique: dict[str, Candidate] = {}
+            for c in per:  # the first candidate of each text, in order
+                unique.setdefault(c.text, c)
+            for i, c in enumerate(unique.values()):
                 c.greedy = include_greedy and i == 0
-            out.append(per)
+            out.append(list(unique.values()))
         return out
 
     def child(self, node: Node, cand: Candidate, in_place: bool = False) -> Node:
         sim = node.sim if in_place else node.sim.clone()
         view = sim.step(cand.text)
-        lp = None if node.logprob is None or cand.logprob is None else node.logprob + cand.logprob
-        view.logprob = lp
+        view.logprob = None if node.logprob is None or cand.logprob is None else node.logprob + cand.logprob
         history = node.history + [{"role": "assistant", "content": cand.text}]
         if not view.done:
             history.append({"role": "user", "content": view.observation})
-        new = Node(sim, history, node.actions + [cand.text], view, logprob=lp,
+        new = Node(sim, history, node.actions + [cand.text], view, logprob=view.logprob,
                    deviations=node.deviations + (0 if cand.greedy else 1))
         new.value = self.value(new)
         self.nodes += 1
@@ -534,158 +475,119 @@ class _Search:
         return node.value - self.prior_weight * node.deviations
 
     def best_finished(self) -> Node | None:
-        best = None
-        for n in self.finished:  # highest rank; ties go to the earliest found
-            if best is None or self.rank(n) > self.rank(best):
-                best = n
-        return best
+        return max(self.finished, key=self.rank, default=None)  # ties go to the earliest found
 
-    def reached(self, stop_at: float | None) -> bool:
+    def reached(self) -> bool:
         best = self.best_finished()
-        return stop_at is not None and best is not None and self.rank(best) >= stop_at
+        return self.stop_at is not None and best is not None and self.rank(best) >= self.stop_at
 
-    def play_out(self, node: Node, greedy: bool = True, past_budget: bool = True) -> Node:
-        """Play the proposer from `node` to the end of the episode on a copy, one turn at a time. `past_budget`:
+    def play_out(self, node: Node, past_budget: bool = True) -> Node:
+        """Play the proposer's greedy turns from `node` to the end of the episode on a copy. `past_budget`:
         finish even when the budget is spent (every strategy returns a finished episode; the overspend is
         reported); otherwise stop there (an MCTS rollout)."""
-        first = True
+        start = node
         while not node.done and (past_budget or not self.meter.exhausted):
-            cands = self.propose([node], 1, include_greedy=greedy)[0]
+            cands = self.propose([node], 1, include_greedy=True)[0]
             if not cands:
                 break
-            node = self.child(node, cands[0], in_place=not first)
-            first = False
+            node = self.child(node, cands[0], in_place=node is not start)
         return node
 
     def result(self, strategy: str, fallback: Node | None = None, chosen: Node | None = None) -> SearchResult:
-        chosen = chosen or self.best_finished()
-        if chosen is None:
-            chosen = self.play_out(fallback or self.root)
+        chosen = chosen or self.best_finished() or self.play_out(fallback or self.root)
         return SearchResult(
             strategy=strategy, task_id=self.task.id, actions=list(chosen.actions), finished=chosen.done,
             value=chosen.value, tokens=self.meter.tokens, calls=self.meter.calls, episodes=self.episodes,
-            nodes=self.nodes, oracle=self.oracle, budget=self.meter.budget.to_dict(),
+            nodes=self.nodes, oracle=self.oracle, budget=asdict(self.meter.budget),
             wall_s=time.perf_counter() - self.t0, search_history=chosen.history,
         )
 
 
-def _dedupe(cands: list[Candidate]) -> list[Candidate]:
-    """The first candidate of each text, in order."""
-    first: dict[str, Candidate] = {}
-    for c in cands:
-        first.setdefault(c.text, c)
-    return list(first.values())
-
-
-# ---------------------------------------------------------------- strategies
+# ---------------------------------------------------------------- strategies (`options`: see _Search)
 
 
 def best_of_n(task: Task, proposer: Any, budget: Budget, *, n: int | None = None, parallel: int = 8,
-              scorer: Any = None, oracle: bool = False, seed: int = 0, max_turns: int | None = None,
-              stop_at: float | None = 1.0, prior_weight: float = 0.05) -> SearchResult:
+              **options: Any) -> SearchResult:
     """Sample whole episodes (the first greedy, the rest sampled, `parallel` at a time in
     lock step) until `n` or the budget; keep the one the scorer values most."""
-    s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns, prior_weight)
+    s = _Search(task, proposer, budget, **options)
     first = s.play_out(s.root)
-    first_cost = max(1, s.meter.tokens if budget.tokens is not None else s.meter.calls)
-    while not s.meter.exhausted and not s.reached(stop_at) and (n is None or s.episodes < n):
-        spent = s.meter.tokens if budget.tokens is not None else s.meter.calls
-        limit = budget.tokens if budget.tokens is not None else budget.calls
-        width = max(1, min(parallel, math.ceil((limit - spent) / first_cost), (n - s.episodes) if n else parallel))
+    first_cost = max(1, s.meter.spent)
+    while not s.meter.exhausted and not s.reached() and (n is None or s.episodes < n):
+        width = max(1, min(parallel, math.ceil((budget.limit - s.meter.spent) / first_cost),
+                           (n - s.episodes) if n else parallel))
         live = [s.fresh() for _ in range(width)]
         while live and not s.meter.exhausted:
             cands = s.propose(live, 1, include_greedy=False)
-            nxt = []
-            for node, per in zip(live, cands):
-                if per:
-                    child = s.child(node, per[0], in_place=True)
-                    if not child.done:
-                        nxt.append(child)
-            live = nxt
+            stepped = [s.child(node, per[0], in_place=True) for node, per in zip(live, cands) if per]
+            live = [node for node in stepped if not node.done]
         if live:  # the budget ran out mid-wave: those episodes are abandoned
             break
     return s.result("best_of_n", fallback=first)
 
 
 def beam_search(task: Task, proposer: Any, budget: Budget, *, beam_width: int | None = None, k: int | None = None,
-                scorer: Any = None, oracle: bool = False, seed: int = 0, max_turns: int | None = None,
-                stop_at: float | None = 1.0, prior_weight: float = 0.05) -> SearchResult:
-    """Tree-of-Thoughts beam search: at each turn propose k candidates per beam (the greedy
-    one first), step each in a cloned env, keep the `beam_width` best unfinished states by
-    value; finished trajectories are set aside. Stops when no beam is left, the budget is
-    spent, or a finished trajectory reaches `stop_at`; returns the best finished one.
-
-    Unset `beam_width`/`k` are sized to the budget when it has a unit (beam_width x k ~ the
-    budget in greedy episodes, so 1x is greedy decoding), else 2 and 3."""
+                **options: Any) -> SearchResult:
+    """Tree-of-Thoughts beam search: each turn, propose k candidates per beam (greedy first), step each in
+    a cloned env, keep the `beam_width` best unfinished states; finished ones are set aside. Stops when no
+    beam is left, the budget is spent or a finished trajectory reaches `stop_at`; returns the best finished.
+    Unset `beam_width`/`k` are sized to a budget with a unit (beam_width x k ~ the budget in greedy
+    episodes, so 1x is greedy decoding), else 2 and 3."""
     m = budget.multiple
     if beam_width is None:
         beam_width = 2 if m is None else max(1, int(math.sqrt(m)))
     if k is None:
         k = 3 if m is None else max(1, int(m // beam_width))
-    s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns, prior_weight)
+    s = _Search(task, proposer, budget, **options)
     beams = [s.root]
     while beams and not s.meter.exhausted:
-        cands = s.propose(beams, k, include_greedy=True)
-        children = [s.child(b, c) for b, per in zip(beams, cands) for c in per]
-        live = sorted((c for c in children if not c.done), key=s.rank, reverse=True)
-        beams = live[:beam_width]
-        if s.reached(stop_at):
+        children = [s.child(b, c) for b, per in zip(beams, s.propose(beams, k, include_greedy=True)) for c in per]
+        beams = sorted((c for c in children if not c.done), key=s.rank, reverse=True)[:beam_width]
+        if s.reached():
             break
-    fallback = beams[0] if beams else s.root
-    return s.result("beam", fallback=fallback)
+    return s.result("beam", fallback=beams[0] if beams else s.root)
 
 
 def mcts(task: Task, proposer: Any, budget: Budget, *, k: int | None = None, c_uct: float = 1.0,
-         rollout_greedy: bool = True,
-         scorer: Any = None, oracle: bool = False, seed: int = 0, max_turns: int | None = None,
-         stop_at: float | None = 1.0, prior_weight: float = 0.05) -> SearchResult:
-    """UCT over candidate turns proposed by the policy: select by UCB1, expand k candidates
-    (greedy first), value a new leaf by rolling the policy out to the end of the episode
-    and scoring it, back the value up. Returns the best finished trajectory seen.
-
-    An unset `k` is min(3, budget in greedy episodes) when the budget has a unit, else 3."""
+         **options: Any) -> SearchResult:
+    """UCT over candidate turns proposed by the policy: select by UCB1, expand k candidates (greedy first),
+    value a new leaf by rolling the policy out to the end and scoring it, back the value up. Returns the
+    best finished trajectory seen. An unset `k` is min(3, the budget in greedy episodes), else 3."""
     if k is None:
         k = 3 if budget.multiple is None else max(1, min(3, int(budget.multiple)))
-    s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns, prior_weight)
+    s = _Search(task, proposer, budget, **options)
     idle = 0
-    while not s.meter.exhausted and not s.reached(stop_at) and idle < 50:
+    while not s.meter.exhausted and not s.reached() and idle < 50:
         spent_before = s.meter.calls
         node, path = s.root, [s.root]
-        while not node.done:
+        while not node.done:  # descend through visited nodes; stop at the first unvisited one
             if node.children is None:
-                if node.visits == 0 and node is not s.root:
-                    break  # a fresh leaf: evaluate it by a rollout
                 node.children = [s.child(node, c) for c in s.propose([node], k, include_greedy=True)[0]]
             if not node.children:
                 break
             unvisited = [c for c in node.children if c.visits == 0]
-            if unvisited:
-                node = unvisited[0]
-            else:
-                log_n = math.log(max(1, node.visits))
-                node = max(node.children, key=lambda c: c.total / c.visits + c_uct * math.sqrt(log_n / c.visits))
+            log_n = math.log(max(1, node.visits))
+            node = unvisited[0] if unvisited else max(
+                node.children, key=lambda c: c.total / c.visits + c_uct * math.sqrt(log_n / c.visits))
             path.append(node)
             if node.visits == 0:
                 break
-        value = s.rank(node if node.done else s.play_out(node, rollout_greedy, past_budget=False))
+        value = s.rank(node if node.done else s.play_out(node, past_budget=False))
         for n in path:
             n.visits += 1
             n.total += value
         idle = idle + 1 if s.meter.calls == spent_before else 0
-    fallback = max(s.root.children or [s.root], key=lambda c: c.visits)
-    return s.result("mcts", fallback=fallback)
+    return s.result("mcts", fallback=max(s.root.children or [s.root], key=lambda c: c.visits))
 
 
 def dfsdt(task: Task, proposer: Any, budget: Budget, *, max_children: int = 3, accept: float = 0.75,
-          scorer: Any = None, oracle: bool = False, seed: int = 0, max_turns: int | None = None,
-          prior_weight: float = 0.05) -> SearchResult:
-    """Depth-first search with backtracking (ToolLLM's DFSDT): follow the greedy turn; on an
-    invalid action, an error observation, or a dead end (turn limit, or a finished episode
-    valued below `accept`) back up and try a freshly sampled sibling, up to `max_children`
-    per state. Stops at the first acceptable finished trajectory (with the heuristic scorer,
-    0.75 accepts an answer partly read off the observations, or an episode the environment
-    ended itself); otherwise returns the best finished one when the budget is spent."""
-    s = _Search(task, proposer, budget, scorer, oracle, seed, max_turns, prior_weight)
+          **options: Any) -> SearchResult:
+    """Depth-first search with backtracking (ToolLLM's DFSDT): follow the greedy turn; on an invalid action,
+    an error observation or a dead end (turn limit, or a finished episode valued below `accept`) back up
+    and try a freshly sampled sibling, up to `max_children` per state. Stops at the first acceptable
+    finished trajectory (with the heuristic scorer 0.75 accepts an answer partly read off the observations,
+    or an episode the environment ended itself), else returns the best finished one."""
+    s = _Search(task, proposer, budget, **options)
     deepest = [s.root]
 
     def visit(node: Node) -> Node | None:
@@ -698,12 +600,9 @@ def dfsdt(task: Task, proposer: Any, budget: Budget, *, max_children: int = 3, a
                 continue
             tried.add(cands[0].text)
             child = s.child(node, cands[0])
-            if not child.valid or _ERROR_RE.search(child.view.observation or ""):
+            failed = not child.view.info.get("valid", False) or _ERROR_RE.search(child.view.observation or "")
+            if child.done or failed:
                 if child.done and s.rank(child) >= accept:
-                    return child
-                continue
-            if child.done:
-                if s.rank(child) >= accept:
                     return child
                 continue
             if len(child.actions) > len(deepest[0].actions):
@@ -713,18 +612,12 @@ def dfsdt(task: Task, proposer: Any, budget: Budget, *, max_children: int = 3, a
                 return found
         return None
 
-    found = visit(s.root)
-    if found is not None:
-        return s.result("dfsdt", chosen=found)
-    return s.result("dfsdt", fallback=deepest[0])
+    found = visit(s.root)  # before reading deepest[0], which the visit updates
+    return s.result("dfsdt", fallback=deepest[0], chosen=found)
 
 
 STRATEGIES: dict[str, Callable[..., SearchResult]] = {
-    "best_of_n": best_of_n,
-    "beam": beam_search,
-    "mcts": mcts,
-    "dfsdt": dfsdt,
-}
+    "best_of_n": best_of_n, "beam": beam_search, "mcts": mcts, "dfsdt": dfsdt}
 
 
 # ---------------------------------------------------------------- evaluation (outside the search)
@@ -749,9 +642,10 @@ def evaluate(result: SearchResult, task: Task, max_turns: int | None = None) -> 
     """Fill success/score/turns by replaying the chosen actions (the only place the checker runs
     for a non-oracle search)."""
     messages, last, env = replay(task, result.actions, max_turns)
+    ended = last is not None and last.done
     result.messages = messages
-    result.success = bool(last is not None and last.done and last.info.get("success"))
-    result.score = float(last.info.get("score", 0.0)) if last is not None and last.done else 0.0
+    result.success = bool(ended and last.info.get("success"))
+    result.score = float(last.info.get("score", 0.0)) if ended else 0.0
     result.turns = env.turn
     result.invalid_actions = env.invalid_actions
     result.replay_matches = messages == result.search_history
@@ -763,6 +657,4 @@ def run_search(strategy: str, task: Task, proposer: Any, budget: Budget, *, max_
     """Search one task with the named strategy and evaluate the chosen trajectory."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown search strategy {strategy!r}; available: {sorted(STRATEGIES)}")
-    res = STRATEGIES[strategy](task, proposer, budget, max_turns=max_turns, **kwargs)
-    return evaluate(res, task, max_turns)
-
+    return evaluate(STRATEGIES[strategy](task, proposer, budget, max_turns=max_turns, **kwargs), task, max_turns)

@@ -36,6 +36,45 @@ MERGED_MARKER = "openmanus_merged_from.json"
 # --------------------------------------------------------------------------- shared training plumbing
 
 
+def run_config(settings: Any, cls: type, defaults: dict[str, Any], output_dir: str | os.PathLike | None,
+               name: str) -> Any:
+    """The trainer's own copy of `settings` (default: `cls` with the presets' `defaults`, under the cache's
+    runs/`name`), writing to `output_dir` when given."""
+    cfg = copy.copy(settings) if settings else cls(**defaults, output_dir=str(CACHE_DIR / "runs" / name))
+    if output_dir:
+        cfg.output_dir = str(output_dir)
+    return cfg
+
+
+@dataclass
+class TrainReport:
+    """What one DPO, outcome-RM or process-RM training did."""
+
+    steps: int
+    wall_s: float
+    stopped_early: bool
+    data_counts: dict[str, int]
+    log: list[dict[str, Any]]
+    peak_memory: dict[str, Any] = field(default_factory=dict)  # the training's (peak_memory.PeakMemory)
+
+    def summary(self) -> dict[str, Any]:
+        losses = [e["loss"] for e in self.log if "loss" in e]
+        return {"steps": self.steps, "wall_s": round(self.wall_s, 1), "stopped_early": self.stopped_early,
+                "data": self.data_counts, "first_loss": losses[0] if losses else None,
+                "last_loss": losses[-1] if losses else None, "peak_memory": self.peak_memory}
+
+
+def train_and_release(trainer: Any, stop: TimeLimit, data_counts: dict[str, int], t0: float,
+                      resume: str | None = None) -> tuple[Any, TrainReport]:
+    """(the trained model, its report); then frees what only training needed (the optimizer state, TRL's
+    reference copy) before the next stage loads its model, so the caller must hold no other `trainer`."""
+    trainer.train(resume_from_checkpoint=resume)
+    model, state = trainer.model, trainer.state
+    del trainer
+    free_memory()
+    model.eval()
+    return model, TrainReport(int(state.global_step), time.perf_counter() - t0, stop.stopped_by_time,
+                              dict(data_counts), list(state.log_history), stop.peak_memory)
 
 
 def config_dtype(args: Any) -> Any:
@@ -107,23 +146,15 @@ def DPOSettings(**old: Any) -> DPORunConfig:  # noqa: N802  (the old class name)
 
 
 @dataclass
-class DPOResult:
-    model: Any
-    tokenizer: Any
-    log: list[dict[str, Any]]
-    data_counts: dict[str, int]
-    steps: int
-    wall_s: float
-    stopped_early: bool
-    start_checkpoint: str
-    peak_memory: dict[str, Any] = field(default_factory=dict)  # the training's (peak_memory.PeakMemory)
+class DPOResult(TrainReport):
+    model: Any = None
+    tokenizer: Any = None
+    start_checkpoint: str = ""
 
     def summary(self) -> dict[str, Any]:
-        last = {k: v for k, v in (self.log[-2] if len(self.log) > 1 else (self.log or [{}])[-1]).items()
-                if isinstance(v, (int, float))}
-        return {"steps": self.steps, "wall_s": round(self.wall_s, 1), "stopped_early": self.stopped_early,
-                "data": self.data_counts, "last_log": last, "start": self.start_checkpoint,
-                "peak_memory": self.peak_memory}
+        last = self.log[-2] if len(self.log) > 1 else (self.log or [{}])[-1]  # the last step's (then the totals)
+        return {**super().summary(), "last_log": {k: v for k, v in last.items() if isinstance(v, (int, float))},
+                "start": self.start_checkpoint}
 
 
 def run_dpo(
@@ -143,9 +174,7 @@ def run_dpo(
     with the kit's fields (DPORunConfig; `preset.dpo_config()`), by default the presets' DPO settings;
     `output_dir` overrides its folder; `resume`: a checkpoint of this run to continue from.
     """
-    s = copy.copy(settings) if settings else DPORunConfig(**DPO, output_dir=str(CACHE_DIR / "runs" / "dpo"))
-    if output_dir:
-        s.output_dir = str(output_dir)
+    s = run_config(settings, DPORunConfig, DPO, output_dir, "dpo")
     trl = import_trl()
     t0 = time.perf_counter()
     if isinstance(start, tuple):
@@ -159,16 +188,7 @@ def run_dpo(
     train_ds, counts = pair_dataset(rows, tok, s.max_length)
     eval_ds = pair_dataset(eval_rows, tok, s.max_length)[0] if eval_rows else None
     stop = TimeLimit.from_config(s)
-    trainer = trl.DPOTrainer(model=model, args=s, train_dataset=train_ds, eval_dataset=eval_ds,
-                             processing_class=tok, callbacks=[stop])
-    trainer.train(resume_from_checkpoint=resume)
-    model = trainer.model
-    model.eval()
-    result = DPOResult(model=model, tokenizer=tok, log=list(trainer.state.log_history), data_counts=dict(counts),
-                       steps=int(trainer.state.global_step), wall_s=time.perf_counter() - t0,
-                       stopped_early=stop.stopped_by_time, start_checkpoint=str(start_name),
-                       peak_memory=stop.peak_memory)
-    del trainer
-    free_memory()  # the optimizer state and TRL's reference copy, if it made one
-    return result
+    model, report = train_and_release(trl.DPOTrainer(model=model, args=s, train_dataset=train_ds, eval_dataset=eval_ds,
+                                                     processing_class=tok, callbacks=[stop]), stop, counts, t0, resume)
+    return DPOResult(**vars(report), model=model, tokenizer=tok, start_checkpoint=str(start_name))
 

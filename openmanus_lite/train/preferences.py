@@ -1,26 +1,17 @@
 """Preference data from environment rollouts: no human labels, the environment is the judge.
 
-Two episodes of the same task make a preference when the environment scored them
-differently. Because the environments are deterministic, two episodes that take the
-same actions see the same observations, so they share a conversation prefix up to the
-first turn whose *action* differs (thoughts may be worded differently). That shared
-prefix is the prompt; what follows is chosen (the better episode) or rejected:
+Two episodes of one task make a preference when the environment scored them differently. The
+environments are deterministic, so two episodes that take the same actions share a conversation
+prefix up to the first turn whose *action* differs (thoughts may be worded differently). That prefix
+is the prompt; what follows is chosen (the better episode) or rejected: in a **step pair** the one
+diverging turn (DPO: where the better episode decided better), in a **trajectory pair** the rest of
+each episode (the outcome reward model). Rows are TRL's conversational preference format, which
+`DPOTrainer` and `RewardTrainer` take unchanged; every episode pair that gives none is counted by reason.
 
-- a **step pair**: chosen and rejected are the single diverging assistant turn (what DPO
-  trains on: the turn at which the better episode made the better decision);
-- a **trajectory pair**: chosen and rejected are the whole rest of each episode (what the
-  outcome reward model trains on).
-
-Episodes come from three sources: the expert, the expert with one injected mistake (a
-random action or a corrupted copy of the expert's own action at a random turn, after which
-the expert carries on), and any policy's rollouts (`run_episodes`). `label_step_values`
-replays an episode and asks, after each turn, whether the expert continuing from that
-state (on a clone of the environment) still solves the task: the per-step labels of the
-process reward model, and an optional stricter judge for step pairs.
-
-Rows follow TRL's conversational preference format: `{"prompt": [messages],
-"chosen": [messages], "rejected": [messages]}`, which `DPOTrainer` and `RewardTrainer`
-accept unchanged. Every episode pair that yields no preference is counted with its reason.
+Episodes come from the expert, the expert with one injected mistake (after which it carries on), and
+any policy's rollouts (`run_episodes`). `label_step_values` replays an episode and asks after each turn
+whether the expert, continuing on a clone of the environment, still solves the task: the process reward
+model's labels, and a stricter judge for step pairs.
 """
 
 from __future__ import annotations
@@ -30,18 +21,17 @@ import json
 import random
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from openmanus_lite.envs import make_env
 from openmanus_lite.envs.base import Env
+from openmanus_lite.policies import Messages
 from openmanus_lite.react import Action, ParseError, format_action, format_turn, parse_step
 from openmanus_lite.rollout import episode_trajectory, run_episodes
 from openmanus_lite.schema import Task, Trajectory
-
-Messages = list[dict[str, str]]
 
 MISTAKE_KINDS = ("random", "corrupt", "skip")
 """Injected mistakes: the environment's random action, a corrupted expert action (`corrupt_turn`),
@@ -57,12 +47,10 @@ expert's turn in hindsight (a search location that happened to be empty), and a 
 prefers it would teach a model not to look."""
 
 JUDGES = ("outcome", "step_value")
-"""How a step pair is decided: the episodes' final outcomes, or the expert-continuation value
-right after the diverging turn (needs `label_step_values` first)."""
-
 TIE_BREAKS = ("none", "efficiency")
-"""Between two equally successful episodes: no preference, or the one with fewer invalid
-actions, then fewer turns."""
+PRM_LABELS = ("progress", "solvable")
+"""Process labels: 'solvable' = the expert still solves the task from the state after the turn;
+'progress' = solvable and the turn shrank the expert's remaining turns (wasted and fatal turns get 0)."""
 
 
 # --------------------------------------------------------------------------- comparing episodes
@@ -79,15 +67,12 @@ def action_key(text: str, domain: str) -> str:
 def first_divergence(a: Trajectory, b: Trajectory) -> tuple[int | None, str]:
     """(message index of the first assistant turn whose action differs, reason).
 
-    Everything before it agrees: the same observations and the same actions. The index
-    is None with a reason when there is no such turn: `same_actions` (one episode is the
-    other, or a prefix of it), `observation_mismatch` (the same actions met different
-    observations: different tasks, turn limits or a non-deterministic environment) or
-    `role_mismatch` (malformed episodes).
+    Everything before it agrees: the same observations and the same actions. The index is None
+    when there is no such turn, with the reason: `same_actions` (one episode is the other, or a
+    prefix of it), `observation_mismatch` (the same actions met different observations: different
+    tasks, turn limits or a non-deterministic environment) or `role_mismatch` (malformed episodes).
     """
-    ma, mb = a.messages, b.messages
-    for i in range(min(len(ma), len(mb))):
-        ta, tb = ma[i], mb[i]
+    for i, (ta, tb) in enumerate(zip(a.messages, b.messages)):
         if ta.role != tb.role:
             return None, "role_mismatch"
         if ta.role == "assistant":
@@ -100,29 +85,26 @@ def first_divergence(a: Trajectory, b: Trajectory) -> tuple[int | None, str]:
 
 def episode_score(traj: Trajectory) -> float:
     """The environment's final score of an episode (meta['score'], or 1/0 from meta['success'])."""
-    meta = traj.meta
-    if "score" in meta:
-        return float(meta["score"])
-    if "success" in meta:
-        return 1.0 if meta["success"] else 0.0
+    if "score" in traj.meta:
+        return float(traj.meta["score"])
+    if "success" in traj.meta:
+        return float(bool(traj.meta["success"]))
     raise ValueError(f"trajectory {traj.id!r} has no outcome: meta needs 'score' or 'success' "
                      "(episodes from run_episodes or collect_episodes have both)")
 
 
-def compare_episodes(a: Trajectory, b: Trajectory, tie_break: str = "efficiency", min_margin: float = 0.0
-                     ) -> tuple[int, str]:
+def compare_episodes(a: Trajectory, b: Trajectory, tie_break: str = "efficiency") -> tuple[int, str]:
     """(+1 if a is better, -1 if b is, 0 if neither; the reason that decided).
 
-    The outcome decides first (scores differing by more than `min_margin`). With
-    `tie_break="efficiency"`, two equally *successful* episodes are ordered by fewer
-    invalid actions, then fewer turns; two equal failures are never ordered.
+    The outcome decides first. With `tie_break="efficiency"`, two equally *successful* episodes
+    are ordered by fewer invalid actions, then fewer turns; two equal failures are never ordered.
     """
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
     sa, sb = episode_score(a), episode_score(b)
-    if abs(sa - sb) > min_margin:
+    if sa != sb:
         return (1 if sa > sb else -1), "outcome"
-    if tie_break == "efficiency" and sa == sb and a.meta.get("success") and b.meta.get("success"):
+    if tie_break == "efficiency" and a.meta.get("success") and b.meta.get("success"):
         ka = (int(a.meta.get("invalid_actions", 0)), _assistant_turns(a))
         kb = (int(b.meta.get("invalid_actions", 0)), _assistant_turns(b))
         if ka != kb:
@@ -130,13 +112,9 @@ def compare_episodes(a: Trajectory, b: Trajectory, tie_break: str = "efficiency"
     return 0, "tie"
 
 
-def _assistant_turns(traj: Trajectory) -> int:
-    return sum(1 for t in traj.messages if t.role == "assistant")
-
-
-def _assistant_ordinal(traj: Trajectory, message_index: int) -> int:
-    """Which assistant turn (0-based) message `message_index` is."""
-    return sum(1 for t in traj.messages[:message_index] if t.role == "assistant")
+def _assistant_turns(traj: Trajectory, end: int | None = None) -> int:
+    """Assistant turns among the messages before index `end` (all of them by default)."""
+    return sum(1 for t in traj.messages[:end] if t.role == "assistant")
 
 
 # --------------------------------------------------------------------------- pairs
@@ -154,7 +132,7 @@ class PreferencePair:
     level: str
     """'step' (one diverging turn each) or 'trajectory' (the rest of each episode)."""
     reason: str
-    """What decided it: 'outcome', 'efficiency' or 'step_value'."""
+    """What decided it: 'outcome', 'efficiency', 'step_value' or 'step_efficiency'."""
     chosen_value: float
     rejected_value: float
     turn: int
@@ -164,19 +142,9 @@ class PreferencePair:
 
     def to_row(self) -> dict[str, Any]:
         """A dataset row: the three TRL columns plus provenance columns (trainers ignore them)."""
-        return {
-            "prompt": self.prompt,
-            "chosen": self.chosen,
-            "rejected": self.rejected,
-            "task_id": self.task_id,
-            "domain": self.domain,
-            "level": self.level,
-            "reason": self.reason,
-            "margin": float(self.chosen_value - self.rejected_value),
-            "turn": self.turn,
-            "chosen_source": self.chosen_source,
-            "rejected_source": self.rejected_source,
-        }
+        row = asdict(self)
+        row["margin"] = float(row.pop("chosen_value") - row.pop("rejected_value"))
+        return row
 
     def key(self) -> str:
         """Content hash, for de-duplication (many rollouts share their first mistake)."""
@@ -198,12 +166,8 @@ class PairSet:
         return len(self.pairs)
 
     def summary(self) -> dict[str, Any]:
-        return {
-            "pairs": len(self.pairs),
-            "by_reason": dict(Counter(p.reason for p in self.pairs)),
-            "by_domain": dict(Counter(p.domain for p in self.pairs)),
-            "skipped": dict(self.skipped),
-        }
+        return {"pairs": len(self.pairs), "by_reason": dict(Counter(p.reason for p in self.pairs)),
+                "by_domain": dict(Counter(p.domain for p in self.pairs)), "skipped": dict(self.skipped)}
 
 
 def _task_id(traj: Trajectory) -> str:
@@ -214,25 +178,14 @@ def _task_id(traj: Trajectory) -> str:
     return str(tid)
 
 
-def make_pairs(
-    episodes: Iterable[Trajectory],
-    *,
-    level: str = "step",
-    judge: str = "outcome",
-    tie_break: str = "efficiency",
-    min_margin: float = 0.0,
-    max_pairs_per_task: int | None = None,
-    seed: int = 0,
-) -> PairSet:
-    """Preference pairs from every two episodes of the same task.
+def make_pairs(episodes: Iterable[Trajectory], *, level: str = "step", judge: str = "outcome",
+               tie_break: str = "efficiency", max_pairs_per_task: int | None = None, seed: int = 0) -> PairSet:
+    """Preference pairs from every two episodes of the same task (`level`: see the module doc).
 
-    level: 'step' or 'trajectory' (see the module doc). judge: 'outcome' compares the
-    episodes' final scores (`compare_episodes`); 'step_value' compares the
-    expert-continuation values right after the diverging turn (meta['step_values'] from
-    `label_step_values`), so a pair credits the diverging turn itself, not a later
-    mistake; with tie_break='efficiency' equal values are ordered by the expert's remaining
-    turns (a wasted turn loses to a turn that made progress). Duplicates are dropped; at most `max_pairs_per_task` pairs per task
-    (sampled with `seed`).
+    judge: 'outcome' compares final scores (`compare_episodes`); 'step_value' the expert-continuation
+    values right after the diverging turn (`label_step_values`), so a pair credits that turn itself, not
+    a later mistake; with tie_break='efficiency' equal values are ordered by the expert's remaining
+    turns. Duplicates are dropped; at most `max_pairs_per_task` pairs per task (sampled with `seed`).
     """
     if level not in ("step", "trajectory"):
         raise ValueError(f"level must be 'step' or 'trajectory', got {level!r}")
@@ -248,33 +201,19 @@ def make_pairs(
         task_pairs = []
         for a, b in combinations(group, 2):
             d, why = first_divergence(a, b)
-            if d is None:
+            if d is not None:
+                turn = _assistant_turns(a, d)
+                sign, why, va, vb = _judge(a, b, turn, judge, tie_break)
+            if d is None or sign == 0:
                 out.skipped[why] += 1
                 continue
-            turn = _assistant_ordinal(a, d)
-            if judge == "outcome":
-                sign, reason = compare_episodes(a, b, tie_break, min_margin)
-                va, vb = episode_score(a), episode_score(b)
-            else:
-                (va, ra), (vb, rb) = _step_value(a, turn), _step_value(b, turn)
-                sign, reason = (1 if va > vb else -1), "step_value"
-                if abs(va - vb) <= min_margin:
-                    sign, reason = 0, "tie"
-                    if tie_break == "efficiency" and va == vb and va > 0 and ra != rb:
-                        sign, reason = (1 if ra < rb else -1), "step_efficiency"
-            if sign == 0:
-                out.skipped[reason] += 1
-                continue
-            win, lose, vw, vl = (a, b, va, vb) if sign > 0 else (b, a, vb, va)
-            prompt = win.to_messages()[:d]
-            if level == "step":
-                chosen, rejected = [win.to_messages()[d]], [lose.to_messages()[d]]
-            else:
-                chosen, rejected = win.to_messages()[d:], lose.to_messages()[d:]
-            pair = PreferencePair(prompt, chosen, rejected, task_id, win.domain, level, reason, vw, vl, turn,
-                                  win.source, lose.source)
-            k = pair.key()
-            if k in seen:
+            if sign < 0:
+                a, b, va, vb = b, a, vb, va
+            win, lose = a.to_messages(), b.to_messages()
+            end = d + 1 if level == "step" else None
+            pair = PreferencePair(win[:d], win[d:end], lose[d:end], task_id, a.domain, level, why, va, vb, turn,
+                                  a.source, b.source)
+            if (k := pair.key()) in seen:
                 out.skipped["duplicate"] += 1
                 continue
             seen.add(k)
@@ -282,8 +221,20 @@ def make_pairs(
         if max_pairs_per_task is not None and len(task_pairs) > max_pairs_per_task:
             out.skipped["over_task_cap"] += len(task_pairs) - max_pairs_per_task
             task_pairs = rng.sample(task_pairs, max_pairs_per_task)
-        out.pairs.extend(task_pairs)
+        out.pairs += task_pairs
     return out
+
+
+def _judge(a: Trajectory, b: Trajectory, turn: int, judge: str, tie_break: str) -> tuple[int, str, float, float]:
+    """(sign as in `compare_episodes`, reason, value of a, value of b) of two episodes diverging at `turn`."""
+    if judge == "outcome":
+        return (*compare_episodes(a, b, tie_break), episode_score(a), episode_score(b))
+    (va, ra), (vb, rb) = _step_value(a, turn), _step_value(b, turn)
+    if va != vb:
+        return (1 if va > vb else -1), "step_value", va, vb
+    if tie_break == "efficiency" and va > 0 and ra != rb:
+        return (1 if ra < rb else -1), "step_efficiency", va, vb
+    return 0, "tie", va, vb
 
 
 def _step_value(traj: Trajectory, turn: int) -> tuple[float, int]:
@@ -325,10 +276,9 @@ def _finish_with_expert(env: Env, messages: Messages) -> bool:
     episode is then ended with an empty answer (and callers flag it in meta['expert_broke'])."""
     while not env.done:
         text = _safe_expert(env)
+        _play(env, messages, format_turn("I am stuck.", "answer()") if text is None else text)
         if text is None:
-            _play(env, messages, format_turn("I am stuck.", "answer()"))
             return False
-        _play(env, messages, text)
     return True
 
 
@@ -343,16 +293,16 @@ def expert_episode(task: Task, max_turns: int | None = None) -> Trajectory:
 
 _NUMBER = re.compile(r"\d+")
 _WORD = re.compile(r"[A-Za-z_]{3,}")
+_TOKEN = re.compile(r"\w+")
 
 
 def corrupt_turn(text: str, domain: str, rng: random.Random) -> str:
     """A plausible but different version of an assistant turn: the kind of slip a model makes.
 
-    Tries, in random order: change a number in the action (wrong id, count or index), drop
-    a letter from a name, cut the action short, answer prematurely, drop the `Act:` label
-    (a format error). Returns the first variant whose action differs from the original.
-    A changed number or name is changed in the thought too (`_retell`): a model's slip is in its
-    reasoning as well, so a recovery must correct the thought, not copy it.
+    Tries, in random order: change a number in the action (wrong id, count or index), drop a letter
+    from a name, cut the action short, answer prematurely, drop the `Act:` label (a format error);
+    returns the first whose action differs. A changed number or name changes in the thought too
+    (`_retell`): a model's slip is in its reasoning as well, so a recovery must correct the thought.
     """
     parsed = parse_step(text, domain)
     original = action_key(text, domain)
@@ -378,12 +328,8 @@ def corrupt_turn(text: str, domain: str, rng: random.Random) -> str:
 def _with_arg(thought: str, action: Action, arg: str | None, retell: bool = False) -> str:
     if not arg:
         return ""
-    if retell:
-        thought = _retell(thought, action.arg, arg)
-    return format_turn(thought, format_action(Action(action.kind, arg, action.name)))
-
-
-_TOKEN = re.compile(r"\w+")
+    return format_turn(_retell(thought, action.arg, arg) if retell else thought,
+                       format_action(Action(action.kind, arg, action.name)))
 
 
 def _retell(thought: str, old: str, new: str) -> str:
@@ -396,10 +342,9 @@ def _retell(thought: str, old: str, new: str) -> str:
     if len(a) != len(b):
         return thought
     for i, (x, y) in enumerate(zip(a, b)):
-        if x == y:
-            continue
-        before = f"{a[i - 1]} " if i and x.isdigit() else ""
-        thought = re.sub(rf"(?<!\w){re.escape(before + x)}(?!\w)", lambda _, new=before + y: new, thought)
+        if x != y:
+            before = f"{a[i - 1]} " if i and x.isdigit() else ""
+            thought = re.sub(rf"(?<!\w){re.escape(before + x)}(?!\w)", lambda _, new=before + y: new, thought)
     return thought
 
 
@@ -437,15 +382,13 @@ def skipped_step(env: Env) -> str | None:
 def _typical_turn(task: Task, max_turns: int | None, rng: random.Random) -> int | None:
     """The first turn of the expert's episode at which the environment has its typical slip, or None."""
     env, _ = _new_env(task, max_turns)
-    turn = 0
     while not env.done:
         due = _safe_expert(env)
         if due is None:
             return None
         if env.typical_mistake(due, rng) is not None:
-            return turn
+            return env.turn
         env.step(due)
-        turn += 1
     return None
 
 
@@ -455,16 +398,14 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
     """`n` expert episodes with one injected mistake each, at a random turn; the expert carries on after it.
 
     The kinds take turns in the order of `kinds`; a skip where there is nothing to skip becomes a
-    corrupted turn. A mistake the environment rejects is played again, up to `repeats` times in a
-    row, as a model stuck in a loop does (a rejected action leaves the state as it was).
-    meta['mistake'] = {'turn': i, 'kind': the kind played, 'valid': whether the environment accepted
-    the mistaken action, 'played': how many times in a row} ('valid' and 'played' are absent when the
-    episode ended before turn i). Whether the mistake was recoverable is the environment's call:
-    some of these episodes still succeed.
+    corrupted turn. A rejected mistake is played again, up to `repeats` times in a row, as a model
+    stuck in a loop does. meta['mistake'] = {'turn', 'kind' played, 'valid' (the environment accepted
+    it), 'played' (times in a row)}; no 'valid' and 'played' when the episode ended before the turn.
+    Some of these episodes still succeed: whether a mistake was recoverable is the environment's call.
     """
-    for kind in kinds:
-        if kind not in ALL_MISTAKE_KINDS:
-            raise ValueError(f"unknown mistake kind {kind!r}; expected some of {ALL_MISTAKE_KINDS}")
+    unknown = [k for k in kinds if k not in ALL_MISTAKE_KINDS]
+    if unknown:
+        raise ValueError(f"unknown mistake kind {unknown[0]!r}; expected some of {ALL_MISTAKE_KINDS}")
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
     if expert_turns is None:
@@ -473,8 +414,9 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
     for i in range(n):
         kind = kinds[i % len(kinds)]
         at = rng.randrange(max(1, expert_turns))
-        typical_at = _typical_turn(task, max_turns, rng) if kind == "typical" else None
-        at = at if typical_at is None else typical_at
+        if kind == "typical":
+            typical_at = _typical_turn(task, max_turns, rng)
+            kind, at = ("random", at) if typical_at is None else (kind, typical_at)
         env, first = _new_env(task, max_turns)
         messages = [{"role": "user", "content": first}]
         broke = False
@@ -484,30 +426,26 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
                 broke = text is None
                 break
             _play(env, messages, text)
-        extra: dict[str, Any] = {"mistake": {"turn": at, "kind": kind}}
+        mistake: dict[str, Any] = {"turn": at, "kind": kind}
         if not env.done and not broke:
-            if kind == "random" or (kind == "typical" and typical_at is None):
-                mistake = env.random_action(rng)
-                extra["mistake"]["kind"] = "random"
+            if kind == "random":
+                text = env.random_action(rng)
             elif kind == "typical":
-                mistake = env.typical_mistake(_safe_expert(env) or "", rng)
+                text = env.typical_mistake(_safe_expert(env) or "", rng)
             else:
                 due = _safe_expert(env) or ""
-                mistake = skipped_step(env) if kind == "skip" else None
-                if mistake is None or action_key(mistake, task.domain) == action_key(due, task.domain):
-                    mistake = corrupt_turn(due, task.domain, rng)  # nothing to skip here
-                    extra["mistake"]["kind"] = "corrupt"
-            _play(env, messages, mistake)
-            extra["mistake"]["valid"] = bool(env.last_info.get("valid"))  # a detour, or an action that failed
-            played = 1
-            while played < repeats and not extra["mistake"]["valid"] and not env.done:
-                _play(env, messages, mistake)
-                played += 1
-            extra["mistake"]["played"] = played
-        finished = _finish_with_expert(env, messages)
-        if broke or not finished:
+                text = skipped_step(env) if kind == "skip" else None
+                if text is None or action_key(text, task.domain) == action_key(due, task.domain):
+                    text, mistake["kind"] = corrupt_turn(due, task.domain, rng), "corrupt"  # nothing to skip here
+            _play(env, messages, text)
+            mistake["valid"], mistake["played"] = bool(env.last_info.get("valid")), 1  # a detour, or a failed action
+            while mistake["played"] < repeats and not mistake["valid"] and not env.done:
+                _play(env, messages, text)
+                mistake["played"] += 1
+        extra: dict[str, Any] = {"mistake": mistake}
+        if not _finish_with_expert(env, messages) or broke:
             extra["expert_broke"] = True  # the episode ended with a give-up answer, not the expert's own
-        source = f"mistake:{extra['mistake']['kind']}"
+        source = f"mistake:{mistake['kind']}"
         out.append(episode_trajectory(task, env, messages, id=f"{source}/{task.id}/{i}", source=source, extra=extra))
     return out
 
@@ -539,32 +477,27 @@ def expert_value(env: Env) -> tuple[float, int]:
 def label_step_values(task: Task, traj: Trajectory, max_turns: int | None = None) -> list[float]:
     """Replay `traj` in a fresh environment; after each assistant turn, the expert-continuation value.
 
-    Stores in meta, one entry per assistant turn: 'step_values' (the score the expert
-    reaches from the state after that turn; after the final turn, the episode's own
-    score) and 'step_remaining' (the turns the expert needed from there), plus
-    'start_remaining' (the expert's turns from the initial state). A turn made progress
-    when it shrank the expert's remaining turns. Returns the values. Raises
+    Stores in meta, per assistant turn, 'step_values' (the score the expert reaches from the state
+    after it; after the final turn, the episode's own) and 'step_remaining' (the turns the expert
+    needed from there), plus 'start_remaining' (from the initial state). Returns the values; raises
     ReplayMismatch when the recorded observations are not reproduced (wrong task or turn limit).
     """
     if task.id != traj.meta.get("task_id", task.id):
         raise ValueError(f"trajectory {traj.id!r} is for task {traj.meta.get('task_id')!r}, not {task.id!r}")
-    max_turns = max_turns or traj.meta.get("max_turns")
-    env, first = _new_env(task, max_turns)
+    env, first = _new_env(task, max_turns or traj.meta.get("max_turns"))
     msgs = traj.messages
     if not msgs or msgs[0].role != "user" or msgs[0].content != first:
         raise ReplayMismatch(f"trajectory {traj.id!r}: its first message is not what the environment shows for task "
                              f"{task.id!r} (different task, max_turns or environment version?)")
-    values: list[float] = []
-    remaining: list[int] = []
     start_remaining = expert_value(env)[1]
+    values, remaining = [], []
     for i, turn in enumerate(msgs):
         if turn.role != "assistant":
             continue
         if env.done:
             raise ReplayMismatch(f"trajectory {traj.id!r}: the episode ended before message {i}")
         step = env.step(turn.content)
-        following = msgs[i + 1] if i + 1 < len(msgs) else None
-        if not step.done and (following is None or following.content != step.observation):
+        if not step.done and (i + 1 >= len(msgs) or msgs[i + 1].content != step.observation):
             raise ReplayMismatch(f"trajectory {traj.id!r}: replaying message {i} gave a different observation")
         value, left = expert_value(env)
         values.append(value)
@@ -573,92 +506,62 @@ def label_step_values(task: Task, traj: Trajectory, max_turns: int | None = None
     return values
 
 
-PRM_LABELS = ("progress", "solvable")
-"""Process labels: 'solvable' = the expert still solves the task from the state after the turn;
-'progress' = solvable and the turn shrank the expert's remaining turns (wasted and fatal turns get 0)."""
-
-
-def step_labels(traj: Trajectory, label: str = "progress", threshold: float = 1.0) -> list[int]:
-    """0/1 per assistant turn from the step values that `label_step_values` stored."""
+def step_labels(traj: Trajectory, label: str = "progress") -> list[int]:
+    """0/1 per assistant turn (see PRM_LABELS) from the step values that `label_step_values` stored."""
     if label not in PRM_LABELS:
         raise ValueError(f"label must be one of {PRM_LABELS}, got {label!r}")
     meta = traj.meta
     if "step_values" not in meta:
         raise ValueError(f"trajectory {traj.id!r} has no meta['step_values']; run label_step_values first")
-    solvable = [int(v >= threshold) for v in meta["step_values"]]
+    solvable = [int(v >= 1.0) for v in meta["step_values"]]
     if label == "solvable":
         return solvable
     before = [meta["start_remaining"]] + list(meta["step_remaining"][:-1])
     return [int(s and after < prev) for s, prev, after in zip(solvable, before, meta["step_remaining"])]
 
 
-def prm_rows(episodes: Iterable[Trajectory], label: str = "progress", threshold: float = 1.0
-             ) -> list[dict[str, Any]]:
+def prm_rows(episodes: Iterable[Trajectory], label: str = "progress") -> list[dict[str, Any]]:
     """Rows for the process reward model: messages and one 0/1 label per assistant turn (see `step_labels`)."""
-    rows = []
-    for ep in episodes:
-        rows.append({
-            "messages": ep.to_messages(),
-            "step_labels": step_labels(ep, label, threshold),
-            "task_id": _task_id(ep),
-            "domain": ep.domain,
-        })
-    return rows
+    return [{"messages": ep.to_messages(), "step_labels": step_labels(ep, label), "task_id": _task_id(ep),
+             "domain": ep.domain} for ep in episodes]
 
 
 # --------------------------------------------------------------------------- collecting a pool
 
 
-def collect_episodes(
-    tasks: list[Task],
-    *,
-    policy: Any = None,
-    samples_per_task: int = 2,
-    mistakes_per_task: int = 2,
-    mistake_kinds: tuple[str, ...] = PAIR_MISTAKE_KINDS,
-    include_expert: bool = True,
-    label_steps: bool = True,
-    max_turns: int | None = None,
-    seed: int = 0,
-    batch_size: int = 32,
-    progress: bool = False,
-) -> tuple[list[Trajectory], Counter]:
-    """A pool of episodes per task from the three sources, optionally labelled with step values.
-
-    Model rollouts need a sampling policy for variety (a greedy policy repeats itself,
-    and identical episodes give no pairs). Returns (episodes, counts) where counts holds
-    the episodes per source and any that could not be replayed for labelling.
-    """
+def collect_episodes(tasks: list[Task], *, policy: Any = None, samples_per_task: int = 2, mistakes_per_task: int = 2,
+                     mistake_kinds: tuple[str, ...] = PAIR_MISTAKE_KINDS, max_turns: int | None = None, seed: int = 0,
+                     batch_size: int = 32, progress: bool = False) -> tuple[list[Trajectory], Counter]:
+    """A pool of episodes per task from the three sources, labelled with step values; (episodes, counts per
+    source and of episodes that did not replay). Rollouts need a sampling policy for variety: a greedy
+    policy repeats itself, and identical episodes give no pairs."""
+    repeated = sorted(tid for tid, n in Counter(t.id for t in tasks).items() if n > 1)
+    if repeated:
+        raise ValueError(f"task ids must be unique (pairs are made per task id); repeated: {repeated[:5]}")
     rng = random.Random(seed)
-    counts: Counter = Counter()
     episodes: list[Trajectory] = []
-    by_id = {t.id: t for t in tasks}
-    if len(by_id) != len(tasks):
-        dup = sorted({t.id for t in tasks if sum(1 for u in tasks if u.id == t.id) > 1})
-        raise ValueError(f"task ids must be unique (pairs are made per task id); repeated: {dup[:5]}")
     for task in tasks:
         expert = expert_episode(task, max_turns)
-        if include_expert:
-            episodes.append(expert)
+        episodes.append(expert)
         if mistakes_per_task:
             episodes += mistake_episodes(task, mistakes_per_task, rng, mistake_kinds, max_turns,
                                          expert_turns=int(expert.meta["turns"]))
     if policy is not None and samples_per_task:
-        repeated = [t for t in tasks for _ in range(samples_per_task)]
-        rollouts = run_episodes(policy, repeated, max_turns=max_turns, batch_size=batch_size, progress=progress)
+        repeated_tasks = [t for t in tasks for _ in range(samples_per_task)]
+        rollouts = run_episodes(policy, repeated_tasks, max_turns=max_turns, batch_size=batch_size, progress=progress)
         for k, ep in enumerate(rollouts):
             ep.id = f"{ep.id}/{k % samples_per_task}"
         episodes += rollouts
+    by_id = {t.id: t for t in tasks}
+    counts: Counter = Counter()
     kept = []
     for ep in episodes:
         counts[ep.source.split(":")[0] if ep.source.startswith("mistake") else ep.source] += 1
-        if label_steps:
-            try:
-                label_step_values(by_id[ep.meta["task_id"]], ep)
-            except ReplayMismatch:
-                counts["replay_mismatch_dropped"] += 1
-                continue
-        kept.append(ep)
+        try:
+            label_step_values(by_id[ep.meta["task_id"]], ep)
+            kept.append(ep)
+        except ReplayMismatch:
+            counts["replay_mismatch_dropped"] += 1
     return kept, counts
 
 
@@ -669,22 +572,17 @@ def fit_prompt(prompt: Messages, completions: list[Messages], count_tokens: Call
                max_tokens: int) -> Messages | None:
     """Shorten a multi-turn prompt so prompt + the longest completion fits `max_tokens`.
 
-    Keeps the first user message (the task) and drops the oldest assistant/observation
-    turns after it, two at a time, so the prompt still ends on the latest observation.
-    Returns None when even the task message plus the completion does not fit (callers
-    count those). Why not let the trainer truncate: TRL's `keep_start` cuts the
-    completion, and `keep_end` cuts the task statement.
+    Keeps the task message and drops the oldest assistant/observation turns after it, two at a time,
+    so the prompt still ends on the latest observation; None when even the task message does not fit.
+    Why not let the trainer truncate: TRL's `keep_start` cuts the completion, `keep_end` the task.
     """
-    head = 1 if prompt and prompt[0]["role"] == "system" else 0
-    head += 1  # the task message
+    head = 2 if prompt and prompt[0]["role"] == "system" else 1  # the system and task messages stay
     current = list(prompt)
-    while True:
-        longest = max(count_tokens(current + c) for c in completions)
-        if longest <= max_tokens:
-            return current
+    while max(count_tokens(current + c) for c in completions) > max_tokens:
         if len(current) - head < 2:
             return None
         current = current[:head] + current[head + 2:]
+    return current
 
 
 def chat_token_counter(tokenizer: Any) -> Callable[[Messages], int]:
@@ -730,8 +628,7 @@ def split_by_task(rows: list[dict[str, Any]], eval_fraction: float, seed: int = 
     """Train / held-out split by task id, so no task's pairs are on both sides."""
     ids = sorted({r["task_id"] for r in rows})
     random.Random(seed).shuffle(ids)
-    n_eval = int(round(len(ids) * eval_fraction))
-    held = set(ids[:n_eval])
+    held = set(ids[: int(round(len(ids) * eval_fraction))])
     return [r for r in rows if r["task_id"] not in held], [r for r in rows if r["task_id"] in held]
 
 
@@ -778,45 +675,31 @@ class PreferenceData:
         return cls([Trajectory.from_json(line) for line in lines(cls.FILES["episodes"])], counts=counts, **rows)
 
 
-def build_preference_data(
-    tasks: list[Task],
-    *,
-    judge: str = "step_value",
-    tie_break: str = "efficiency",
-    prm_label: str = "progress",
-    max_pairs_per_task: int | None = None,
-    seed: int = 0,
-    **collect: Any,
-) -> PreferenceData:
-    """Collect episodes (`collect_episodes`, which takes the other keywords: policy, samples_per_task,
-    mistakes_per_task, mistake_kinds, max_turns, batch_size, progress) and turn them into DPO, ORM and
-    PRM data in one go.
+def build_preference_data(tasks: list[Task], *, judge: str = "step_value", tie_break: str = "efficiency",
+                          prm_label: str = "progress", max_pairs_per_task: int | None = None, seed: int = 0,
+                          **collect: Any) -> PreferenceData:
+    """Collect episodes (`collect_episodes` takes the other keywords) and turn them into DPO, ORM and PRM data.
 
-    Step pairs are judged by `judge` ('step_value' by default: the environment's expert
-    decides whether the diverging turn itself was the better one); trajectory pairs always
-    by the episodes' outcomes.
+    Step pairs are judged by `judge` ('step_value' by default: the environment's expert decides whether
+    the diverging turn itself was the better one); trajectory pairs always by the episodes' outcomes.
     """
-    episodes, ep_counts = collect_episodes(tasks, label_steps=True, seed=seed, **collect)
+    episodes, ep_counts = collect_episodes(tasks, seed=seed, **collect)
     steps = make_pairs(episodes, level="step", judge=judge, tie_break=tie_break,
                        max_pairs_per_task=max_pairs_per_task, seed=seed)
     trajs = make_pairs(episodes, level="trajectory", judge="outcome", tie_break=tie_break,
                        max_pairs_per_task=max_pairs_per_task, seed=seed)
     prm = prm_rows(episodes, label=prm_label)
-    n_steps = sum(len(r["step_labels"]) for r in prm)
+    labels = [y for r in prm for y in r["step_labels"]]
+    by_source: dict[str, list[bool]] = defaultdict(list)
+    for e in episodes:
+        by_source[e.source].append(bool(e.meta.get("success")))
     counts = {
         "tasks": len(tasks),
         "episodes": dict(ep_counts),
-        "success_rate_by_source": _success_by_source(episodes),
+        "success_rate_by_source": {k: round(sum(v) / len(v), 4) for k, v in sorted(by_source.items())},
         "step_pairs": steps.summary(),
         "trajectory_pairs": trajs.summary(),
-        "prm_steps": n_steps,
-        "prm_positive_rate": (sum(sum(r["step_labels"]) for r in prm) / n_steps) if n_steps else None,
+        "prm_steps": len(labels),
+        "prm_positive_rate": sum(labels) / len(labels) if labels else None,
     }
     return PreferenceData(episodes, steps.rows(), trajs.rows(), prm, counts)
-
-
-def _success_by_source(episodes: list[Trajectory]) -> dict[str, float]:
-    by: dict[str, list[bool]] = defaultdict(list)
-    for e in episodes:
-        by[e.source].append(bool(e.meta.get("success")))
-    return {k: round(sum(v) / len(v), 4) for k, v in sorted(by.items())}

@@ -23,21 +23,18 @@ most recent turns.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from openmanus_lite.models import LoraSpec, _name_tokenizer_class, free_memory, load_tokenizer
-from openmanus_lite.paths import CACHE_DIR
+from openmanus_lite.models import LoraSpec, _name_tokenizer_class, load_tokenizer
 from openmanus_lite.rewards import register_reward
 from openmanus_lite.train.configs import RewardRunConfig, import_trl, renamed_settings
-from openmanus_lite.train.dpo import config_dtype, resolve_checkpoint
+from openmanus_lite.train.dpo import TrainReport, config_dtype, resolve_checkpoint, run_config, train_and_release
 from openmanus_lite.train.preferences import Messages, chat_token_counter, fit_prompt, pair_dataset
 from openmanus_lite.train.presets import REWARD_MODEL
 from openmanus_lite.train.run_control import TimeLimit
@@ -49,22 +46,6 @@ AGGREGATES = ("min", "mean", "prod", "last")
 def RMSettings(**old: Any) -> RewardRunConfig:  # noqa: N802  (the old class name)
     """Deprecated: a RewardRunConfig (TRL's RewardConfig) from the old setting names, on the presets' defaults."""
     return RewardRunConfig(**{**REWARD_MODEL, **renamed_settings(old, "RMSettings", "RewardRunConfig")})
-
-
-@dataclass
-class TrainReport:
-    steps: int
-    wall_s: float
-    stopped_early: bool
-    data_counts: dict[str, int]
-    log: list[dict[str, Any]]
-    peak_memory: dict[str, Any] = field(default_factory=dict)  # the training's (peak_memory.PeakMemory)
-
-    def summary(self) -> dict[str, Any]:
-        losses = [e["loss"] for e in self.log if "loss" in e]
-        return {"steps": self.steps, "wall_s": round(self.wall_s, 1), "stopped_early": self.stopped_early,
-                "data": self.data_counts, "first_loss": losses[0] if losses else None,
-                "last_loss": losses[-1] if losses else None, "peak_memory": self.peak_memory}
 
 
 # --------------------------------------------------------------------------- loading heads
@@ -414,16 +395,16 @@ def prm_features(rows: Iterable[dict[str, Any]], tokenizer, max_length: int) -> 
 # --------------------------------------------------------------------------- training
 
 
-def trainer_config(settings: RewardRunConfig | None, output_dir: str | os.PathLike | None, kind: str
-                   ) -> tuple[RewardRunConfig, LoraSpec | None]:
-    """(the trainer's copy of `settings`, the LoRA to attach). Default settings: the presets' reward-model
-    ones. The kit fits the data to `max_length` itself, so the trainer's own truncation is off; the PRM's
-    collator needs its label columns, so unused columns stay."""
-    cfg = copy.copy(settings) if settings else RewardRunConfig(**REWARD_MODEL, output_dir=str(CACHE_DIR / "runs" / kind))
-    if output_dir:
-        cfg.output_dir = str(output_dir)
+def trainer_setup(base: str | os.PathLike, settings: RewardRunConfig | None, output_dir: str | os.PathLike | None,
+                  kind: str) -> tuple[RewardRunConfig, int, Any, Any, str]:
+    """(the trainer's copy of `settings`, max_length, then `_load_head`'s model, tokenizer and path). Default
+    settings: the presets' reward-model ones. The kit fits the data to `max_length` itself, so the trainer's
+    own truncation is off; the PRM's collator needs its label columns, so unused columns stay."""
+    cfg = run_config(settings, RewardRunConfig, REWARD_MODEL, output_dir, kind)
+    max_length = cfg.max_length
     cfg.max_length, cfg.remove_unused_columns = None, kind == "orm"
-    return cfg, LoraSpec(r=cfg.lora_r, alpha=cfg.lora_alpha) if cfg.lora_r else None
+    lora = LoraSpec(r=cfg.lora_r, alpha=cfg.lora_alpha) if cfg.lora_r else None
+    return (cfg, max_length, *_load_head(str(base), kind, lora, dtype=config_dtype(cfg)))
 
 
 def train_orm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: RewardRunConfig | None = None, *,
@@ -431,19 +412,12 @@ def train_orm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: Rew
     """Train an outcome reward model with TRL's RewardTrainer on trajectory-pair rows."""
     trl = import_trl()
     t0 = time.perf_counter()
-    cfg, lora = trainer_config(settings, output_dir, "orm")
-    max_length = settings.max_length if settings else REWARD_MODEL["max_length"]
-    model, tok, path = _load_head(str(base), "orm", lora, dtype=config_dtype(cfg))
+    cfg, max_length, model, tok, path = trainer_setup(base, settings, output_dir, "orm")
     ds, counts = pair_dataset(rows, tok, max_length)
     stop = TimeLimit.from_config(cfg)
-    trainer = trl.RewardTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok, callbacks=[stop])
-    trainer.train()
-    rm = OutcomeRewardModel(trainer.model, tok, base=path, max_length=max_length)
-    report = TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_by_time,
-                         dict(counts), list(trainer.state.log_history), stop.peak_memory)
-    del trainer
-    free_memory()  # the optimizer state, before the next stage loads its model
-    return rm, report
+    model, report = train_and_release(trl.RewardTrainer(model=model, args=cfg, train_dataset=ds, processing_class=tok,
+                                                        callbacks=[stop]), stop, counts, t0)
+    return OutcomeRewardModel(model, tok, base=path, max_length=max_length), report
 
 
 def train_prm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: RewardRunConfig | None = None, *,
@@ -454,22 +428,15 @@ def train_prm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: Rew
     from transformers import DataCollatorForTokenClassification, Trainer
 
     t0 = time.perf_counter()
-    args, lora = trainer_config(settings, output_dir, "prm")  # a RewardConfig is TrainingArguments to the Trainer
-    max_length = settings.max_length if settings else REWARD_MODEL["max_length"]
-    model, tok, path = _load_head(str(base), "prm", lora, dtype=config_dtype(args))
+    args, max_length, model, tok, path = trainer_setup(base, settings, output_dir, "prm")  # TrainingArguments too
     feats, counts = prm_features(rows, tok, max_length)
     if not feats:
         raise ValueError(f"no PRM row fits max_length={max_length} ({dict(counts)}); raise max_length")
     stop = TimeLimit.from_config(args)
-    trainer = Trainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(feats),
-                      data_collator=DataCollatorForTokenClassification(tok), callbacks=[stop])
-    trainer.train()
-    rm = ProcessRewardModel(trainer.model, tok, base=path, max_length=max_length, aggregate=aggregate)
-    report = TrainReport(int(trainer.state.global_step), time.perf_counter() - t0, stop.stopped_by_time,
-                         dict(counts), list(trainer.state.log_history), stop.peak_memory)
-    del trainer
-    free_memory()
-    return rm, report
+    model, report = train_and_release(Trainer(model=model, args=args, train_dataset=datasets.Dataset.from_list(feats),
+                                              data_collator=DataCollatorForTokenClassification(tok), callbacks=[stop]),
+                                      stop, counts, t0)
+    return ProcessRewardModel(model, tok, base=path, max_length=max_length, aggregate=aggregate), report
 
 
 # --------------------------------------------------------------------------- evaluation

@@ -263,7 +263,7 @@ def test_mistake_episodes_differ_from_the_expert_at_the_mistake_turn():
         at = e.meta["mistake"]["turn"]
         d, why = P.first_divergence(expert, e)
         if why == "diverged":
-            assert P._assistant_ordinal(expert, d) == at
+            assert P._assistant_turns(expert, d) == at
         else:  # the random action happened to be the expert's
             assert why == "same_actions"
         P.label_step_values(TASK, e)  # every recorded episode replays
