@@ -151,7 +151,7 @@ def parse_args(argv):
         args.model, args.minutes, args.tasks = "tiny", "0.1,0.2", 3
         args.sft.synth = args.sft.synth or 6
         args.sft.domains = args.sft.domains or "os,db"
-        args.sft.learning_rate = args.sft.learning_rate or 1e-3
+        args.sft_extras = ["--learning_rate", "1e-3", *args.sft_extras]  # a --learning_rate given comes later: wins
         args.full, args.max_new_tokens = True, 16
         args.out = args.out if args.out != "runs/sft_learning" else "runs/sft_learning_quick"
     if args.labels and not args.eval_saved:

@@ -1,15 +1,17 @@
 """`python -m openmanus_lite <command> ...`: one entry point for every stage.
 
-Each command lives next to the code it drives, as `main(argv) -> int` in the module named
-below; this file only dispatches, so importing it stays cheap. It is also the one boundary for user
-errors: a `UserError` (or a missing file, or a file that is not UTF-8 text) becomes one line on stderr
-and exit code 2; `--debug` (before or after the command) shows the traceback instead. Any other
-exception is a bug and keeps its traceback.
+Each command is `main(argv) -> int` in the module named below; this file only dispatches, so importing it
+stays cheap. It also holds the one boundary for user errors (`command`, around every command's `main`): a
+`UserError` (or a missing file, or a file that is not UTF-8 text) becomes one line on stderr and exit code 2;
+`--debug` (before or after the command) shows the traceback instead. Any other exception is a bug and keeps
+its traceback.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import sys
 
 from openmanus_lite.errors import UserError
@@ -47,14 +49,34 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
 
 
+def command(main):
+    """The user-error boundary around a command's `main(argv)`, so that calling it directly (as the tests and
+    notebooks do) behaves as `python -m openmanus_lite <command>` does."""
+
+    @functools.wraps(main)
+    def run(argv: list[str] | None = None) -> int:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        try:
+            return int(main([a for a in argv if a != "--debug"]) or 0)
+        except USER_ERRORS as e:
+            if "--debug" in argv:
+                raise
+            print(f"error: {_one_line(e)}  (--debug shows the traceback)", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("\ninterrupted; re-run the same command to resume.", file=sys.stderr)
+            return 130
+
+    return run
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv
-    argv = [a for a in argv if a != "--debug"]
-    if not argv or argv[0] in ("-h", "--help"):
+    words = [a for a in argv if a != "--debug"]
+    if not words or words[0] in ("-h", "--help"):
         print(_usage())
         return 0
-    name, rest = argv[0], argv[1:]
+    name = words[0]
     if name not in COMMANDS:
         print(f"unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
@@ -64,13 +86,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: command {name!r} needs the module {e.name!r}, which is not installed.\n"
               f"Install the kit's requirements: make venv (or pip install -r requirements.txt).", file=sys.stderr)
         return 1
-    try:
-        return int(module.main(rest) or 0)
-    except USER_ERRORS as e:
-        if debug:
-            raise
-        print(f"error: {_one_line(e)}  (--debug shows the traceback)", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("\ninterrupted; re-run the same command to resume.", file=sys.stderr)
-        return 130
+    argv.remove(name)  # --debug stays, wherever it was
+    return command(inspect.unwrap(module.main))(argv)

@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 
 from openmanus_lite import demo
-from openmanus_lite.cli.args import make_parser, parse
+from openmanus_lite.cli import command
+from openmanus_lite.cli.args import comma_list, make_parser, parse
 from openmanus_lite.demo import GRPO_DOMAIN_RULES, ConfigMismatch, DemoConfig, latest_run, run_demo
+from openmanus_lite.errors import UserError
 from openmanus_lite.paths import RUNS_DIR
 from openmanus_lite.recipes import list_recipes
 from openmanus_lite.schema import DOMAINS
@@ -56,35 +58,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+@command
+def main(argv: list[str]) -> int:
     p = build_parser()
     args, _ = parse(p, argv)
-
     cfg = DemoConfig.quick() if args.quick else DemoConfig()
-    for name in SETTINGS:
-        if getattr(args, name) is not None:
-            setattr(cfg, name, getattr(args, name))
+    given = {name: getattr(args, name) for name in SETTINGS if getattr(args, name) is not None}
+    for name, value in given.items():
+        setattr(cfg, name, value)
     if args.domains:
-        wanted = tuple(d.strip() for d in args.domains.split(",") if d.strip())
-        unknown = [d for d in wanted if d not in DOMAINS]
-        if unknown:
-            p.error(f"--domains: unknown {unknown}; choose from {list(DOMAINS)}")
-        cfg.domains = wanted
+        cfg.domains = comma_list(args.domains)
+        if set(cfg.domains) - set(DOMAINS):
+            p.error(f"--domains: unknown {[d for d in cfg.domains if d not in DOMAINS]}; choose from {list(DOMAINS)}")
     run_dir = Path(args.output_dir) if args.output_dir else (latest_run() if args.resume else None)
     if args.resume and run_dir is None:
         print(f"[demo] --resume: no unfinished run in {RUNS_DIR}; starting a new one")
     run_dir = run_dir or RUNS_DIR / time.strftime("demo-%Y%m%d-%H%M%S")
-    given = args.quick or args.domains or any(getattr(args, n) is not None for n in SETTINGS)
-    fresh = given or args.overwrite_output_dir
-    if not fresh and (run_dir / "config.json").is_file() and (run_dir / "state.json").is_file():
-        try:  # a resume: the run's own settings
-            cfg = DemoConfig.from_json(json.loads((run_dir / "config.json").read_text()))
-        except (ValueError, TypeError) as e:
-            print(f"error: {run_dir}/config.json: {e}; start a new run in another --output_dir.", file=sys.stderr)
-            return 2
-        print(f"[demo] continuing {run_dir} with its own settings (config.json)")
-    where = f" (the settings of {run_dir})" if not fresh and (run_dir / "config.json").is_file() else ""
+    fresh = args.quick or args.domains or given or args.overwrite_output_dir
+    where = ""
+    if not fresh and (run_dir / "config.json").is_file():
+        where = f" (the settings of {run_dir})"
+        if (run_dir / "state.json").is_file():  # a resume: the run's own settings
+            try:
+                cfg = DemoConfig.from_json(json.loads((run_dir / "config.json").read_text()))
+            except (ValueError, TypeError) as e:
+                raise UserError(f"{run_dir}/config.json: {e}; start a new run in another --output_dir.") from e
+            print(f"[demo] continuing {run_dir} with its own settings (config.json)")
     if cfg.preset not in PRESETS:
         p.error(f"--preset {cfg.preset!r}{where}: choose one of {sorted(PRESETS)}")
     if cfg.recipe not in list_recipes():
@@ -105,8 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_demo(cfg, run_dir, argv)
     except ConfigMismatch as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        raise UserError(str(e)) from e
     except KeyboardInterrupt:
         print(f"\n[demo] interrupted; finished stages are kept. Resume with:\n  {resume}", file=sys.stderr)
         return 130
@@ -115,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     except OSError as e:
-        if e.errno == errno.ENOSPC:
-            print(f"error: the disk is full while writing {run_dir}. Free space and resume with `{resume}`: "
-                  "finished stages are kept.", file=sys.stderr)
-            return 1
-        raise
+        if e.errno != errno.ENOSPC:
+            raise
+        print(f"error: the disk is full while writing {run_dir}. Free space and resume with `{resume}`: "
+              "finished stages are kept.", file=sys.stderr)
+        return 1
     return 0

@@ -17,11 +17,12 @@ import re
 import sys
 from pathlib import Path
 
-from openmanus_lite.cli.args import DEPRECATED, make_parser, parse
+from openmanus_lite.cli import command
+from openmanus_lite.cli.args import DEPRECATED, comma_list, make_parser, user_input
+from openmanus_lite.cli.args import parse as parse_args
 from openmanus_lite.envs.base import parse_turn_limits
 from openmanus_lite.errors import UserError
 from openmanus_lite.eval import (
-    SuiteError,
     comparison_table,
     flipped_tasks,
     freeze_suites,
@@ -40,13 +41,19 @@ from openmanus_lite.search import Budget
 RENAMED = {**DEPRECATED, "batch_size": "per_device_eval_batch_size"}
 """Old spellings: here the batch is of episodes evaluated together, TrainingArguments' eval batch."""
 
+COUNTS = ("limit", "per_device_eval_batch_size", "max_new_tokens", "budget_calls", "budget_tokens")
+"""Options that count something and must be at least 1 when given."""
 
-def _csv(s: str | None) -> list[str] | None:
-    return [x.strip() for x in s.split(",") if x.strip()] if s else None
+
+def _turn_limits(text: str):
+    try:
+        return parse_turn_limits(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_") or "policy"
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    return parse_args(parser, argv, deprecated=RENAMED)[0]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,36 +85,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-COUNTS = ("limit", "per_device_eval_batch_size", "max_new_tokens", "budget_calls", "budget_tokens")
-"""Options that count something and must be at least 1 when given."""
-
-
 def _run(argv: list[str]) -> int:
-    a, _ = parse(build_parser(), argv, deprecated=RENAMED)
+    a = parse(build_parser(), argv)
     for name in COUNTS:
         if getattr(a, name) is not None and getattr(a, name) < 1:
             raise UserError(f"--{name} must be at least 1, got {getattr(a, name)}")
-    try:
-        suite = load_suite(a.suite, domains=_csv(a.domains), difficulties=_csv(a.difficulties), limit=a.limit)
-    except SuiteError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     if a.strategy and not (a.budget_calls or a.budget_tokens):
-        print("error: --strategy needs --budget_calls or --budget_tokens", file=sys.stderr)
-        return 2
+        raise UserError("--strategy needs --budget_calls or --budget_tokens")
+    suite = load_suite(a.suite, domains=comma_list(a.domains) or None,
+                       difficulties=comma_list(a.difficulties) or None, limit=a.limit)
+    search = {}
+    if a.strategy:
+        search = {"search": a.strategy, "budget": Budget(tokens=a.budget_tokens, calls=a.budget_calls),
+                  "search_options": {"oracle": a.oracle}}
     out = Path(a.output_dir)
     results = []
     for spec in a.model:
         policy = make_policy(spec, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
                              batch_size=a.per_device_eval_batch_size, seed=a.seed)
-        search = {}
-        if a.strategy:
-            search = {"search": a.strategy, "budget": Budget(tokens=a.budget_tokens, calls=a.budget_calls),
-                      "search_options": {"oracle": a.oracle}}
         res = run_benchmark(policy, suite, max_turns=a.max_turns, batch_size=a.per_device_eval_batch_size,
                             progress=not a.no_progress, seed=a.seed, meta={"model": spec},
                             label=f"{a.strategy}:{spec}" if a.strategy else spec, **search)
-        stem = out / f"{_slug(res.label)}_{suite.name}"
+        stem = out / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', res.label).strip('_') or 'policy'}_{suite.name}"
         res.save(stem.with_suffix(".json"))
         res.save(stem.with_suffix(".csv"))
         results.append(res)
@@ -145,20 +144,15 @@ def _compare(argv: list[str]) -> int:
     p = make_parser("python -m openmanus_lite eval compare", "Rates side by side, the tasks that flipped, "
                     "and the paired exact sign test on them (per domain and overall).", (
                         "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json",
-                        "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json --level overall "
-                        "--plot runs/eval/cmp.png",
+                        "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json "
+                        "--level overall --plot runs/eval/cmp.png",
                     ))
     p.add_argument("results", nargs="+", help="result files (.json or .csv) written by `eval`")
     p.add_argument("--level", default="domain", choices=["domain", "cell", "overall"])
     p.add_argument("--plot", help="write a grouped bar chart here (.png)")
-    a, _ = parse(p, argv, deprecated=RENAMED)
-    results = []
-    for path in a.results:
-        try:
-            results.append(load_result(path))
-        except (OSError, ValueError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+    a = parse(p, argv)
+    with user_input():
+        results = [load_result(path) for path in a.results]
     seen: dict[str, int] = {}
     for r in results:  # same labels from different files: make them distinct
         seen[r.label] = seen.get(r.label, 0) + 1
@@ -172,18 +166,13 @@ def _verify(argv: list[str]) -> int:
     p = make_parser("python -m openmanus_lite eval verify", "Check the frozen suites' checksums.",
                     ("python -m openmanus_lite eval verify", "python -m openmanus_lite eval verify --root data/benchmark"))
     p.add_argument("--root", help="suite folder (default: the shipped suites, data/benchmark)")
-    a, _ = parse(p, argv, deprecated=RENAMED)
-    try:
-        problems = verify_suites(a.root)
-    except SuiteError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    a = parse(p, argv)
+    problems = verify_suites(a.root)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
-    if not problems:
-        for name in list_suites(a.root):
-            s = load_suite(name, root=a.root)
-            print(f"{name}: {len(s)} tasks, domains {s.domains}, difficulties {s.difficulties}: checksums ok")
+    for name in [] if problems else list_suites(a.root):
+        s = load_suite(name, root=a.root)
+        print(f"{name}: {len(s)} tasks, domains {s.domains}, difficulties {s.difficulties}: checksums ok")
     return 1 if problems else 0
 
 
@@ -192,7 +181,7 @@ def freeze_parser() -> argparse.ArgumentParser:
                     ("python -m openmanus_lite eval freeze --output_dir /tmp/suites --per_cell 2 --domains db",
                      "python -m openmanus_lite eval freeze --output_dir /tmp/suites --no_agentbench --force"))
     p.add_argument("--output_dir", help="folder (default: the package's suite folder, from a clone only)")
-    p.add_argument("--per_cell", type=int, default=None, help="tasks per split x domain x difficulty")
+    p.add_argument("--per_cell", type=int, default=TASKS_PER_CELL, help="tasks per split x domain x difficulty")
     p.add_argument("--domains", help="comma-separated subset (default: every registered domain)")
     p.add_argument("--agentbench", help="AgentBench dbbench JSONL to import (default: the shared real samples)")
     p.add_argument("--no_agentbench", action="store_true",
@@ -202,13 +191,9 @@ def freeze_parser() -> argparse.ArgumentParser:
 
 
 def _freeze(argv: list[str]) -> int:
-    a, _ = parse(freeze_parser(), argv, deprecated=RENAMED)
-    try:
-        m = freeze_suites(a.output_dir, domains=_csv(a.domains), per_cell=a.per_cell or TASKS_PER_CELL,
-                          agentbench_path=False if a.no_agentbench else a.agentbench, force=a.force)
-    except SuiteError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    a = parse(freeze_parser(), argv)
+    m = freeze_suites(a.output_dir, domains=comma_list(a.domains) or None, per_cell=a.per_cell,
+                      agentbench_path=False if a.no_agentbench else a.agentbench, force=a.force)
     for name, files in m["suites"].items():
         print(f"{name}: {sum(m['files'][f]['tasks'] for f in files)} tasks in {len(files)} files")
     if m["skipped"]:
@@ -216,16 +201,7 @@ def _freeze(argv: list[str]) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+@command
+def main(argv: list[str]) -> int:
     sub = {"compare": _compare, "verify": _verify, "freeze": _freeze}
-    if argv and argv[0] in sub:
-        return sub[argv[0]](argv[1:])
-    return _run(argv)
-
-
-def _turn_limits(text: str):
-    try:
-        return parse_turn_limits(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    return sub[argv[0]](argv[1:]) if argv and argv[0] in sub else _run(argv)

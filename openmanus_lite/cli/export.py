@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from openmanus_lite.cli.args import make_parser, parse
+from openmanus_lite.cli import command
+from openmanus_lite.cli.args import comma_list, make_parser, parse
 from openmanus_lite.data.merge import read_jsonl
 from openmanus_lite.envs import generate_tasks
 from openmanus_lite.splits import GRPO_TRAIN_SEED, VERL_TEST_SEED, check_disjoint, training_tasks
@@ -30,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m openmanus_lite export --tasks db,kg --n 100 --output_dir DIR` / `--trajectories FILE`."""
+@command
+def main(argv: list[str]) -> int:
     p = build_parser()
     args, _ = parse(p, argv)
     out = Path(args.output_dir)
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.n <= MAX_N:
         p.error(f"--n must be 1 to {MAX_N:,}")
     if args.tasks:
-        domains = [d.strip() for d in args.tasks.split(",") if d.strip()]
+        domains = comma_list(args.tasks)
         test = [t for d in domains for t in generate_tasks(d, args.n, VERL_TEST_SEED + args.seed, args.difficulty)]
         train, _ = training_tasks("grpo_train", domains, args.n, seed=GRPO_TRAIN_SEED + args.seed,
                                   difficulty=args.difficulty, exclude=test)

@@ -1,4 +1,4 @@
-"""`python -m openmanus_lite grpo ...`: GRPO from the command line, in the three modes.
+r"""`python -m openmanus_lite grpo ...`: GRPO from the command line, in the three modes.
 
     # single-turn on environment value questions (default rewards: answer_match format tag_count)
     python -m openmanus_lite grpo --model default --envs kg,db,os
@@ -9,13 +9,8 @@
     # tool calling through TRL's environment_factory
     python -m openmanus_lite grpo --mode tool --model default --envs os,db
 
-The OpenManus-RL script's flag names are accepted too (--model_name_or_path, --dataset_name,
---num_train_epochs, ...), both as `--x_y` and `--x-y`; `--config run.yaml` holds any option, and
-any other GRPOConfig field (`--num_iterations 2`, `--log_completions`) passes through to TRL.
-`--reward_funcs` takes registered names and `package.module:function`, each with an optional
-`:weight`. Writes checkpoints, `log_history.json`, `reward_curves.png` and the
-final adapter / model under --output_dir. A rerun into the same output folder resumes from its newest
-complete checkpoint; any other non-empty folder needs `--overwrite_output_dir`.
+The OpenManus-RL script's flag names work too (--model_name_or_path, --dataset_name, ...). Writes checkpoints,
+`log_history.json`, `reward_curves.png` and the final adapter / model under --output_dir.
 """
 
 from __future__ import annotations
@@ -26,20 +21,12 @@ import math
 import sys
 from pathlib import Path
 
-from openmanus_lite.cli.args import (
-    add_rerun_args,
-    add_tracking_args,
-    check_tracking_args,
-    make_parser,
-    push_saved,
-    trainer_overrides,
-)
-from openmanus_lite.cli.args import parse as parse_args
+from openmanus_lite.cli import args as cli_args
+from openmanus_lite.cli import command
 from openmanus_lite.errors import UserError
 from openmanus_lite.schema import DOMAINS
 
 SEED_FLAGS_WITHOUT_EFFECT = ("packing", "max_seq_length", "max_prompt_length", "dataset_config", "attn_implementation")
-
 
 EXAMPLES = (
     "python -m openmanus_lite grpo --preset cpu_debug --envs kg,db --n_tasks 3 --max_steps 1 --output_dir runs/grpo_try",
@@ -50,8 +37,7 @@ EXAMPLES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = make_parser("openmanus_lite grpo", __doc__.split("\n\n")[0], EXAMPLES)
-    p.add_argument("--config", default=None, help="YAML file of option: value (the command line wins)")
+    p = cli_args.make_parser("openmanus_lite grpo", __doc__.split("\n\n")[0], EXAMPLES)
     p.add_argument("--model", "--model_name_or_path", dest="model", default=None,
                    help="checkpoint folder, hub name, or 'default' (SmolLM2-135M-Instruct); default: the preset's")
     p.add_argument("--preset", default=None, help="t4 | gpu8 | cpu | cpu_debug (default: cpu without a GPU, t4 with)")
@@ -59,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--envs", default=None,
                    help="comma list of domains (default kg,db,os); 'none' with --data uses only the trajectories")
     p.add_argument("--data", "--dataset_name", dest="data", default=None,
-                   help="single-turn: merged-dataset trajectories (JSON lines); rows ending in an answer are used")
+                   help="single-turn: a merged dataset (file, or merge output folder: its train split); "
+                        "rows ending in an answer are used")
     p.add_argument("--n_tasks", type=int, default=64, help="generated tasks per domain")
     p.add_argument("--difficulty", default="easy", choices=("easy", "medium", "hard"))
     p.add_argument("--reward_funcs", nargs="+", default=None,
@@ -67,38 +54,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "single 'answer_match format tag_count', multi 'env_outcome', tool "
                         "'env_outcome invalid_action:0.25'; shaped react_format / invalid_action terms in multi "
                         "were measured to reward-hack, see docs/RESULTS.md)")
-    p.add_argument("--output_dir", default=None, help="default runs/grpo_<mode>")
-    p.add_argument("--max_steps", type=int, default=None)
-    p.add_argument("--num_train_epochs", type=float, default=None, help="instead of --max_steps: passes over the prompts")
-    p.add_argument("--learning_rate", type=float, default=None)
-    p.add_argument("--num_generations", type=int, default=None)
-    p.add_argument("--per_device_train_batch_size", type=int, default=None)
-    p.add_argument("--gradient_accumulation_steps", type=int, default=None)
-    p.add_argument("--max_completion_length", type=int, default=None,
-                   help="single: answer tokens; multi/tool: tokens of the whole episode (same as --max_episode_tokens)")
-    p.add_argument("--max_episode_tokens", type=int, default=None)
-    p.add_argument("--max_new_tokens", type=int, default=None, help="multi-turn: tokens per assistant turn")
-    p.add_argument("--max_turns", type=int, default=None, help="multi-turn / tool: turn limit per episode")
-    p.add_argument("--beta", type=float, default=None)
-    p.add_argument("--loss_type", default=None)
-    p.add_argument("--temperature", type=float, default=None)
-    p.add_argument("--logging_steps", type=int, default=None)
-    p.add_argument("--save_steps", type=int, default=None)
-    p.add_argument("--sample_every", type=int, default=None, help="print sample episodes every N steps")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="of the generated tasks and of training")
     p.add_argument("--lora_r", type=int, default=None, help="LoRA rank; 0 = full fine-tuning")
     p.add_argument("--load_in_4bit", action="store_true", default=None)
     p.add_argument("--use_vllm", action="store_true", default=None,
                    help="GPU only: generate with vLLM (Unsloth fast_inference) when installed")
-    p.add_argument("--gradient_checkpointing", action="store_true", default=None)
     p.add_argument("--bf16", action="store_true", default=None)
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output_dir (what "
                                                          "a rerun does anyway)")
     p.add_argument("--resume_from", default=None, help="continue from this checkpoint folder")
     p.add_argument("--no_plot", action="store_true", help="do not write reward_curves.png")
     p.add_argument("--no_save", action="store_true", help="do not save the final model")
-    add_rerun_args(p)
-    add_tracking_args(p)
+    cli_args.add_training_options(p, "GRPORunConfig", "the preset's; --output_dir runs/grpo_<mode>; --num_train_epochs "
+                         "without --max_steps: passes over the prompts; --max_completion_length in multi/tool: the "
+                         "whole episode (max_episode_tokens); --save_steps 0: no checkpoints")
     for flag in SEED_FLAGS_WITHOUT_EFFECT:
         p.add_argument(f"--{flag}", nargs="?", const=True, default=None, help=argparse.SUPPRESS)
     return p
@@ -106,64 +75,50 @@ def build_parser() -> argparse.ArgumentParser:
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     """(the kit's options, the rest for GRPOConfig): see openmanus_lite/cli/args.py."""
-    return parse_args(build_parser(), argv, passthrough=True, config=True)
+    return cli_args.parse(build_parser(), argv, passthrough=True, config=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args, extras = parse(argv)
-    for flag in SEED_FLAGS_WITHOUT_EFFECT:
-        if getattr(args, flag) is not None:
-            print(f"note: --{flag} has no effect on GRPO here (prompt lengths come from the data; "
-                  f"completion budgets from --max_completion_length)", file=sys.stderr)
-    try:
-        return run(args, extras)
-    except (UserError, FileNotFoundError) as e:  # anything else is a bug: its traceback shows
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-
-
-def _domains(args) -> list[str]:
-    if args.envs is None:
-        return ["kg", "db", "os"]
-    if args.envs.strip().lower() == "none":
+def _domains(envs: str | None) -> list[str]:
+    if (envs or "").strip().lower() == "none":
         return []
-    out = [d.strip() for d in args.envs.split(",") if d.strip()]
+    out = list(cli_args.comma_list(envs or "kg,db,os"))
     unknown = [d for d in out if d not in DOMAINS]
     if unknown:
-        raise ValueError(f"unknown domains {unknown} in --envs; choose from {', '.join(DOMAINS)}")
+        raise UserError(f"unknown domains {unknown} in --envs; choose from {', '.join(DOMAINS)}")
     return out
 
 
 def settings(args: argparse.Namespace, extras: list[str] = (), **changes):
-    """(preset name, preset, GRPORunConfig) for parsed options: the preset's settings, then any GRPOConfig
-    field given (`--num_iterations 2`), then the flags, then `changes`. A bad setting fails here."""
+    """(preset name, preset, GRPORunConfig) for parsed options: the preset's settings, then the GRPORunConfig
+    fields given (`--num_iterations 2`), then the kit's flags, then `changes`. A bad setting fails here."""
     from openmanus_lite.train.configs import GRPORunConfig
     from openmanus_lite.train.presets import default_preset_name, get_preset
 
-    check_tracking_args(args)
     preset_name = args.preset or default_preset_name()
     preset = get_preset(preset_name)
-    overrides = {k: getattr(args, k) for k in (
-        "max_steps", "learning_rate", "num_generations", "per_device_train_batch_size", "gradient_accumulation_steps",
-        "max_completion_length", "max_new_tokens", "max_turns", "beta", "loss_type", "temperature", "logging_steps",
-        "save_steps", "sample_every", "use_vllm", "gradient_checkpointing", "bf16", "max_episode_tokens",
-    ) if getattr(args, k) is not None}
-    if args.mode != "single" and "max_completion_length" in overrides:
-        overrides.setdefault("max_episode_tokens", overrides.pop("max_completion_length"))
-    if overrides.get("save_steps") == 0:
-        overrides.update(save_strategy="no", save_steps=500)
-    overrides.update(mode=args.mode, seed=args.seed, output_dir=args.output_dir or f"runs/grpo_{args.mode}",
-                     report_to=args.report_to)
+    given = cli_args.run_settings(args, extras, GRPORunConfig, "grpo")
+    if args.mode != "single" and "max_completion_length" in given:
+        given.setdefault("max_episode_tokens", given.pop("max_completion_length"))
+    if given.get("save_steps") == 0:
+        given.update(save_strategy="no", save_steps=500)
+    if "num_train_epochs" in given and "max_steps" not in given:
+        given["max_steps"] = -1  # by epochs: main counts the steps once the prompts are built
+    given.setdefault("output_dir", f"runs/grpo_{args.mode}")
+    given.update({k: getattr(args, k) for k in ("use_vllm", "bf16") if getattr(args, k) is not None})
+    given.update(mode=args.mode, seed=args.seed, report_to=args.report_to)
     if args.reward_funcs:
-        overrides["rewards"] = " ".join(args.reward_funcs)
-    passed = trainer_overrides(extras, GRPORunConfig, command="grpo")
-    return preset_name, preset, preset.grpo_config(**{**passed, **overrides, **changes})
+        given["rewards"] = " ".join(args.reward_funcs)
+    return preset_name, preset, preset.grpo_config(**{**given, **changes})
 
 
-def run(args, extras: list[str] = ()) -> int:
+@command
+def main(argv: list[str]) -> int:
+    args, extras = parse(argv)
+
     from openmanus_lite.models import LoraSpec
     from openmanus_lite.rewards import parse_reward_spec
     from openmanus_lite.splits import GRPO_TRAIN_SEED, training_tasks
+    from openmanus_lite.train.data import load_trajectories
     from openmanus_lite.train.grpo import (
         build_env_dataset,
         build_single_turn_dataset,
@@ -174,19 +129,23 @@ def run(args, extras: list[str] = ()) -> int:
         trajectory_rows,
         value_task_rows,
     )
-
-    try:  # bad settings, domains and rewards fail here, before data and model
-        domains = _domains(args)
-        preset_name, preset, cfg = settings(args, extras)
-        parse_reward_spec(cfg.reward_spec)
-    except (ValueError, KeyError) as e:
-        raise UserError(e.args[0] if e.args else str(e)) from e
     from openmanus_lite.train.run_folder import claim_output_dir
 
+    for flag in SEED_FLAGS_WITHOUT_EFFECT:
+        if getattr(args, flag) is not None:
+            print(f"note: --{flag} has no effect on GRPO here (prompt lengths come from the data; "
+                  f"completion budgets from --max_completion_length)", file=sys.stderr)
+    with cli_args.user_input():  # bad settings, domains and rewards fail here, before data and model
+        domains = _domains(args.envs)
+        preset_name, preset, cfg = settings(args, extras)
+        parse_reward_spec(cfg.reward_spec)
+    if args.mode != "single" and not domains:
+        raise UserError(f"--mode {args.mode} needs --envs")
+    if args.mode != "single" and args.data:
+        raise UserError("--data is for single-turn mode; multi-turn and tool modes train on generated tasks")
     resume = claim_output_dir(cfg.output_dir, "grpo", resume=args.resume_from or "auto",
                               overwrite=args.overwrite_output_dir)
 
-    # ---- data
     env_rollout = environment_factory = None
     if args.mode == "single":
         rows, report = [], {}
@@ -194,17 +153,12 @@ def run(args, extras: list[str] = ()) -> int:
             rows += value_task_rows(domains, n=args.n_tasks, seed=GRPO_TRAIN_SEED + args.seed, difficulty=args.difficulty,
                                    report=report, for_training=True)
         if args.data:
-            traj_report: dict = {}
-            rows += trajectory_rows(_load_data(args.data), report=traj_report)
-            report["trajectories"] = traj_report
+            report["trajectories"] = {}
+            rows += trajectory_rows(load_trajectories(args.data), report=report["trajectories"])
         print(f"single-turn prompts: {len(rows)} ({json.dumps(report)})")
         _note_accuracy_skips(cfg.reward_spec, [r["solution"] for r in rows])
         dataset = build_single_turn_dataset(rows, shuffle_seed=args.seed)
     else:
-        if not domains:
-            raise UserError(f"--mode {args.mode} needs --envs")
-        if args.data:
-            raise UserError("--data is for single-turn mode; multi-turn and tool modes train on generated tasks")
         tasks, _ = training_tasks("grpo_train", domains, args.n_tasks, seed=GRPO_TRAIN_SEED + args.seed,
                                   difficulty=args.difficulty)
         if args.mode == "multi":
@@ -217,11 +171,10 @@ def run(args, extras: list[str] = ()) -> int:
             dataset = tool_dataset(tasks, max_turns=cfg.max_turns)
             environment_factory = tool_env_factory(domains, max_turns=cfg.max_turns)
         print(f"{args.mode} tasks: {len(dataset)} ({', '.join(domains)}, {args.difficulty})")
-    if args.num_train_epochs is not None and args.max_steps is None:
+    if cfg.max_steps == -1:  # the steps that make num_train_epochs passes over the prompts
         per_step = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps // cfg.num_generations
-        cfg = settings(args, extras, max_steps=max(1, math.ceil(args.num_train_epochs * len(dataset) / per_step)))[2]
+        cfg = settings(args, extras, max_steps=max(1, math.ceil(cfg.num_train_epochs * len(dataset) / per_step)))[2]
 
-    # ---- model
     if args.lora_r is not None:
         gc = preset.lora.gradient_checkpointing if preset.lora else False
         preset = preset.replace(lora=LoraSpec(r=args.lora_r, alpha=2 * args.lora_r, gradient_checkpointing=gc)
@@ -235,7 +188,6 @@ def run(args, extras: list[str] = ()) -> int:
     result = run_grpo(model, tokenizer, dataset, cfg, rollout_func=env_rollout,
                       environment_factory=environment_factory, resume=resume or False)
 
-    # ---- outputs
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "log_history.json").write_text(json.dumps(result.log_history, indent=1, default=float))
@@ -246,15 +198,11 @@ def run(args, extras: list[str] = ()) -> int:
         matplotlib.use("Agg")
         plot_reward_curves(result.log_history, title=f"GRPO {args.mode}").savefig(out / "reward_curves.png", dpi=100)
     if not args.no_save:
-        from openmanus_lite.models import _name_tokenizer_class
+        from openmanus_lite.train.sft import is_peft_model, save_adapter, save_merged
 
-        result.trainer.save_model(str(out / "final"))
-        tokenizer.save_pretrained(str(out / "final"))
-        if (out / "final" / "tokenizer.json").is_file():
-            _name_tokenizer_class(out / "final")  # reload through models.load_tokenizer unchanged
-        pushed = push_saved(args, {"adapter" if preset.lora else "merged": out / "final"})
-        if pushed:
-            print(f"pushed: {json.dumps(pushed)}")
+        kind = "adapter" if is_peft_model(result.trainer.model) else "merged"  # an adapter stays one
+        (save_adapter if kind == "adapter" else save_merged)(result.trainer.model, tokenizer, out / "final")
+        cli_args.push_saved(args, {kind: out / "final"})
     summary = {"steps": result.global_step, "wall_s": round(result.wall_s, 1), "output_dir": str(out)}
     if len(curves):
         n = min(10, max(1, len(curves) // 2))
@@ -271,26 +219,8 @@ def _note_accuracy_skips(spec: str, solutions: list) -> None:
     kit's agent answers): the run still trains, on the other rewards."""
     from openmanus_lite.rewards import accuracy_skips, parse_reward_spec
 
-    if "accuracy" in parse_reward_spec(spec) and solutions:
-        skipped = accuracy_skips(solutions)
-        if skipped:
-            print(f"note: accuracy (open-r1's, math_verify) cannot parse {skipped} of {len(solutions)} golds "
-                  "and skips them; it also wants answers in LaTeX (\\boxed{...}). The kit's check for agent "
-                  "answers is answer_match (--reward_funcs answer_match format tag_count)", file=sys.stderr)
-
-
-def _load_data(path: str) -> list:
-    from openmanus_lite.train.data import load_trajectories
-
-    p = Path(path)
-    if p.is_file():
-        return load_trajectories(p)
-    if p.is_dir():
-        files = sorted(p.glob("*.jsonl"))
-        if not files:
-            raise FileNotFoundError(f"{path} is a folder without .jsonl files of trajectories")
-        return [r for f in files for r in load_trajectories(f)]
-    raise FileNotFoundError(
-        f"--data {path!r} is not a local file or folder; export the merged dataset first "
-        "(python -m openmanus_lite merge ...) and pass its .jsonl file"
-    )
+    skipped = accuracy_skips(solutions) if "accuracy" in parse_reward_spec(spec) and solutions else 0
+    if skipped:
+        print(f"note: accuracy (open-r1's, math_verify) cannot parse {skipped} of {len(solutions)} golds "
+              "and skips them; it also wants answers in LaTeX (\\boxed{...}). The kit's check for agent "
+              "answers is answer_match (--reward_funcs answer_match format tag_count)", file=sys.stderr)

@@ -13,15 +13,19 @@ as agentinstruct_rekeyed reads with the matching converter and keeps its own lab
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from openmanus_lite.cli.args import make_parser, parse
-from openmanus_lite.data.merge import MergeConfig, MergeTooLarge, SourceSpec, check_formats, merge
+from openmanus_lite.cli import command
+from openmanus_lite.cli.args import comma_list, make_parser, parse, user_input
+from openmanus_lite.data.merge import MergeConfig, SourceSpec, check_formats, merge
 from openmanus_lite.data.sources import SOURCES, get_source
-from openmanus_lite.data.sources.base import InputError
 from openmanus_lite.errors import UserError
-from openmanus_lite.schema import EXTRA_LABELS, SchemaError
+from openmanus_lite.schema import EXTRA_LABELS
+
+EXAMPLES = (
+    "python -m openmanus_lite merge --source agenttraj_l=data/samples/agenttraj_l --output_dir data/merged --six_only",
+    "python -m openmanus_lite merge --source taskcraft=data/samples/taskcraft --output_dir data/merged --formats jsonl",
+)
 
 
 def _pairs(values: list[str] | None, flag: str, cast=str) -> dict:
@@ -35,16 +39,6 @@ def _pairs(values: list[str] | None, flag: str, cast=str) -> dict:
         except ValueError:
             raise UserError(f"{flag} {v!r}: {val!r} is not a valid {cast.__name__}") from None
     return out
-
-
-def _labels(text: str | None) -> tuple[str, ...]:
-    return tuple(x.strip() for x in text.split(",") if x.strip()) if text else ()
-
-
-EXAMPLES = (
-    "python -m openmanus_lite merge --source agenttraj_l=data/samples/agenttraj_l --output_dir data/merged --six_only",
-    "python -m openmanus_lite merge --source taskcraft=data/samples/taskcraft --output_dir data/merged --formats jsonl",
-)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,9 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _specs(args) -> list[SourceSpec]:
-    splits = _pairs(args.splits, "--splits")
-    configs = _pairs(args.config, "--config")
+def _specs(args, out: Path) -> list[SourceSpec]:
+    """The sources, each read by its converter (an alias keeps its own label), refused when the output folder
+    would overwrite them."""
+    splits, configs = _pairs(args.splits, "--splits"), _pairs(args.config, "--config")
     specs = []
     for text in args.source:
         spec = SourceSpec.parse(text)
@@ -91,18 +86,21 @@ def _specs(args) -> list[SourceSpec]:
             module = get_source(spec.name)
         except KeyError as e:
             raise UserError(f"--source {text!r}: {e.args[0]}") from None
-        if spec.name != module.NAME:
-            spec.label = spec.name
+        spec.label = spec.name if spec.name != module.NAME else spec.label
         spec.name = module.NAME
         key = spec.label or spec.name
-        if key in splits:
-            spec.splits = _labels(splits[key])
+        spec.splits = comma_list(splits[key]) if key in splits else spec.splits
         spec.config = configs.get(key)
+        src = Path(spec.path).resolve()
+        if src.exists() and (src == out.resolve() or out.resolve() in src.parents):
+            raise UserError(f"--output_dir {out} holds the input {spec.path}, which the merge would overwrite: "
+                            "write to another folder")
         specs.append(spec)
     return specs
 
 
-def main(argv: list[str] | None = None) -> int:
+@command
+def main(argv: list[str]) -> int:
     args, _ = parse(build_parser(), argv)
     out = Path(args.output_dir)
     try:
@@ -117,13 +115,13 @@ def main(argv: list[str] | None = None) -> int:
             tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
         except (OSError, ValueError) as e:  # a missing folder, or a hub name offline
             raise UserError(f"--tokenizer {args.tokenizer!r}: no tokenizer there ({str(e).splitlines()[0]})") from None
-    exclude = _labels(args.exclude) + (EXTRA_LABELS if args.six_only else ())
-    try:
-        formats = check_formats(_labels(args.formats))
+    with user_input():
+        formats = check_formats(comma_list(args.formats))
         cfg = MergeConfig(
-            include=_labels(args.include) or None, exclude=exclude, strict=not args.lenient,
-            allow_free_text=args.allow_free_text, dedup=args.dedup, max_turns=args.max_turns,
-            max_chars=args.max_chars, max_tokens=args.max_tokens, tokenizer=tokenizer,
+            include=comma_list(args.include) or None,
+            exclude=comma_list(args.exclude) + (EXTRA_LABELS if args.six_only else ()),
+            strict=not args.lenient, allow_free_text=args.allow_free_text, dedup=args.dedup,
+            max_turns=args.max_turns, max_chars=args.max_chars, max_tokens=args.max_tokens, tokenizer=tokenizer,
             source_weights=_pairs(args.source_weight, "--source_weight", float),
             domain_weights=_pairs(args.domain_weight, "--domain_weight", float),
             source_caps=_pairs(args.source_cap, "--source_cap", int),
@@ -131,20 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed, split_ratios=ratios, negatives=args.negatives,
             rejected_path=args.rejected or out / "rejected.jsonl", progress=args.progress, workers=args.workers,
         )
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    specs = _specs(args)
-    for spec in specs:
-        src = Path(spec.path).resolve()
-        if src.exists() and (src == out.resolve() or out.resolve() in src.parents):
-            raise UserError(f"--output_dir {out} holds the input {spec.path}, which the merge would overwrite: "
-                            "write to another folder")
-    try:
-        result = merge(specs, cfg)
-    except (InputError, SchemaError, MergeTooLarge) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    result = merge(_specs(args, out), cfg)
     written = result.save(out, formats=formats)
     print(result.report.summary())
     for kind, paths in written.items():
@@ -156,7 +141,3 @@ def main(argv: list[str] | None = None) -> int:
         paths = save_plots(trajectory_stats(result.trajectories, tokenizer), out / "plots", result.report)
         print("plots: " + ", ".join(str(p) for p in paths))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

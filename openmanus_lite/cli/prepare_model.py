@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from openmanus_lite.cli import command
 from openmanus_lite.cli.args import make_parser, parse
 from openmanus_lite.models import prepare_default_model
 
@@ -18,7 +19,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+@command
+def main(argv: list[str]) -> int:
     args, _ = parse(build_parser(), argv)
     print(prepare_default_model(args.output_dir, force=args.force))
     return 0

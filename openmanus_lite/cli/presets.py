@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from openmanus_lite.cli.args import make_parser
-from openmanus_lite.cli.args import parse as parse_args
+from openmanus_lite.cli import command
+from openmanus_lite.cli.args import make_parser, parse
 from openmanus_lite.train.memory import GB, StageMemory, estimate_preset, published_check
 from openmanus_lite.train.presets import PRESETS, get_preset
 
@@ -30,13 +30,14 @@ def format_table(preset: Any, stages: list[StageMemory]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+@command
+def main(argv: list[str]) -> int:
     p = make_parser("openmanus_lite presets", "List the hardware presets; --memory adds a per-stage memory estimate (GPU memory, or resident memory on a CPU).",
                     ("python -m openmanus_lite presets t4 --memory",))
     p.add_argument("names", nargs="*", help=f"presets to show (default: all of {sorted(PRESETS)})")
     p.add_argument("--memory", action="store_true", help="per-stage memory estimate in GB against the preset's card")
     p.add_argument("--published", action="store_true", help="the estimator against Unsloth's published minimum VRAM")
-    args, _ = parse_args(p, argv)
+    args, _ = parse(p, argv)
     unknown = [n for n in args.names if n not in PRESETS]
     if unknown:
         p.error(f"unknown presets {unknown}; choose from {sorted(PRESETS)}")
@@ -54,6 +55,3 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{case:<36}{published:>14.1f}{estimate:>13.1f}")
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

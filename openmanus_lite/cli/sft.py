@@ -1,15 +1,9 @@
 """`python -m openmanus_lite sft --data ... --model ... --preset ...`: build the data, train, save.
 
-`--recipe NAME` (openmanus_lite/recipes: cpu_60min, cpu_30min, t4, gpu8) takes the data and SFT
-settings of a measured run: its preset, its synthesized tasks (weights, recovery episodes, turn limits)
-and its schedule, dtype, batch, length and budget; any flag given still overrides the recipe.
-Data comes from a merged dataset (`--data`, a JSONL/parquet file or a merge output folder)
-and/or expert trajectories synthesized in the environments (`--synth N` per domain), with
-`--recovery K` episodes per synthesized task in which the expert recovers from an injected
-mistake (see `train.recovery.recovery_trajectories`). A rerun into the same output folder resumes
-from its last complete checkpoint; any other non-empty folder needs `--overwrite_output_dir`. Options follow TRL's spelling (`--x_y` or `--x-y`);
-`--config run.yaml` holds any of them, and any other field of the run's config (TRL's SFTConfig
-plus the kit's, train/configs.py) passes through to it.
+Data comes from a merged dataset (`--data`, a JSONL/parquet file or a merge output folder) and/or expert
+trajectories synthesized in the environments (`--synth N` per domain), with `--recovery K` episodes per
+synthesized task in which the expert recovers from an injected mistake (train/recovery.py). `--recipe NAME`
+(openmanus_lite/recipes) takes the data and settings of a measured run; any flag given overrides it.
 """
 
 from __future__ import annotations
@@ -19,27 +13,12 @@ import json
 import sys
 from pathlib import Path
 
-from openmanus_lite.cli.args import (
-    add_rerun_args,
-    add_tracking_args,
-    check_tracking_args,
-    make_parser,
-    push_saved,
-    trainer_overrides,
-)
-from openmanus_lite.cli.args import parse as parse_args
+from openmanus_lite.cli import args as cli_args
+from openmanus_lite.cli import command
 from openmanus_lite.errors import UserError
-from openmanus_lite.hub import HubPushError
 
-
-def _parse_mix(text: str | None) -> dict[str, float] | None:
-    from openmanus_lite.train.data import parse_domain_weights
-
-    try:
-        return parse_domain_weights(text) or None
-    except ValueError as e:
-        raise SystemExit(f"--mix: {e} (e.g. --mix os=1,db=2)") from None
-
+RENAMED = {**cli_args.DEPRECATED, "no_resume": "overwrite_output_dir"}
+SAVES = ("adapter", "merged", "gguf")
 
 EXAMPLES = (
     "python -m openmanus_lite sft --recipe cpu_60min --output_dir runs/sft_60min",
@@ -53,8 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     from openmanus_lite.recipes import list_recipes
     from openmanus_lite.train.presets import PRESETS
 
-    p = make_parser("openmanus_lite sft", __doc__, EXAMPLES)
-    p.add_argument("--config", default=None, help="YAML file of option: value (the command line wins)")
+    p = cli_args.make_parser("openmanus_lite sft", __doc__, EXAMPLES)
     p.add_argument("--recipe", default=None, choices=list_recipes(),
                    help="a measured recipe's data and settings (openmanus_lite/recipes); flags override it")
     p.add_argument("--preset", default=None, choices=sorted(PRESETS),
@@ -75,29 +53,27 @@ def build_parser() -> argparse.ArgumentParser:
                         "held-out tasks are left out)")
     p.add_argument("--mix", default=None, help="domain mix weights, e.g. os=1,db=1,household=2")
     p.add_argument("--total", type=int, default=None, help="records after mixing (default: all)")
-    p.add_argument("--max_length", type=int, default=None, help="tokens per conversation (default: preset's)")
     p.add_argument("--overflow", default="truncate", choices=["truncate", "drop"],
                    help="over-long conversations: cut at a turn boundary or drop (default: truncate)")
-    p.add_argument("--output_dir", default=None, help="run folder (default: preset's)")
-    p.add_argument("--max_steps", type=int, default=None)
-    p.add_argument("--num_train_epochs", type=float, default=None)
-    p.add_argument("--max_minutes", type=float, default=None, help="stop after this much training time")
-    p.add_argument("--learning_rate", type=float, default=None)
-    p.add_argument("--per_device_train_batch_size", type=int, default=None)
-    p.add_argument("--gradient_accumulation_steps", type=int, default=None)
-    p.add_argument("--seed", type=int, default=None)
     p.add_argument("--save", default="adapter,merged",
-                   help="what to save at the end: any of adapter, merged, gguf (default: adapter,merged)")
-    p.add_argument("--no_resume", action="store_true", help="the older name of --overwrite_output_dir")
-    add_rerun_args(p)
+                   help=f"what to save at the end: any of {', '.join(SAVES)} (default: adapter,merged)")
     p.add_argument("--no_progress", action="store_true", help="no progress bar (log lines instead)")
-    add_tracking_args(p)
+    cli_args.add_training_options(p, "SFTRunConfig", "the recipe's, else the preset's")
     return p
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     """(the kit's options, the rest for SFTConfig): see openmanus_lite/cli/args.py."""
-    return parse_args(build_parser(), argv, passthrough=True, config=True)
+    return cli_args.parse(build_parser(), argv, passthrough=True, config=True, deprecated=RENAMED)
+
+
+def _parse_mix(text: str | None) -> dict[str, float] | None:
+    from openmanus_lite.train.data import parse_domain_weights
+
+    try:
+        return parse_domain_weights(text) or None
+    except ValueError as e:
+        raise UserError(f"--mix: {e} (e.g. --mix os=1,db=2)") from None
 
 
 def synth_recipe(args: argparse.Namespace):
@@ -112,8 +88,7 @@ def synth_recipe(args: argparse.Namespace):
     changes = {k: v for k, v in (("tasks_per_domain", args.synth), ("recovery", args.recovery),
                                  ("difficulty", args.difficulty)) if v is not None}
     if args.domains:
-        domains = tuple(d.strip() for d in args.domains.split(",") if d.strip())
-        changes["domains"] = domains
+        changes["domains"] = cli_args.comma_list(args.domains)
     if args.synth_seed is not None:
         changes["seed"] = args.synth_seed - get_split(recipe.split).seed
     recipe = recipe.replace(**changes)
@@ -121,20 +96,14 @@ def synth_recipe(args: argparse.Namespace):
 
 
 def config_changes(args: argparse.Namespace, extras: list[str]) -> dict:
-    """The SFTRunConfig settings the options change: any SFTConfig field given (`--adam_beta2 0.95`),
-    then the flags (a field the kit does not know is a ValueError naming close matches)."""
+    """The SFTRunConfig settings the options change: the fields given (`--learning_rate 1e-4`), the tracker and
+    --no_progress (an unknown field is a UserError naming close matches)."""
     from openmanus_lite.train.configs import SFTRunConfig
 
-    changes = {k: getattr(args, k) for k in (
-        "output_dir", "max_steps", "num_train_epochs", "max_minutes", "learning_rate", "per_device_train_batch_size",
-        "gradient_accumulation_steps", "seed", "max_length",
-    ) if getattr(args, k) is not None}
-    changes["report_to"] = args.report_to
-    if args.no_resume:
-        changes["resume"] = False
+    changes = {**cli_args.run_settings(args, extras, SFTRunConfig, "sft"), "report_to": args.report_to}
     if args.no_progress:
         changes["disable_tqdm"] = True
-    return {**trainer_overrides(extras, SFTRunConfig, command="sft"), **changes}
+    return changes
 
 
 def settings(args: argparse.Namespace, extras: list[str]):
@@ -151,37 +120,31 @@ def settings(args: argparse.Namespace, extras: list[str]):
     return preset, preset.sft_config(**changes)
 
 
-def main(argv: list[str] | None = None) -> int:
+@command
+def main(argv: list[str]) -> int:
     args, extras = parse(argv)
     if args.recovery and not (args.synth or args.recipe):
-        print("error: --recovery builds on the synthesized tasks: give --synth N (or --recipe NAME) too", file=sys.stderr)
-        return 2
-    if not args.data and not args.synth and not args.recipe:
-        print("error: give training data with --data PATH and/or --synth N (expert trajectories per domain) "
-              "or --recipe NAME", file=sys.stderr)
-        return 2
-    saves = {s.strip() for s in args.save.split(",") if s.strip()}
-    unknown = saves - {"adapter", "merged", "gguf"}
-    if unknown:
-        print(f"error: --save: unknown {sorted(unknown)}; choose from adapter, merged, gguf", file=sys.stderr)
-        return 2
-    try:
-        check_tracking_args(args)
+        raise UserError("--recovery builds on the synthesized tasks: give --synth N (or --recipe NAME) too")
+    if not (args.data or args.synth or args.recipe):
+        raise UserError("give training data with --data PATH and/or --synth N (expert trajectories per domain) "
+                        "or --recipe NAME")
+    saves = set(cli_args.comma_list(args.save))
+    if saves - set(SAVES):
+        raise UserError(f"--save: unknown {sorted(saves - set(SAVES))}; choose from {', '.join(SAVES)}")
+    with cli_args.user_input():  # settings, domains and the mix fail here, before data and model
         recipe = synth_recipe(args)
         if recipe is not None:
-            recipe.task_counts()  # an unknown domain fails here, before any model is loaded
+            recipe.task_counts()
+        mix = _parse_mix(args.mix)
         preset, cfg = settings(args, extras)
-        from openmanus_lite.train.run_folder import claim_output_dir
 
-        overwrite = args.overwrite_output_dir or args.no_resume
-        cfg.resume = claim_output_dir(cfg.output_dir, "sft", resume=cfg.resume, overwrite=overwrite) or False
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
     from openmanus_lite.recipes import recipe_trajectories
     from openmanus_lite.train.data import build_sft_dataset, load_trajectories, save_report
+    from openmanus_lite.train.run_folder import claim_output_dir
     from openmanus_lite.train.sft import GGUFExportUnavailable, export_gguf, run_sft, save_adapter, save_merged
 
+    cfg.resume = claim_output_dir(cfg.output_dir, "sft", resume=cfg.resume,
+                                  overwrite=args.overwrite_output_dir) or False
     trajs = []
     if args.data:
         trajs += load_trajectories(args.data, split=args.split)
@@ -195,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                                     if recipe.recovery else ""))
         trajs += synth
     model, tok = preset.load(args.model)
-    ds, report = build_sft_dataset(trajs, tok, max_length=cfg.max_length, overflow=args.overflow,
-                                   domain_mix=_parse_mix(args.mix), total=args.total, seed=cfg.seed, progress=True)
+    ds, report = build_sft_dataset(trajs, tok, max_length=cfg.max_length, overflow=args.overflow, domain_mix=mix,
+                                   total=args.total, seed=cfg.seed, progress=True)
     print(f"data: {report.summary()}")
     out = Path(cfg.output_dir)
     save_report(report, out / "data_report.json")
@@ -215,15 +178,6 @@ def main(argv: list[str] | None = None) -> int:
             saved["gguf"] = str(export_gguf(result.model, tok, out / "gguf"))
         except GGUFExportUnavailable as e:
             print(f"GGUF export skipped: {e}", file=sys.stderr)
-    try:
-        pushed = push_saved(args, saved)
-    except HubPushError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(json.dumps({"saved": saved, **({"pushed": pushed} if pushed else {}),
-                      "loss_history": str(out / "loss_history.json")}, indent=1))
+    cli_args.push_saved(args, saved)
+    print(json.dumps({"saved": saved, "loss_history": str(out / "loss_history.json")}, indent=1))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

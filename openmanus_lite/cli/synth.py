@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-from collections import Counter
 from pathlib import Path
 
+from openmanus_lite.cli import command
 from openmanus_lite.cli.args import make_parser, parse
 from openmanus_lite.envs.base import DIFFICULTIES, list_domains, synthesize_trajectories
+from openmanus_lite.errors import UserError
 
 MAX_N = 100_000
 """The most trajectories per domain and difficulty one run makes (more: several runs with other --seed)."""
@@ -35,51 +35,36 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+@command
+def main(argv: list[str]) -> int:
     args, _ = parse(build_parser(), argv, deprecated={"out": "output_file"})
     available = list_domains()
     domains = available if args.domain == "all" else [args.domain]
-    unknown = [d for d in domains if d not in available]
-    if unknown:
-        print(f"error: unknown domain {unknown[0]!r}; available: {', '.join(available)} (or 'all')", file=sys.stderr)
-        return 2
     difficulties = list(DIFFICULTIES) if args.difficulty == "all" else [args.difficulty]
-    if any(d not in DIFFICULTIES for d in difficulties):
-        print(f"error: unknown difficulty {args.difficulty!r}; use one of {', '.join(DIFFICULTIES)} or 'all'",
-              file=sys.stderr)
-        return 2
+    if args.domain not in available + ["all"]:
+        raise UserError(f"unknown domain {args.domain!r}; available: {', '.join(available)} (or 'all')")
+    if args.difficulty not in (*DIFFICULTIES, "all"):
+        raise UserError(f"unknown difficulty {args.difficulty!r}; use one of {', '.join(DIFFICULTIES)} or 'all'")
     if not 1 <= args.n <= MAX_N:
-        print(f"error: --n must be 1 to {MAX_N:,} (more: several runs with another --seed)", file=sys.stderr)
-        return 2
+        raise UserError(f"--n must be 1 to {MAX_N:,} (more: several runs with another --seed)")
     out = Path(args.output_file)
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(f".{out.name}.partial")  # the old file stays whole until this one is
-    counts: Counter = Counter()
-    dropped = 0
+    written = dropped = 0
     try:
         with partial.open("w", encoding="utf-8") as f:
             for domain in domains:
                 for difficulty in difficulties:
                     trajs = synthesize_trajectories(domain, args.n, seed=args.seed, difficulty=difficulty)
-                    for traj in trajs:
-                        ok = bool(traj.meta.get("success"))
-                        if args.only_success and not ok:
-                            dropped += 1
-                            continue
-                        f.write(traj.validate().to_json() + "\n")
-                        counts[(domain, difficulty, ok)] += 1
-                    solved = counts[(domain, difficulty, True)]
-                    total = solved + counts[(domain, difficulty, False)]
-                    print(f"{domain:<10} {difficulty:<7} {total:>6} trajectories, expert solved {solved}/{args.n}")
+                    solved = [bool(t.meta.get("success")) for t in trajs]
+                    kept = [t for t, ok in zip(trajs, solved) if ok or not args.only_success]
+                    f.writelines(t.validate().to_json() + "\n" for t in kept)
+                    written, dropped = written + len(kept), dropped + len(trajs) - len(kept)
+                    print(f"{domain:<10} {difficulty:<7} {len(kept):>6} trajectories, expert solved "
+                          f"{sum(solved)}/{args.n}")
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
     os.replace(partial, out)
-    written = sum(counts.values())
-    note = f" ({dropped} unsolved dropped)" if dropped else ""
-    print(f"wrote {written} trajectories to {out}{note}")
+    print(f"wrote {written} trajectories to {out}" + (f" ({dropped} unsolved dropped)" if dropped else ""))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -23,31 +23,32 @@ from openmanus_lite.train.sft import import_trl  # noqa: E402
 
 import_trl()
 
-# (parser, argv with underscores, deprecated/env-specific renames) for every command
+# (parser, argv with underscores, deprecated/env-specific renames, TRL settings left for the config) per command
 SPELLINGS = [
     (sft_cli.build_parser, ["--synth", "2", "--output_dir", "o", "--max_steps", "3", "--learning_rate", "0.001",
                             "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "2",
-                            "--num_train_epochs", "2", "--no_resume"], cliargs.DEPRECATED),
+                            "--num_train_epochs", "2", "--overwrite_output_dir"], sft_cli.RENAMED, True),
     (grpo_cli.build_parser, ["--output_dir", "o", "--max_steps", "3", "--learning_rate", "0.001",
                              "--per_device_train_batch_size", "4", "--num_train_epochs", "1", "--n_tasks", "2"],
-     cliargs.DEPRECATED),
+     cliargs.DEPRECATED, True),
     (dpo_cli._parser, ["train-dpo", "--output_dir", "o", "--max_steps", "3", "--learning_rate", "0.001",
-                       "--per_device_train_batch_size", "2", "--lora_r", "4", "--max_turns", "3"], cliargs.DEPRECATED),
+                       "--per_device_train_batch_size", "2", "--lora_r", "4", "--max_turns", "3"], cliargs.DEPRECATED,
+     True),
     (eval_cli.build_parser, ["--model", "expert", "--output_dir", "o", "--per_device_eval_batch_size", "3",
-                             "--max_new_tokens", "5", "--budget_calls", "4", "--no_progress"], eval_cli.RENAMED),
-    (eval_cli.freeze_parser, ["--output_dir", "o", "--per_cell", "2", "--no_agentbench"], eval_cli.RENAMED),
+                             "--max_new_tokens", "5", "--budget_calls", "4", "--no_progress"], eval_cli.RENAMED, False),
+    (eval_cli.freeze_parser, ["--output_dir", "o", "--per_cell", "2", "--no_agentbench"], eval_cli.RENAMED, False),
     (merge_cli.build_parser, ["--source", "taskcraft=x", "--output_dir", "o", "--split_ratios", "0.8,0.1,0.1",
-                              "--six_only", "--max_turns", "4"], cliargs.DEPRECATED),
-    (synth_cli.build_parser, ["--output_file", "o.jsonl", "--only_success"], {"out": "output_file"}),
+                              "--six_only", "--max_turns", "4"], cliargs.DEPRECATED, False),
+    (synth_cli.build_parser, ["--output_file", "o.jsonl", "--only_success"], {"out": "output_file"}, False),
 ]
 
 
 def _exports():
     from openmanus_lite.cli import demo, export, prepare_model
 
-    return [(export.build_parser, ["--output_dir", "o", "--tasks", "db"], cliargs.DEPRECATED),
-            (prepare_model.build_parser, ["--output_dir", "o", "--force"], cliargs.DEPRECATED),
-            (demo.build_parser, ["--output_dir", "o", "--sft_minutes", "2", "--quick"], cliargs.DEPRECATED)]
+    return [(export.build_parser, ["--output_dir", "o", "--tasks", "db"], cliargs.DEPRECATED, False),
+            (prepare_model.build_parser, ["--output_dir", "o", "--force"], cliargs.DEPRECATED, False),
+            (demo.build_parser, ["--output_dir", "o", "--sft_minutes", "2", "--quick"], cliargs.DEPRECATED, False)]
 
 
 def _dashed(argv):
@@ -56,21 +57,27 @@ def _dashed(argv):
 
 @pytest.mark.parametrize("index", range(len(SPELLINGS) + 3))
 def test_every_command_takes_both_spellings_and_its_old_names(index, capsys):
-    build, argv, renames = (SPELLINGS + _exports())[index]
+    build, argv, renames, passthrough = (SPELLINGS + _exports())[index]
     parser = build()
-    under, _ = cliargs.parse(parser, argv, deprecated=renames)
-    dashed, _ = cliargs.parse(build(), _dashed(argv), deprecated=renames)
-    assert vars(under) == vars(dashed)
+
+    def parse(argv):
+        args, extras = cliargs.parse(build(), argv, passthrough=passthrough, deprecated=renames)
+        return vars(args), extras
+
+    under = parse(argv)
+    assert parse(_dashed(argv)) == under
     old_names = {new: old for old, new in renames.items()}
     old_argv = [f"--{old_names[a[2:]]}" if a.startswith("--") and a[2:] in old_names else a for a in argv]
     if old_argv != argv:
         capsys.readouterr()
-        old, _ = cliargs.parse(build(), old_argv, deprecated=renames)
-        assert vars(old) == vars(under)
+        assert parse(old_argv) == under
         assert "is deprecated" in capsys.readouterr().err
     assert parser.epilog and parser.epilog.startswith("examples:")
-    with pytest.raises(SystemExit):  # no silent prefix matching: --output is not --output_dir
-        cliargs.parse(build(), [*argv, "--outp", "x"], deprecated=renames)
+    if passthrough:  # TRL's settings are left for the config, and --outp is not silently --output_dir
+        assert "--max_steps" in under[1] and "--outp" in parse([*argv, "--outp", "x"])[1]
+    else:  # no silent prefix matching: --outp is not --output_dir
+        with pytest.raises(SystemExit):
+            parse([*argv, "--outp", "x"])
 
 
 def _sft_cfg(argv):
@@ -134,6 +141,23 @@ def test_trl_only_settings_pass_through_and_bad_ones_are_named(tmp_path, capsys)
     bad.write_text("- just\n- a list\n")
     with pytest.raises(SystemExit, match="must hold a mapping"):
         sft_cli.parse(["--config", str(bad)])
+
+
+def test_the_commands_rules_on_top_of_the_configs_fields(tmp_path, capsys):
+    """What the training commands add to their configs' own fields: epochs as steps, a multi-turn episode budget,
+    no checkpoints, the output folder per mode; DPO / reward-model LoRA alpha, eval batch and the old --max_seconds."""
+    base = ["--preset", "cpu_debug", "--output_dir", str(tmp_path)]
+    assert _grpo_cfg([*base, "--num_train_epochs", "2"]).max_steps == -1  # main counts the steps from the prompts
+    multi = _grpo_cfg([*base, "--mode", "multi", "--max_completion_length", "300", "--save_steps", "0"])
+    assert (multi.max_episode_tokens, multi.max_completion_length, multi.save_strategy) == (300, 300, "no")
+    assert _grpo_cfg(base[:2]).output_dir == "runs/grpo_single"
+    s = dpo_cli.settings(*dpo_cli.parse(["train-rm", "--output_dir", "o", "--lora_r", "4",
+                                         "--per_device_train_batch_size", "2", "--max_seconds", "90"]))
+    assert (s.lora_r, s.lora_alpha, s.per_device_train_batch_size, s.per_device_eval_batch_size) == (4, 8, 2, 2)
+    assert (s.max_minutes, s.learning_rate, s.output_dir) == (1.5, 1e-4, "o/trainer")
+    assert "--max_seconds is deprecated" in capsys.readouterr().err
+    d = dpo_cli.settings(*dpo_cli.parse(["dpo", "--output_dir", "o"]))  # the presets' DPO settings, TRL's loss
+    assert (d.learning_rate, d.lora_alpha, d.beta, d.loss_type, d.max_steps) == (2e-5, 32, 0.1, ["sigmoid"], -1)
 
 
 def test_custom_reward_by_import_path_trains_a_grpo_step_and_the_model_is_pushed(tmp_path, monkeypatch, capsys):

@@ -168,6 +168,9 @@ def test_synth_and_export_bound_n_and_keep_the_old_output(tmp_path, capsys, monk
     old = tmp_path / "synth.jsonl"
     old.write_text("the previous run\n")
     assert cli.main(["synth", "--n", "100000000", "--output_file", str(old)]) == 2
+    assert synth_cli.main(["--n", "0", "--output_file", str(old)]) == 2  # a command's main has the same boundary
+    with pytest.raises(UserError, match="--n must be 1 to"):
+        synth_cli.main(["--n", "0", "--output_file", str(old), "--debug"])
     with pytest.raises(SystemExit) as exit_:
         cli.main(["export", "--tasks", "db", "--n", "100000000", "--output_dir", str(tmp_path / "verl")])
     assert exit_.value.code == 2 and not (tmp_path / "verl").exists()

@@ -163,7 +163,7 @@ def test_domain_weight_lists_parse_or_name_the_bad_item():
             parse_domain_weights(bad)
     with pytest.raises(ValueError, match=r"with a domain of \['os'\], got 'shop=1'"):
         parse_domain_weights("shop=1", ["os"])
-    with pytest.raises(SystemExit, match="--mix: 'x' is not a number"):
+    with pytest.raises(ValueError, match="--mix: 'x' is not a number"):  # a UserError, before any model loads
         _parse_mix("os=x")
 
 
