@@ -193,6 +193,7 @@ EPISODE_LOOPS = {
     "openmanus_lite/search.py",             # cloned simulators, and replay of a chosen action list
     "openmanus_lite/train/preferences.py",  # expert episodes with injected mistakes
     "openmanus_lite/train/tool_env.py",     # TRL's environment_factory drives it
+    "openmanus_lite/train/expert_guidance.py",  # replays the expert's first k turns inside a rollout's first turn
 }
 
 

@@ -173,6 +173,13 @@ class GRPORunConfig(_KitConfig, trl.GRPOConfig):
         "same state (discounted returns), times this weight, is added to the episode advantage on that turn's tokens."))
     step_discount: float = field(default=0.95, metadata=_help(
         "The discount of the turn returns step_advantage_weight compares (shorter paths to success win)."))
+    expert_prefix_share: float = field(default=0.0, metadata=_help(
+        "multi: expert-guided rollouts, 0 = off. A group that always fails has no signal, and sampling more does "
+        "not reach past what the policy can solve: a task's training episodes start after this share of the "
+        "expert's turns (replayed as context the loss skips), and the prefix shrinks by one turn each time a "
+        "group of the task succeeds often enough (a reverse curriculum; train/expert_guidance.py)."))
+    expert_prefix_shrink_at: float = field(default=0.5, metadata=_help(
+        "With expert_prefix_share: the success rate of a task's group at which its expert prefix shrinks by a turn."))
     check_template: bool = field(default=True, metadata=_help(
         "multi: before training, check that the chat template renders a whole conversation as the exact tokens "
         "the rollout trains on (grpo_signal.check_chat_template)."))
@@ -192,6 +199,9 @@ class GRPORunConfig(_KitConfig, trl.GRPOConfig):
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if isinstance(self.max_turns, str):
             self.max_turns = json.loads(self.max_turns)
+        if not (0 <= self.expert_prefix_share <= 1 and 0 < self.expert_prefix_shrink_at <= 1):
+            raise ValueError("expert_prefix_share must be in [0, 1] and expert_prefix_shrink_at in (0, 1], got "
+                             f"{self.expert_prefix_share} and {self.expert_prefix_shrink_at}")
         if self.mode != "single" and self.max_episode_tokens is not None:
             self.max_completion_length = self.max_episode_tokens
         on_gpu = torch.cuda.is_available()

@@ -33,6 +33,8 @@ every optimizer step.
 The episodes run through `rollout.run_episodes`, the kit's one episode loop, with a `TokenPolicy`:
 the policy holds the token side (exact sampled ids, their log-probabilities, the env_mask, the
 completion budget) and the loop holds the environment side (`envs.make_env`, turn limits, steps).
+An expert-guided episode (`expert_guidance.py`) starts with the expert's first turns, which the policy
+steps in the environment before its own first turn and adds as environment tokens (env_mask 0).
 
 Extra columns returned for the rewards (see `rewards.ROLLOUT_COLUMNS`): env_outcome,
 env_success, invalid_actions, num_turns, domain. `completion_messages` (the episode as
@@ -51,6 +53,7 @@ from typing import Any, Iterable
 from openmanus_lite.envs import make_env
 from openmanus_lite.rollout import run_episodes
 from openmanus_lite.schema import Task
+from openmanus_lite.train.expert_guidance import ExpertGuide, replay_expert
 
 COMPLETION_MESSAGES = "completion_messages"
 """Extra rollout key with each episode as messages; KitGRPOTrainer turns it into `completions`."""
@@ -78,6 +81,9 @@ class EpisodeTokens:
     states: list[str] = field(default_factory=list)
     """Per assistant turn, the state it started from: a hash of the task and the observations so far (GiGPO's
     anchor states: turns of one group that start from the same state are compared with each other)."""
+    prefix_turns: int = 0
+    """Expert turns replayed before the policy's first (expert_guidance.py): the first 2 x prefix_turns messages
+    and their tokens are the expert's and the environment's, all env_mask 0."""
 
 
 @dataclass
@@ -157,17 +163,20 @@ class TokenPolicy:
     Each turn continues the episode's exact ids. Before a later turn it appends the observation the loop
     passed in the history (with the end token of a turn cut by its token limit) as environment tokens;
     when the completion budget leaves no room for that observation and one more token, it ends the
-    episode with a `None` reply (`ended_by="tokens"`)."""
+    episode with a `None` reply (`ended_by="tokens"`). `prefixes` (id of a task -> k) starts that task's
+    episodes after the expert's first k turns."""
 
     name = "grpo-rollout"
 
     def __init__(self, model: Any, tokenizer: Any, prompts: dict[int, list[int]], *, renderer: ObservationRenderer,
                  stats: RolloutStats, max_new_tokens: int, max_completion_tokens: int, temperature: float,
-                 top_p: float, batch_size: int, return_logprobs: bool, kv_cache: bool):
+                 top_p: float, batch_size: int, return_logprobs: bool, kv_cache: bool,
+                 prefixes: dict[int, int] | None = None):
         from openmanus_lite.engine.generation import PrefixCache
 
         self.model, self.tokenizer, self.prompts, self.renderer, self.stats = model, tokenizer, prompts, renderer, stats
         self.max_new_tokens, self.max_completion_tokens = max_new_tokens, max_completion_tokens
+        self.prefixes = prefixes or {}
         self.sampling = dict(temperature=temperature, top_p=top_p, batch_size=batch_size,
                              return_logprobs=return_logprobs)
         self.cache = PrefixCache() if kv_cache else None  # this call's weights only: never kept across calls
@@ -182,6 +191,18 @@ class TokenPolicy:
             ep.logprobs += logprobs if logprobs is not None else [0.0] * len(ids)
         ep.env_mask += [int(model_tokens)] * len(ids)
 
+    def _replay_expert(self, ep: EpisodeTokens, env: Any, turns: int) -> None:
+        """The expert's first `turns` turns, stepped in `env` and added as environment tokens (context the loss
+        skips), laid out as the policy's own turns would be; it stops once they fill half the completion budget,
+        so the policy keeps room to act."""
+        for action, observation in replay_expert(env, turns):
+            action_ids = self.tokenizer(action, add_special_tokens=False)["input_ids"] + [self.renderer.eos_id]
+            self._extend(ep, action_ids + self.renderer.ids(observation), None, model_tokens=False)
+            ep.messages += [{"role": "assistant", "content": action}, {"role": "user", "content": observation}]
+            ep.prefix_turns += 1
+            if len(ep.completion_ids) >= self.max_completion_tokens // 2:
+                break
+
     def act_batch(self, histories: list[list[dict]], envs: list[Any]) -> list[str | None]:
         from openmanus_lite.engine.generation import generate_from_ids
 
@@ -192,6 +213,10 @@ class TokenPolicy:
             if ep is None:
                 ep = self._by_env[id(env)] = EpisodeTokens(task=env.task, prompt_ids=list(self.prompts[id(env.task)]))
                 self.episodes.append((env, ep))
+                self._replay_expert(ep, env, self.prefixes.get(id(env.task), 0))
+                if len(ep.completion_ids) >= self.max_completion_tokens:
+                    ep.ended_by = "tokens"  # one expert turn filled the budget: nothing left for the policy
+                    continue
             else:
                 observation = history[-1]["content"]
                 obs_ids = ([self.renderer.eos_id] if id(ep) in self._unclosed else []) + self.renderer.ids(observation)
@@ -239,6 +264,7 @@ def run_episode_tokens(
     stats: RolloutStats | None = None,
     return_logprobs: bool = True,
     kv_cache: bool = True,
+    expert_prefix: list[int] | None = None,
 ) -> list[EpisodeTokens]:
     """Play one episode per (task, prompt ids), all in lock step; see the module docstring.
 
@@ -246,6 +272,7 @@ def run_episode_tokens(
     (assistant + observation tokens); `max_turns` (a number or {domain: turns}) overrides the
     environments' turn limits. With `return_logprobs=False` the episodes' `logprobs` stay empty.
     `kv_cache=False` re-encodes every turn's whole context (the same ids, for checking the cache).
+    `expert_prefix` (per task) starts an episode after that many of the expert's turns (expert_guidance.py).
     """
     stats = stats if stats is not None else RolloutStats()
     t0 = time.perf_counter()
@@ -253,7 +280,8 @@ def run_episode_tokens(
                          renderer=renderer or ObservationRenderer(tokenizer), stats=stats,
                          max_new_tokens=max_new_tokens, max_completion_tokens=max_completion_tokens,
                          temperature=temperature, top_p=top_p, batch_size=batch_size,
-                         return_logprobs=return_logprobs, kv_cache=kv_cache)
+                         return_logprobs=return_logprobs, kv_cache=kv_cache,
+                         prefixes={id(t): k for t, k in zip(tasks, expert_prefix or ())})
     run_episodes(policy, tasks, max_turns=max_turns, batch_size=max(1, len(tasks)), progress=False)
     if policy.cache is not None:
         stats.reused_tokens += policy.cache.reused_tokens
@@ -277,7 +305,8 @@ class EnvRolloutFunc:
     `tasks` are the tasks of the training dataset: prompts are mapped back to tasks by their
     text (TRL passes the rollout only the prompts). Use `build_env_dataset` to make the
     dataset and this function from the same tasks. Sampling settings (temperature, top_p)
-    and the completion budget (`max_completion_length`) come from the trainer's GRPOConfig.
+    and the completion budget (`max_completion_length`) come from the trainer's GRPOConfig; so does
+    `expert_prefix_share`, which turns on expert-guided training episodes (`self.guide` keeps their state).
     """
 
     def __init__(
@@ -305,6 +334,7 @@ class EnvRolloutFunc:
         self.total_stats = RolloutStats()
         """Figures summed over every call (`run_episode_tokens` adds each call's into it)."""
         self._renderer: ObservationRenderer | None = None
+        self.guide: ExpertGuide | None = None
 
     def prompt_for(self, task: Task) -> list[dict[str, str]]:
         return task_prompt(task, self.max_turns, self.system_prompt)
@@ -330,6 +360,9 @@ class EnvRolloutFunc:
         prompt_ids = render_prompts(tokenizer, prompts)  # the same rendering evaluation uses
         mode_train = trainer.model.training
         logprobs = trainer_uses_logprobs(trainer)
+        if mode_train and getattr(args, "expert_prefix_share", 0) and self.guide is None:
+            self.guide = ExpertGuide(args.expert_prefix_share, args.expert_prefix_shrink_at, self.max_turns)
+        guide = self.guide if mode_train else None  # evaluation plays the whole tasks
         eps = run_episode_tokens(
             model,
             tokenizer,
@@ -344,14 +377,17 @@ class EnvRolloutFunc:
             renderer=self._renderer,
             stats=self.total_stats,
             return_logprobs=logprobs,
+            expert_prefix=guide.prefix_turns(tasks) if guide else None,
         )
         if mode_train and not trainer.model.training:  # inference_mode restores it; make sure
             trainer.model.train()
         self.last_episodes = eps
+        metrics = {"rollout/turns_mean": sum(e.num_turns for e in eps) / len(eps),
+                   "rollout/success_rate": sum(e.success for e in eps) / len(eps),
+                   **(guide.update(eps) if guide else {})}
         log_metric = getattr(trainer, "_log_metric", None)
-        if callable(log_metric):
-            log_metric("rollout/turns_mean", sum(e.num_turns for e in eps) / len(eps))
-            log_metric("rollout/success_rate", sum(e.success for e in eps) / len(eps))
+        for name, value in metrics.items() if callable(log_metric) else ():
+            log_metric(name, value)
         return episodes_to_rollout_output(eps, logprobs=logprobs)
 
 

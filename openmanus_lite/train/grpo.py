@@ -18,8 +18,9 @@ The prompt data (single-turn rows with a `solution`, environment task datasets) 
 `grpo_data.py` and re-exported here.
 
 Observability: TRL's progress bar and log history; `with_domain_metrics` adds per-domain means
-of every reward to the logs; `make_sample_printer` prints sample episodes every N steps;
-`reward_curves` / `plot_reward_curves` draw them; checkpoints every `save_steps` and
+of every reward to the logs, `KitGRPOTrainer` the signal (`signal/*`), per-domain success
+(`success/<domain>`) and expert guidance (`guide/*`); `make_sample_printer` prints sample episodes
+every N steps; `reward_curves` / `plot_reward_curves` draw them; checkpoints every `save_steps` and
 `resume=True` continue from the last one.
 
 Import order matters on this stack: unsloth before trl (`import_trl` does it).
@@ -157,6 +158,8 @@ def kit_trainer_class():
       skips micro-steps left empty; a warning names the cause when most groups agree.
     - Step-level credit (GiGPO, `step_advantage_weight`): turns of a group that start from the same state
       are compared by discounted return, and that advantage is added on each turn's tokens.
+    - Per-domain success: every scored batch logs `success/<domain>` (grpo_signal.domain_success), in
+      multi and tool mode, so a domain that never or always succeeds shows in the curves.
 
     Everything else is the stock trainer.
     """
@@ -188,6 +191,8 @@ def kit_trainer_class():
                 weighted = (per_func * self.reward_weights.to(per_func.device)).nansum(dim=1)
                 weighted[per_func.isnan().all(dim=1)] = float("nan")  # unscorable, as TRL marks them
                 self._kit_rewards = weighted.tolist()  # TRL's advantages come from these sums
+                for name, value in grpo_signal.domain_success(inputs, self.environments).items():
+                    self._log_metric(name, value)
                 return per_func
 
             def _generate_and_score_completions(self, inputs):
@@ -379,6 +384,8 @@ def run_grpo(
         raise ValueError("mode 'single' takes neither rollout_func nor environment_factory")
     if config.step_advantage_weight and config.mode != "multi":
         raise ValueError("step_advantage_weight (GiGPO) needs mode 'multi': its turns are the environment's steps")
+    if config.expert_prefix_share and config.mode != "multi":
+        raise ValueError("expert_prefix_share needs mode 'multi': the multi-turn rollout replays the expert's turns")
     if config.mode == "multi" and config.check_template:
         grpo_signal.check_chat_template(tokenizer, system_prompt=getattr(rollout_func, "system_prompt", None))
     if reward_funcs is None:
@@ -430,9 +437,14 @@ def run_grpo(
 # --------------------------------------------------------------------------- curves
 
 
+CURVE_PREFIXES = ("signal/", "success/", "guide/")
+"""Log keys `reward_curves` keeps as they are: the signal, per-domain success and expert guidance of each step."""
+
+
 def reward_curves(log_history: Sequence[dict]):
     """A DataFrame indexed by step: one column per reward (`rewards/<name>/mean` → `<name>`),
-    `reward` (the weighted sum), and `<domain>/<name>` for the per-domain means."""
+    `reward` (the weighted sum), `<domain>/<name>` for the per-domain means, and the `signal/*`,
+    `success/<domain>` and `guide/*` metrics under their own names."""
     import pandas as pd
 
     rows = []
@@ -445,6 +457,8 @@ def reward_curves(log_history: Sequence[dict]):
                 row[key[len("rewards/"):-len("/mean")]] = val
             elif key.startswith("domain/"):
                 row[key[len("domain/"):]] = val
+            elif key.startswith(CURVE_PREFIXES):
+                row[key] = val
         rows.append(row)
     if not rows:
         return pd.DataFrame(columns=["reward"]).rename_axis("step")
@@ -452,26 +466,35 @@ def reward_curves(log_history: Sequence[dict]):
 
 
 def plot_reward_curves(log_history: Sequence[dict], title: str = "GRPO rewards", smooth: int = 1):
-    """Reward curves per reward function (left) and per domain (right); returns the figure."""
+    """Three panels; returns the figure. Rewards per reward function; success per domain (`success/<domain>`,
+    with each domain's reward means dashed); the signal: the share of groups whose rewards differ and of
+    expert-guided episodes (left axis), samples kept and dropped and the mean expert prefix (right axis, dotted)."""
     import matplotlib.pyplot as plt
 
     df = reward_curves(log_history)
     if smooth > 1 and len(df):
         df = df.rolling(smooth, min_periods=1).mean()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    per_func = [c for c in df.columns if "/" not in c]
-    per_domain = [c for c in df.columns if "/" in c]
-    for c in per_func:
-        axes[0].plot(df.index, df[c], label=c, linewidth=2.5 if c == "reward" else 1.2)
-    for c in per_domain:
-        axes[1].plot(df.index, df[c], label=c)
-    axes[0].set_title(f"{title}: per reward function")
-    axes[1].set_title(f"{title}: per domain")
-    for ax in axes:
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
+    counts = axes[2].twinx()
+    for c in df.columns:
+        if c.startswith("signal/groups_"):  # the samples_* curves say the same, times the group size
+            continue
+        if not c.startswith(CURVE_PREFIXES):
+            ax, style = (axes[0], "-") if "/" not in c else (axes[1], "--")
+        elif c.startswith("success/"):
+            ax, style = axes[1], "-"
+        else:
+            ax, style = (axes[2], "-") if c.endswith("share") else (counts, ":")
+        ax.plot(df.index, df[c], style, label=c, linewidth=2.5 if c in ("reward", "signal/group_share") else 1.2)
+    for ax, name, ylabel in zip(axes, ("per reward function", "per domain", "signal"), ("mean reward", "mean", "share")):
+        ax.set_title(f"{title}: {name}")
         ax.set_xlabel("step")
-        ax.set_ylabel("mean reward")
+        ax.set_ylabel(ylabel)
+    axes[2].set_ylim(-0.05, 1.05)
+    counts.set_ylabel("samples / turns")
+    for ax, loc in zip((*axes, counts), ("best", "best", "upper left", "upper right")):
         if ax.lines:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc=loc)
     fig.tight_layout()
     return fig
 

@@ -7,6 +7,7 @@ of policy gradient bought nothing. This module holds the pieces `KitGRPOTrainer`
 
     group_signal        which groups of a generation batch carry signal (rewards not all equal), with the
                         metrics every step logs (`signal/...`) and a warning naming the cause when most do not
+    domain_success      the share of a step's episodes that succeeded, per domain (`success/<domain>`)
     select_rows         the batch without the rows of uniform groups, its token count (TRL's `num_items_in_batch`,
                         the `dapo` loss's normaliser) recounted over the kept rows only
     concat_rows         kept rows of several generation rounds as one batch (the refill of dropped groups)
@@ -108,6 +109,19 @@ def group_signal(rewards: Sequence[float], group_size: int, step_signal: Sequenc
         if not differ:
             uniform.append(finite[0] if finite else math.nan)
     return GroupSignal(group_size=group_size, keep=keep, uniform_rewards=uniform)
+
+
+def domain_success(rows: Sequence[dict], environments: Sequence[Any] | None = None) -> dict[str, float]:
+    """`success/<domain>`: the share of a batch's episodes the environment judged successful, per domain, from the
+    rows' `domain` and `env_success` columns (multi-turn rollouts) or the tool-mode environments' properties of those
+    names; empty where neither is there (single-turn). A domain the policy solves never or always has no signal."""
+    pairs = ([(getattr(e, "domain", None), getattr(e, "env_success", None)) for e in environments] if environments
+             else [(r.get("domain"), r.get("env_success")) for r in rows])
+    per: dict[str, list[bool]] = {}
+    for domain, success in pairs:
+        if domain is not None and success is not None:
+            per.setdefault(f"success/{domain}", []).append(bool(success))
+    return {name: sum(v) / len(v) for name, v in per.items()}
 
 
 # --------------------------------------------------------------------------- step-level credit (GiGPO)

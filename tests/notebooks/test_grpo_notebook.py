@@ -25,3 +25,6 @@ def test_grpo_notebook_runs(tmp_path):
     assert "GRPORunConfig(" in text and "mode=single," in text and "num_generations=2," in text  # the TRL config shown
     assert "tool calls per rollout" in text
     assert sum("image/png" in o.get("data", {}) for o in outs) >= 2  # the two reward-curve figures
+    assert "signal/group_share" in text and "success/db" in text  # the signal per step, from log_history
+    html = "".join(str(o.get("data", {}).get("text/html", "")) for o in outs)
+    assert "model tokens," in text and "#c8f7c5" in html and "#e0e0e0" in html  # one rollout coloured by env_mask

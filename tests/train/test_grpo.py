@@ -213,6 +213,9 @@ def test_multi_turn_steps_pass_env_columns_and_conversations_to_rewards(tiny_dir
         assert isinstance(comp, list) and sum(m["role"] == "assistant" for m in comp) == turns
     log = [r for r in res.log_history if "reward" in r][0]
     assert "rewards/env_outcome/mean" in log and "rollout/tokens_per_s" in log
+    steps = [r for r in res.log_history if "reward" in r]  # every step: the success of each domain it played
+    assert all(any(k.startswith("success/") for k in r) for r in steps)
+    assert {"success/db", "success/kg"} <= {k for r in steps for k in r}
     assert log["completions/mean_length"] <= 2 * 10  # counts model tokens only (env_mask 1)
     assert rollout.total_stats.episodes == 8
 
@@ -251,7 +254,7 @@ def test_tool_calling_mode_runs_the_environment_through_tools(tmp_path):
     envs = [e for c in probe.calls for e in c["environments"]]
     assert any(e.num_turns >= 1 for e in envs)  # a tool call stepped the household environment
     assert all(e.domain == "household" for e in envs)
-    assert "rewards/env_outcome/mean" in log[0]
+    assert "rewards/env_outcome/mean" in log[0] and "success/household" in log[0]  # read from the tool environments
 
 
 def test_resume_continues_from_the_last_checkpoint(tiny_dir, tmp_path):

@@ -299,3 +299,36 @@ def test_dropped_groups_are_refilled_from_the_training_prompts_within_a_bound(ti
     assert tokens == [2, 2, 5, 5] and batch["num_items_in_batch"].item() == 14  # two mixed groups, all their tokens
     batch, calls, _ = prepared(["uniform task"], rounds=2)
     assert calls == [4, 2, 2] and grpo_signal.batch_rows(batch) == 2  # the bound: two rounds, then train on what is kept
+
+
+# --------------------------------------------------------------------------- the signal, visible
+
+
+def test_domain_success_reads_the_rollout_columns_or_the_tool_environments():
+    from types import SimpleNamespace as NS
+
+    rows = [{"domain": "db", "env_success": True}, {"domain": "db", "env_success": False},
+            {"domain": "kg", "env_success": False}, {"domain": "kg"}]
+    assert grpo_signal.domain_success(rows) == {"success/db": 0.5, "success/kg": 0.0}
+    assert grpo_signal.domain_success(rows, [NS(domain="os", env_success=True)]) == {"success/os": 1.0}
+    assert grpo_signal.domain_success([{"domain": "db", "solution": "3"}]) == {}  # single-turn rows: no verdict
+
+
+def test_reward_curves_plot_the_signal_and_the_success_per_domain():
+    import matplotlib
+
+    from openmanus_lite.train.grpo import plot_reward_curves, reward_curves
+
+    matplotlib.use("Agg")
+    log = [{"step": s, "reward": 0.5, "rewards/env_outcome/mean": 0.5, "domain/db/env_outcome": 0.4,
+            "success/db": 0.25 * s, "success/kg": 0.5, "signal/group_share": 0.5, "signal/groups_kept": 1.0,
+            "signal/samples_kept": 4.0, "signal/samples_dropped": 4.0, "guide/mean_prefix_turns": 2.0,
+            "guide/guided_share": 1.0} for s in (1, 2)] + [{"step": 2, "train_loss": 0.1}]
+    curves = reward_curves(log)
+    assert curves["success/db"].tolist() == [0.25, 0.5] and {"signal/group_share", "db/env_outcome"} <= set(curves)
+    fig = plot_reward_curves(log)
+    labels = [[line.get_label() for line in ax.lines] for ax in fig.axes]
+    assert labels[0] == ["reward", "env_outcome"]
+    assert sorted(labels[1]) == ["db/env_outcome", "success/db", "success/kg"]
+    assert sorted(labels[2]) == ["guide/guided_share", "signal/group_share"]  # shares
+    assert sorted(labels[3]) == ["guide/mean_prefix_turns", "signal/samples_dropped", "signal/samples_kept"]  # counts
