@@ -18,7 +18,9 @@ per case: generated tokens/s of each, the ratio, seconds per episode-turn and pe
     python benchmarks/generation_throughput.py --batches 32 --turns first --modes greedy --rounds 3
 
 Ends with one line `RESULT {json}`; `speedup_vs_plain` is the batch-32 greedy first-turn ratio (and
-`speedup_vs_plain_kit_attention` the same against the stricter baseline).
+`speedup_vs_plain_kit_attention` the same against the stricter baseline); `share_of_matmul` is that case's kit
+decoding FLOP rate (2 x params per generated token) as a share of the machine's matmul rate, timed in the same run
+(`engine.speed`, bf16 where the CPU has it natively, else float32, as the kit decodes).
 """
 
 from __future__ import annotations
@@ -106,12 +108,19 @@ def main(argv: list[str] | None = None) -> int:
 
     from openmanus_lite.engine.generation import (
         PrefixCache,
-        _stop_ids,
         generate_from_ids,
         render_prompts,
         select_engine,
+        stop_ids,
     )
     from openmanus_lite.engine.precision import cpu_has_native_bf16
+    from openmanus_lite.engine.speed import (
+        decode_flops_per_token,
+        matmul_dtype,
+        matmul_gflops,
+        matmul_params,
+        share_of_matmul,
+    )
     from openmanus_lite.models import load_model, prepare_default_model
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -119,11 +128,14 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     model, tok = load_model(args.model or str(prepare_default_model()))
     model.eval()
-    stop = _stop_ids(tok, model)
+    stop = stop_ids(tok)
     engine = select_engine(model)
     kit_attention = model.config._attn_implementation
     print(f"kit engine: {engine.name} ({engine.reason}); torch threads {torch.get_num_threads()}; "
           f"native bf16: {cpu_has_native_bf16()}", flush=True)
+    mm_dtype = str(matmul_dtype()).removeprefix("torch.")
+    gflops, flops = matmul_gflops(), decode_flops_per_token(matmul_params(model))
+    print(f"matmul rate: {gflops} GFLOP/s in {mm_dtype} on the default model's shapes", flush=True)
 
     n_max = max(max(args.batches), args.episodes_at_batch_1)
     convs, envs = episode_prompts(tok, n_max, args.seed)
@@ -179,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                     case[f"{who}_tokens_per_s"] = round(statistics.median(rates), 1)
                     case[f"{who}_s_per_turn"] = round(statistics.median(times[who]) / n, 3)
                     case[f"{who}_peak_rss_mb"] = round(max(rss[who]), 1)
+                case["kit_share_of_matmul"] = share_of_matmul(case["kit_tokens_per_s"], flops, gflops)
                 case["speedup"] = round(case["kit_tokens_per_s"] / case["plain_tokens_per_s"], 2)
                 case["speedup_vs_kit_attention"] = round(
                     case["kit_tokens_per_s"] / case["plain_kit_attention_tokens_per_s"], 2)
@@ -196,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         "threads": torch.get_num_threads(),
         "new_tokens": args.new_tokens,
         "rounds": args.rounds,
+        "matmul_gflops": gflops,
+        "matmul_dtype": mm_dtype,
+        "flops_per_token": flops,
+        "share_of_matmul": head["kit_share_of_matmul"],
         "speedup_vs_plain": head["speedup"],
         "headline_case": {k: head[k] for k in ("turn", "batch", "mode")},
         "kit_tokens_per_s": head["kit_tokens_per_s"],

@@ -16,7 +16,8 @@ median step time. LoRA variants show what makes CPU training faster:
     python benchmarks/train_throughput.py --models default --backends unsloth --dtype float32,bfloat16 \
         --batch-size 4 --rounds 3                                # fp32 against bf16, interleaved
 
-Ends with `RESULT {json}`.
+Each measurement also times the machine's matmul rate in the dtype it trains in (`engine.speed`), in its own process
+just before its steps, and reports training as a share of it (`share_of_matmul`). Ends with `RESULT {json}`.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ def measure_one(spec: dict) -> dict:
 
     import_trl()
     from openmanus_lite.engine.precision import resolve_precision
+    from openmanus_lite.engine.speed import matmul_gflops, matmul_params, share_of_matmul, training_flops_per_token
     from openmanus_lite.models import LORA_TARGETS, LoraSpec, count_parameters, load_model, resolve_model_name
     from openmanus_lite.train.presets import tiny_model_path
 
@@ -148,6 +150,12 @@ def measure_one(spec: dict) -> dict:
     # bf16 only where the GPU has it natively; fp16 on a T4 (precision.py)
     autocast = (torch.autocast("cuda", dtype=resolve_precision().dtype)
                 if on_gpu and spec["dtype"] != "float32" else None)
+    matmul_dtype = autocast.fast_dtype if autocast is not None else model.get_input_embeddings().weight.dtype
+    gflops = matmul_gflops(matmul_dtype, device=device.type)
+    # LoRA: 4 x params per token (forward + the inputs' gradients; frozen weights take no weight gradient), full
+    # fine-tuning 6 x, +2 x with gradient checkpointing (engine.speed). top<N> stops the backward below its layers,
+    # so its share is overstated.
+    flops = training_flops_per_token(matmul_params(model), full=variant == "full", recompute=spec["grad_ckpt"])
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
     times, tokens = [], []
@@ -170,13 +178,15 @@ def measure_one(spec: dict) -> dict:
             times.append(time.perf_counter() - t)
             tokens.append(int(att.sum()))
     step = statistics.median(times)
+    tokens_per_s = round(statistics.median(tokens) / step, 1)
     peak = (torch.cuda.max_memory_allocated() / 2**30 if on_gpu
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
     return {**{k: spec[k] for k in ("model", "backend", "variant", "dtype", "batch_size", "seq_len", "threads",
                                     "load_in_4bit")},
             "device": "cuda" if on_gpu else "cpu", "trainable": trainable, "total": total,
-            "load_s": round(load_s, 1), "s_per_step": round(step, 3),
-            "tokens_per_s": round(statistics.median(tokens) / step, 1),
+            "load_s": round(load_s, 1), "s_per_step": round(step, 3), "tokens_per_s": tokens_per_s,
+            "matmul_dtype": str(matmul_dtype).removeprefix("torch."), "matmul_gflops": gflops,
+            "flops_per_token": flops, "share_of_matmul": share_of_matmul(tokens_per_s, flops, gflops),
             "peak_gib": round(peak, 2), "peak_kind": "cuda_allocated" if on_gpu else "process_maxrss",
             "loss": round(float(loss), 3)}
 
@@ -200,21 +210,25 @@ def run_one(spec: dict, timeout: int, failures: list) -> dict | None:
     r = json.loads(line[4:])
     print(f"{Path(r['model']).name:>12} {r['backend']:>8} {r['variant']:>6} {r['dtype'] or 'default':>8}: "
           f"{r['tokens_per_s']:>8.1f} tokens/s ({r['s_per_step']:.2f} s/step, batch {r['batch_size']}), "
+          f"{r['share_of_matmul']:.0%} of {r['matmul_gflops']:.0f} GFLOP/s ({r['matmul_dtype']} matmul), "
           f"peak {r['peak_gib']:.2f} GiB, {r['trainable']:,} trainable", flush=True)
     return r
 
 
 def summarize(results: list[dict]) -> list[dict]:
-    """Median tokens/s per configuration over the rounds, and its ratio to the first configuration measured."""
-    groups: dict[tuple, list[float]] = {}
+    """Median tokens/s, matmul rate and share of it per configuration over the rounds, and the tokens/s ratio to
+    the first configuration measured."""
+    groups: dict[tuple, list[dict]] = {}
     for r in results:
-        groups.setdefault((Path(r["model"]).name, r["backend"], r["variant"], r["dtype"]), []).append(r["tokens_per_s"])
+        groups.setdefault((Path(r["model"]).name, r["backend"], r["variant"], r["dtype"]), []).append(r)
     rows = [{"model": k[0], "backend": k[1], "variant": k[2], "dtype": k[3], "rounds": len(v),
-             "median_tokens_per_s": round(statistics.median(v), 1)} for k, v in groups.items()]
+             **{f"median_{key}": round(statistics.median(r[key] for r in v), 3)
+                for key in ("tokens_per_s", "matmul_gflops", "share_of_matmul")}} for k, v in groups.items()]
     for row in rows:
         row["ratio_to_first"] = round(row["median_tokens_per_s"] / rows[0]["median_tokens_per_s"], 2)
         print(f"median over {row['rounds']}: {row['model']} {row['backend']} {row['variant']} {row['dtype']}: "
-              f"{row['median_tokens_per_s']} tokens/s ({row['ratio_to_first']}x the first)", flush=True)
+              f"{row['median_tokens_per_s']} tokens/s ({row['ratio_to_first']}x the first), "
+              f"{row['median_share_of_matmul']:.0%} of {row['median_matmul_gflops']:.0f} GFLOP/s", flush=True)
     return rows
 
 

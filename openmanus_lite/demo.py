@@ -1,16 +1,18 @@
 """`python -m openmanus_lite demo`: the kit's result, start to finish, on the embedded default model.
 
     prepare the model (convert the embedded checkpoint once) and the data (merge the sample data,
-    synthesize the SFT recipe's expert and recovery episodes in the six environments)
+    synthesize the SFT recipe's expert and recovery episodes in the six environments); before it, the machine's
+    matmul rate (a few seconds) says how many tokens SFT will train and what as many gave on record
       -> evaluate the untrained model -> LoRA SFT (`cpu_30min`: 30 minutes) -> evaluate
       -> multi-turn GRPO (outcome reward) where SFT has mixed outcomes -> evaluate
       -> run folder with report.md (tables, 95% intervals, plots, time per stage, the command)
 
 Planned at 45 minutes on a 2-core CPU: prepare 1, the untrained model's evaluation 5 (it plays every episode
-to its turn limit), SFT 30, the trained checkpoints' evaluations 1.5 each, GRPO 6 (DemoConfig; SFT and GRPO stop at their limits, the others are plans). Each stage writes its
-result into the run folder and records itself and its time in `state.json`, so an interrupted demo
-re-run with the same `--output_dir` (or `--resume`) continues where it stopped and the report's total
-counts every attempt. `--quick` runs the same pipeline on the tiny test model in a minute or so.
+to its turn limit), SFT 30, the trained checkpoints' evaluations 1.5 each, GRPO 6 (DemoConfig; SFT and GRPO stop
+at their limits, the others are plans). Each stage writes its result into the run folder and records itself and
+its time in `state.json`, so an interrupted demo re-run with the same `--output_dir` (or `--resume`) continues
+where it stopped and the report's total counts every attempt. `--quick` runs the same pipeline on the tiny test
+model in a minute or so.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import json
 import os
 import shlex
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -242,6 +244,63 @@ def machine_line(info: Mapping[str, Any]) -> str:
     return line
 
 
+SFT_PACE = {"matmul_gflops": 395.0, "tokens_per_s": 241.9}
+"""One machine's bf16 matmul rate (engine.speed.matmul_gflops) next to the SFT tokens/s it trained: the demo expects
+as many tokens/s per GFLOP/s (LoRA SFT at 33% of the rate). An idle 2-core AMD EPYC with native bf16, 2026-12-04:
+`python -m openmanus_lite sft --recipe cpu_60min_agentbench` (cpu_30min's settings, its data plus AgentBench-style db
+tasks) trained 870,996 tokens in 60.0 minutes; the probe read 393 and 396 GFLOP/s right after, still idle. A demo's
+report shows its own SFT tokens/s beside the expected ones."""
+
+SFT_RECORDS = {"cpu_30min": (
+    # (training tokens = tokens/s x 30 minutes, steps, success on the demo's 60 held-out dev tasks), each from
+    # `make demo` on a 2-core CPU with native bf16 (the recipe's cosine spans the 30 minutes whatever the pace):
+    (391_680, 161, "35.0% [24.2, 47.6]"),  # issue #41: a clean clone of 0343a0e, AMD EPYC, 217.6 tokens/s
+    (558_000, 230, "50.0% [37.7, 62.3]"),  # docs/RESULTS.md, the demo's "run before": 310 tokens/s
+    (775_800, 321, "70.0% [57.5, 80.1]"),  # docs/RESULTS.md and README: clean clone of 7e7f833, AMD EPYC, 431 tokens/s
+)}
+"""What the demo's SFT gave on record after how many training tokens: on a slower machine the same 30 minutes hold
+fewer tokens, and the result follows the tokens, not the minutes."""
+
+
+def measure_speed(cfg: DemoConfig) -> dict[str, Any] | None:
+    """The matmul rate in the dtype SFT trains in (bf16 where native, else float32; a few seconds) and the SFT
+    tokens/s it predicts, for a recipe with records on its own preset's CPU model; else None."""
+    from openmanus_lite.recipes import get_recipe
+
+    if cfg.recipe not in SFT_RECORDS or cfg.model or cfg.preset != get_recipe(cfg.recipe).preset:
+        return None
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    from openmanus_lite.engine.speed import matmul_dtype, matmul_gflops
+
+    gflops = matmul_gflops()
+    return {"matmul_gflops": gflops, "matmul_dtype": str(matmul_dtype()).removeprefix("torch."),
+            "expected_tokens_per_s": round(gflops * SFT_PACE["tokens_per_s"] / SFT_PACE["matmul_gflops"], 1)}
+
+
+def expectation_lines(cfg: DemoConfig, speed: Mapping[str, Any]) -> list[str]:
+    """What SFT should train here and what as much training gave on record; on a CPU without native bf16 that it
+    says so; on a machine slower than the best record's, how long that result takes here."""
+    rate, minutes = speed["expected_tokens_per_s"], cfg.planned_minutes()["sft"]
+    tokens, records = rate * 60 * minutes, SFT_RECORDS[cfg.recipe]
+    best_tokens, best_steps, best = records[-1]
+    lines = [f"This machine multiplies {speed['matmul_gflops']:.0f} GFLOP/s in {speed['matmul_dtype']} (the default "
+             f"model's shapes): SFT should train about {rate:.0f} tokens/s, {tokens / 1e6:.2f}M tokens "
+             f"(~{tokens * best_steps / best_tokens:.0f} steps) in its {minutes:g} minutes."]
+    if speed["matmul_dtype"] != "bfloat16":
+        lines.append("This CPU has no native bf16 (AVX512-BF16 or AMX): SFT trains in float32 here and the rate above "
+                     "is float32's; every record below trained in bf16, 1.75x faster than float32 where a CPU has it.")
+    lines.append(f"On record for `{cfg.recipe}` (the demo's 60 held-out tasks): "
+                 + "; ".join(f"{n / 1e6:.2f}M tokens ({steps} steps): {result}" for n, steps, result in records)
+                 + ".")
+    if tokens < best_tokens:
+        lines.append(f"The record's {best} took {best_tokens / 1e6:.2f}M tokens: about {best_tokens / rate / 60:.0f} "
+                     f"minutes of SFT here (`--sft_minutes {best_tokens / rate / 60:.0f}`).")
+    return lines
+
+
 def command_line(argv: list[str]) -> str:
     """The command as a user types it."""
     return shlex.join(["python", "-m", "openmanus_lite", "demo", *argv])
@@ -440,8 +499,6 @@ STAGE_TITLES = {"prepare": "prepare: model and data", "eval_untrained": "evaluat
 
 def load_results(state: RunState) -> dict[str, Any]:
     """{column name: BenchmarkResult} of every evaluated checkpoint, in pipeline order."""
-    from dataclasses import replace
-
     from openmanus_lite.eval import BenchmarkResult
 
     return {title: replace(BenchmarkResult.load(state.done[f"eval_{key}"]["result"]["path"]), label=title)
@@ -541,6 +598,7 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
     machines = list(dict.fromkeys(machine_line(r["machine"]) for r in state.runs if r.get("machine")))
     commands = [command_line(r["argv"]) for r in state.runs]
     n_eval = len(_eval_suite(cfg).tasks)
+    speed = next((r["speed"] for r in reversed(state.runs) if r.get("speed")), None)
     lines = [
         "# openmanus_lite demo: untrained -> SFT -> GRPO",
         "",
@@ -567,6 +625,9 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
         "the other stages' minutes are plans.",
         "",
     ]
+    if speed:
+        expect = [f"- {x}" for x in expectation_lines(cfg, speed)]
+        lines += ["## What to expect (measured before training)", "", *expect, ""]
     if "prepare" in d:
         p = d["prepare"]
         lines += ["## Data", "",
@@ -577,9 +638,10 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
                   "episodes.", ""]
     if "sft" in d:
         s = d["sft"]
+        expected = f"; about {speed['expected_tokens_per_s']:.0f} expected from the matmul rate" if speed else ""
         lines += ["## SFT", "",
                   f"Recipe `{s.get('recipe', cfg.recipe)}` ({s.get('dtype', '')}): {s['steps']} steps in "
-                  f"{s['train_s'] / 60:.1f} min of training ({s['tokens_per_s']} tokens/s), final loss "
+                  f"{s['train_s'] / 60:.1f} min of training ({s['tokens_per_s']} tokens/s{expected}), final loss "
                   f"{_fmt(s['final_loss'])}.", "", *_image(run_dir, "sft_loss.png", "SFT training loss")]
     if "grpo" in d:
         g = d["grpo"]
@@ -643,6 +705,11 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None) -> P
     plan = cfg.planned_minutes()
     print(f"[demo] {run_dir}: planned {sum(plan.values()):g} min ("
           + ", ".join(f"{s} {m:g}" for s, m in plan.items()) + f"); {machine_line(state.runs[-1]['machine'])}")
+    speed = measure_speed(cfg) if "sft" not in state.done else None
+    if speed:  # said before anything trains: what this machine will buy in the budget
+        state.runs[-1]["speed"] = speed
+        state.save()
+        print("\n".join(f"[demo] {line}" for line in expectation_lines(cfg, speed)), flush=True)
     data = _stage(state, "prepare", lambda: stage_prepare(cfg, preset, run_dir))["result"]
     _stage(state, "eval_untrained", lambda: stage_eval(cfg, preset, run_dir, "untrained", model_path=data["model"]))
     sft = _stage(state, "sft", lambda: stage_sft(cfg, preset, run_dir, data["train_file"]))["result"]

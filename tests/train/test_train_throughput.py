@@ -1,4 +1,5 @@
-"""benchmarks/train_throughput.py: a real bf16 measurement at a small size, and interleaved rounds with medians."""
+"""benchmarks/train_throughput.py: a real bf16 measurement at a small size with its share of the matmul rate, and
+interleaved rounds with medians."""
 
 from __future__ import annotations
 
@@ -37,17 +38,23 @@ def test_a_bf16_measurement_of_the_tiny_model(bench, capsys):
     assert code == 0 and result["failures"] == []
     (row,) = result["results"]
     assert row["dtype"] == "bfloat16" and row["tokens_per_s"] > 0 and row["trainable"] > 0
+    assert row["matmul_dtype"] == "bfloat16" and row["matmul_gflops"] > 0
+    assert row["share_of_matmul"] == pytest.approx(
+        row["tokens_per_s"] * row["flops_per_token"] / (row["matmul_gflops"] * 1e9), abs=1e-3)
     assert result["medians"] == [{"model": Path(row["model"]).name, "backend": "unsloth", "variant": "all",
                                   "dtype": "bfloat16", "rounds": 1, "median_tokens_per_s": row["tokens_per_s"],
-                                  "ratio_to_first": 1.0}]
+                                  "median_matmul_gflops": row["matmul_gflops"],
+                                  "median_share_of_matmul": row["share_of_matmul"], "ratio_to_first": 1.0}]
 
 
 def test_rounds_interleave_the_dtypes_and_report_medians(bench, capsys, monkeypatch):
     speeds = iter([100.0, 150.0, 120.0, 170.0, 90.0, 160.0])  # fp32, bf16, fp32, bf16, ...
 
     def fake_run_one(spec, timeout, failures):
+        tokens_per_s = next(speeds)
         return {"model": spec["model"], "backend": spec["backend"], "variant": spec["variant"],
-                "dtype": spec["dtype"], "tokens_per_s": next(speeds)}
+                "dtype": spec["dtype"], "tokens_per_s": tokens_per_s, "matmul_gflops": 200.0,
+                "share_of_matmul": tokens_per_s / 1000}
 
     monkeypatch.setattr(bench, "run_one", fake_run_one)
     assert bench.main(["--models", "tiny", "--backends", "unsloth", "--dtype", "float32,bfloat16",
@@ -57,4 +64,5 @@ def test_rounds_interleave_the_dtypes_and_report_medians(bench, capsys, monkeypa
     medians = {m["dtype"]: m for m in result["medians"]}
     assert medians["float32"]["median_tokens_per_s"] == 100.0 and medians["float32"]["ratio_to_first"] == 1.0
     assert medians["bfloat16"]["median_tokens_per_s"] == 160.0 and medians["bfloat16"]["ratio_to_first"] == 1.6
+    assert medians["bfloat16"]["median_share_of_matmul"] == 0.16 and medians["bfloat16"]["median_matmul_gflops"] == 200
     assert all(m["rounds"] == 3 for m in medians.values())
