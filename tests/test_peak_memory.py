@@ -117,3 +117,52 @@ def test_a_tight_key_value_budget_cuts_batches_and_the_prefix_cache_but_not_the_
     assert free_calls == [6] and len(tight_calls) >= 3 and tight_calls[-1] == 1 and sum(tight_calls) == 6
     assert free_cache.max_bytes == 2 * 2**30 and tight_cache.max_bytes == int(2.5 * per_row) // 2
     assert tight_cache.nbytes <= tight_cache.max_bytes or len(tight_cache) == 1
+
+
+
+HEAP_PROBE = """
+import numpy as np
+from openmanus_lite.peak_memory import trim_heap, _status_kb
+block = np.ones(2**20)          # 8 MB: mmapped, and its free raises glibc's dynamic mmap threshold above 8 MB
+del block
+before = _status_kb("VmRSS")
+block = np.ones(2**20)          # the same size again: from the heap now, kept resident after free
+del block
+kept = _status_kb("VmRSS") - before
+trim_heap()
+print(kept, _status_kb("VmRSS") - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap")
+def test_trim_heap_hands_freed_heap_pages_back(monkeypatch):
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", HEAP_PROBE], capture_output=True, text=True, check=True)
+    kept, after_trim = map(int, out.stdout.split())
+    assert kept > 7000 and after_trim < 1000
+    from openmanus_lite.peak_memory import trim_every_steps
+
+    monkeypatch.setenv("OPENMANUS_TRIM_EVERY_STEPS", "5")
+    assert trim_every_steps() == 5
+    monkeypatch.setenv("OPENMANUS_TRIM_EVERY_STEPS", "often")
+    with pytest.raises(ValueError, match="number of steps"):
+        trim_every_steps()
+
+
+def test_every_trainer_trims_the_heap_every_n_steps(monkeypatch):
+    from types import SimpleNamespace
+
+    from openmanus_lite.train import run_control
+
+    trims = []
+    monkeypatch.setattr(run_control, "trim_heap", lambda: trims.append(1))
+    monkeypatch.setenv("OPENMANUS_TRIM_EVERY_STEPS", "3")
+    clock = run_control.TimeLimit()
+    control = SimpleNamespace(should_training_stop=False, should_save=False)
+    for step in range(1, 10):
+        clock.on_step_end(None, SimpleNamespace(global_step=step, max_steps=0), control)
+    assert len(trims) == 3
+    monkeypatch.setenv("OPENMANUS_TRIM_EVERY_STEPS", "0")
+    run_control.TimeLimit().on_step_end(None, SimpleNamespace(global_step=3, max_steps=0), control)
+    assert len(trims) == 3

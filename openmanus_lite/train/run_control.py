@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from transformers import TrainerCallback
 
-from openmanus_lite.peak_memory import PeakMemory
+from openmanus_lite.peak_memory import PeakMemory, trim_every_steps, trim_heap
 
 CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
@@ -59,6 +59,7 @@ class TimeLimit(TrainerCallback):
         self.history: list[dict] = []
         self.marks: list[dict] = []
         self.peak = PeakMemory()
+        self.trim_every = trim_every_steps()
         self.peak_memory: dict[str, Any] = {}
 
     @classmethod
@@ -88,6 +89,8 @@ class TimeLimit(TrainerCallback):
             ] * len(lr_scheduler.lr_lambdas)
 
     def on_step_end(self, args, state, control, **kw):
+        if self.trim_every and state.global_step % self.trim_every == 0:
+            trim_heap()
         self._tick()
         minutes = self.train_s / 60
         out_of_steps = state.max_steps > 0 and state.global_step >= state.max_steps
