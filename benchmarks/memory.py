@@ -9,6 +9,8 @@ engine/__init__.py), printed side by side.
 
     python benchmarks/memory.py --model tiny                       # quick: the tiny model, cpu_debug preset
     python benchmarks/memory.py --stages eval,sft --episodes 12 --steps 5 --compare   # the embedded default
+    python benchmarks/memory.py --stages sft --steps 15 --settings untrimmed,trim_each_step,current,mmap_1mb
+                                                   # glibc's heap between SFT steps (issue #41, docs/RESULTS.md)
 
 Ends with one line `RESULT {json}`: per stage and setting, its peak, seconds and what it ran.
 """
@@ -30,8 +32,12 @@ from openmanus_lite.peak_memory import PeakMemory  # noqa: E402
 
 STAGES = ("eval", "sft", "grpo", "dpo", "rm", "merge")
 SETTINGS = {"previous": {"OPENMANUS_KV_BUDGET_GB": "none"},
-            "current": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"}}
-"""`--compare` runs: before this issue's changes, and with them plus the smaller oneDNN cache (opt-in: engine/__init__.py)."""
+            "current": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
+            "untrimmed": {"OPENMANUS_TRIM_EVERY_STEPS": "0"},
+            "trim_each_step": {"OPENMANUS_TRIM_EVERY_STEPS": "1"},
+            "mmap_1mb": {"OPENMANUS_TRIM_EVERY_STEPS": "0", "MALLOC_MMAP_THRESHOLD_": str(2**20)}}
+"""`--compare` runs: before this issue's changes, and with them plus the smaller oneDNN cache (opt-in: engine/__init__.py).
+The others (`--settings`) try glibc's heap: no trim, a trim after every step, a fixed 1 MB mmap threshold."""
 DOMAINS = ("os", "db", "web", "kg", "household", "ecommerce")
 
 
@@ -66,17 +72,28 @@ def stage_eval(args, preset, out: Path) -> dict:
 
 
 def stage_sft(args, preset, out: Path) -> dict:
+    from transformers import TrainerCallback
+
+    from openmanus_lite.peak_memory import rss_gb
     from openmanus_lite.train.data import build_sft_dataset
     from openmanus_lite.train.sft import run_sft
 
+    class Resident(TrainerCallback):
+        """Resident memory after each step (after the trainer's own heap trim): what a step leaves behind."""
+        gb: list = []
+
+        def on_step_end(self, *args, **kw):
+            self.gb.append(rss_gb())
+
     model, tok = preset.load(None, for_training=True)
     length = preset.sft["max_length"]
-    dataset, _ = build_sft_dataset(_trajectories(4), tok, max_length=length)
+    dataset, _ = build_sft_dataset(_trajectories(30), tok, max_length=length)
     cfg = preset.sft_config(output_dir=str(out / "sft"), max_steps=args.steps, save_strategy="no",
                             logging_steps=1, report_to=[])
-    result = run_sft(model, tok, dataset, cfg)
+    result = run_sft(model, tok, dataset, cfg, callbacks=[Resident()])
     return {"steps": result.global_step, "tokens_per_s": round(result.tokens_per_second, 1),
-            "batch": cfg.per_device_train_batch_size, "max_length": length, "inner_peak": result.peak_memory}
+            "batch": cfg.per_device_train_batch_size, "max_length": length, "inner_peak": result.peak_memory,
+            "resident_after_first_and_last_step_gb": [Resident.gb[0], Resident.gb[-1]]}
 
 
 def stage_grpo(args, preset, out: Path) -> dict:
@@ -163,6 +180,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3, help="training steps of each training stage")
     ap.add_argument("--episodes", type=int, default=12, help="evaluation episodes (spread over the six domains)")
     ap.add_argument("--compare", action="store_true", help="run each stage with the previous settings as well")
+    ap.add_argument("--settings", help=f"comma-separated, of {','.join(SETTINGS)} (instead of --compare)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per stage")
     ap.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -172,16 +190,19 @@ def main() -> None:
     unknown = sorted(set(stages) - set(STAGES))
     if unknown:
         ap.error(f"unknown stages {unknown}; choose from {STAGES}")
-    settings = ("previous", "current") if args.compare else ("current",)
+    settings = args.settings.split(",") if args.settings else ("previous", "current") if args.compare else ("current",)
+    if set(settings) - set(SETTINGS):
+        ap.error(f"unknown settings {sorted(set(settings) - set(SETTINGS))}; choose from {list(SETTINGS)}")
     results: dict[str, dict] = {}
-    print(f"{'stage':<7}" + "".join(f"{s + ' GB':>14}{'s':>8}" for s in settings))
+    width = {s: max(14, len(s) + 5) for s in settings}
+    print(f"{'stage':<7}" + "".join(f"{s + ' GB':>{width[s]}}{'s':>8}" for s in settings))
     for stage in stages:
         results[stage] = {s: run_stage(stage, s, args) for s in settings}
         cells = []
         for s in settings:
             r = results[stage][s]
             gb = (r.get("peak_memory") or {}).get("rss_gb")
-            cells.append(f"{'error' if gb is None else f'{gb:.2f}':>14}{r.get('seconds', float('nan')):>8.1f}")
+            cells.append(f"{'error' if gb is None else f'{gb:.2f}':>{width[s]}}{r.get('seconds', float('nan')):>8.1f}")
         print(f"{stage:<7}" + "".join(cells), flush=True)
     print("RESULT " + json.dumps({"model": args.model, "steps": args.steps, "episodes": args.episodes,
                                   "stages": results}))

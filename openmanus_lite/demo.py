@@ -244,11 +244,11 @@ def machine_line(info: Mapping[str, Any]) -> str:
     return line
 
 
-SFT_PACE = {"matmul_gflops": 395.0, "tokens_per_s": 241.9}
+SFT_PACE = {"matmul_gflops": 413.0, "tokens_per_s": 241.9}
 """One machine's bf16 matmul rate (engine.speed.matmul_gflops) next to the SFT tokens/s it trained: the demo expects
-as many tokens/s per GFLOP/s (LoRA SFT at 33% of the rate). An idle 2-core AMD EPYC with native bf16, 2026-12-04:
+as many tokens/s per GFLOP/s (LoRA SFT at 31.5% of the rate). An idle 2-core AMD EPYC with native bf16, 2026-12-04:
 `python -m openmanus_lite sft --recipe cpu_60min_agentbench` (cpu_30min's settings, its data plus AgentBench-style db
-tasks) trained 870,996 tokens in 60.0 minutes; the probe read 393 and 396 GFLOP/s right after, still idle. A demo's
+tasks) trained 870,996 tokens in 60.0 minutes alone on the machine; the probe, alone too, read 411-415 GFLOP/s. A demo's
 report shows its own SFT tokens/s beside the expected ones."""
 
 SFT_RECORDS = {"cpu_30min": (

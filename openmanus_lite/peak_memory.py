@@ -45,6 +45,12 @@ def reset_peak_rss() -> bool:
         return False
 
 
+def rss_gb() -> float | None:
+    """Resident memory now, in GB (Linux; None elsewhere)."""
+    kb = _status_kb("VmRSS")
+    return None if kb is None else round(kb / 1e6, 3)
+
+
 def peak_rss_gb() -> float | None:
     """The resident high-water mark in GB: since the last `reset_peak_rss` on Linux, the process's lifetime elsewhere."""
     kb = _status_kb("VmHWM")
