@@ -87,9 +87,10 @@ TRIM_ENV = "OPENMANUS_TRIM_EVERY_STEPS"
 def trim_every_steps() -> int:
     """How often a trainer hands glibc's freed heap pages back to the OS (0: never): OPENMANUS_TRIM_EVERY_STEPS,
     default 20. Training frees activations of a new size every step and glibc keeps the freed pages resident:
-    15 steps of the demo's SFT held 7.0-7.9 GB between steps, 1.4-1.6 GB when trimmed after each step, and a
-    60-minute run reached 17.4 GB (issue #41, docs/RESULTS.md). A trim costs about a second (the next step
-    faults the pages back in), so it runs every 20 steps, not every step."""
+    15 steps of the demo's SFT held 7.0-7.9 GB between steps, 1.4-1.6 GB when trimmed after each step. It frees
+    memory for the rest of the machine between steps; it does not lower a run's peak, which the largest batches
+    set (issue #41, docs/RESULTS.md). A trim costs about a second (the next step faults the pages back in), so it
+    runs every 20 steps, not every step."""
     value = os.environ.get(TRIM_ENV, "20").strip()
     try:
         return max(0, int(value))
