@@ -37,7 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gpu_smoke import Smoke, grad_scale, prepare_process, scaler_skips  # noqa: E402
+from gpu_smoke import Smoke, grad_scale, prepare_process, scaler_skips, train_and_read  # noqa: E402
 
 TINY_LENGTHS = {"sft": {"max_length": 128},
                 "grpo": {"max_new_tokens": 8, "max_episode_tokens": 96, "max_completion_length": 96, "max_turns": 2},
@@ -217,14 +217,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = preset.sft_config(**{**s, "output_dir": str(work / "sft"), "max_steps": steps, "save_strategy": "no",
                                    "logging_steps": 1, "disable_tqdm": True, "report_to": "none", "resume": False})
         trainer = build_trainer(st["model"], st["tok"], ds, cfg)
-        scale0 = grad_scale(trainer)
-        t = time.perf_counter()
-        trainer.train()
-        info["seconds"] = time.perf_counter() - t
-        info["tokens"] = int(trainer.state.num_input_tokens_seen or 0)
-        losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-        precision = "fp16" if trainer.args.fp16 else "bf16" if trainer.args.bf16 else "fp32"
-        skips = scaler_skips(scale0, trainer)
+        losses, precision, skips = train_and_read(trainer, info)
         info["figures"] = {"precision": precision, "grad_scaler_skips": skips, "optim": str(trainer.args.optim),
                            "batch_accum_length": [s["per_device_train_batch_size"], s["gradient_accumulation_steps"],
                                                   s["max_length"]]}

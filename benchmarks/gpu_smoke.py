@@ -103,6 +103,19 @@ def scaler_skips(scale_before: float | None, trainer: Any) -> int:
     return round(math.log2(scale_before / scale))
 
 
+def train_and_read(trainer: Any, info: dict) -> tuple[list[float], str, int]:
+    """Train, putting seconds and tokens in `info`; returns the logged losses, the precision trained in and the
+    steps the fp16 grad scaler skipped (both scripts' SFT stage read the same figures)."""
+    scale0 = grad_scale(trainer)
+    t = time.perf_counter()
+    trainer.train()
+    info["seconds"] = time.perf_counter() - t
+    info["tokens"] = int(trainer.state.num_input_tokens_seen or 0)
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    precision = "fp16" if trainer.args.fp16 else "bf16" if trainer.args.bf16 else "fp32"
+    return losses, precision, scaler_skips(scale0, trainer)
+
+
 class Smoke:
     """Stages with time / memory figures and named checks (passed, failed with a reason, skipped)."""
 
@@ -329,15 +342,8 @@ def run(args: argparse.Namespace) -> int:
                                per_device_train_batch_size=4, max_length=512, warmup_steps=0, resume=False,
                                disable_tqdm=True)
             trainer = build_trainer(model, tok, ds, cfg)
-            scale0 = grad_scale(trainer)
-            t = time.perf_counter()
-            trainer.train()
-            info["seconds"] = time.perf_counter() - t
-            info["tokens"] = int(trainer.state.num_input_tokens_seen or 0)
-            losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+            losses, precision, skipped = train_and_read(trainer, info)
             finite = bool(losses) and all(math.isfinite(x) for x in losses)
-            skipped = scaler_skips(scale0, trainer)
-            precision = "fp16" if trainer.args.fp16 else "bf16" if trainer.args.bf16 else "fp32"
             smoke.check("sft", trainer.state.global_step == 5 and len(losses) == 5 and finite and skipped == 0,
                         f"{trainer.state.global_step} steps, {precision}, losses {[round(x, 3) for x in losses]}, "
                         f"{skipped} steps skipped by the fp16 grad scaler")
