@@ -35,7 +35,7 @@ from openmanus_lite.eval import (
     sign_tests,
     verify_suites,
 )
-from openmanus_lite.eval.suites import TASKS_PER_CELL
+from openmanus_lite.eval.suites import TASKS_PER_CELL, TURN_TOKENS
 from openmanus_lite.search import Budget
 
 RENAMED = {**DEPRECATED, "batch_size": "per_device_eval_batch_size"}
@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_turns", type=_turn_limits, help="turn limits: N, domain=N,... or 'easy' (the recipes' "
                    "limits, which their training prompts state); default: each environment's own")
     p.add_argument("--per_device_eval_batch_size", type=int, default=32, help="episodes per batched policy call")
-    p.add_argument("--max_new_tokens", type=int, default=96, help="tokens per turn (at most the model's context)")
+    p.add_argument("--max_new_tokens", type=int, help="tokens per turn (at most the model's context; default 96, "
+                   "or what the suite needs: 256 for agentbench_db)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--strategy", choices=["best_of_n", "beam", "mcts", "dfsdt"], help="run test-time search")
@@ -101,8 +102,8 @@ def _run(argv: list[str]) -> int:
     out = Path(a.output_dir)
     results = []
     for spec in a.model:
-        policy = make_policy(spec, max_new_tokens=a.max_new_tokens, temperature=a.temperature,
-                             batch_size=a.per_device_eval_batch_size, seed=a.seed)
+        policy = make_policy(spec, max_new_tokens=a.max_new_tokens or TURN_TOKENS.get(suite.name, 96),
+                             temperature=a.temperature, batch_size=a.per_device_eval_batch_size, seed=a.seed)
         res = run_benchmark(policy, suite, max_turns=a.max_turns, batch_size=a.per_device_eval_batch_size,
                             progress=not a.no_progress, seed=a.seed, meta={"model": spec},
                             label=f"{a.strategy}:{spec}" if a.strategy else spec, **search)

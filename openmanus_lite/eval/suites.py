@@ -38,6 +38,10 @@ MANIFEST_NAME = "MANIFEST.json"
 TASKS_PER_CELL = 20
 """Tasks per (split, domain, difficulty): 3 difficulties x 20 = 60 per domain and split."""
 AGENTBENCH_DB_SUITE = "agentbench_db"
+TURN_TOKENS = {AGENTBENCH_DB_SUITE: 256}
+"""Tokens per turn a suite needs beyond the evaluation default (96): AgentBench DB's INSERT and UPDATE statements
+name up to nine columns and their values, over 96 tokens with the thought before them; cut there, the ```sql block
+never closes and the turn is rejected (7 of the 60 dev episodes of the `cpu_60min_agentbench` checkpoint)."""
 
 SUITE_SEEDS = {"dev": 91001, "test": 92002}
 """Generator seeds the frozen suites were made from (`eval freeze`); the suites are read from their files, never

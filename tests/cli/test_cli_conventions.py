@@ -303,3 +303,18 @@ def test_shipped_run_configs_build_their_trainer_configs(name):
     cfg = (_sft_cfg if name.startswith("sft") else _grpo_cfg)(["--config", str(path)])
     assert cfg.report_to == ["tensorboard"]
     assert cfg.adam_beta2 == 0.95 if name.startswith("sft") else (cfg.num_iterations, cfg.log_completions) == (2, True)
+
+
+@pytest.mark.parametrize("argv,tokens", [(["--suite", "agentbench_db"], 256), (["--suite", "dev", "--domains", "db"], 96),
+                                         (["--suite", "agentbench_db", "--max_new_tokens", "64"], 64)])
+def test_eval_gives_each_suite_the_turn_length_its_statements_need(argv, tokens, monkeypatch):
+    seen = {}
+
+    def stop(spec, **kw):
+        seen.update(kw)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(eval_cli, "make_policy", stop)
+    with pytest.raises(SystemExit):
+        eval_cli.main(["--model", "random", *argv, "--no_progress"])
+    assert seen["max_new_tokens"] == tokens
