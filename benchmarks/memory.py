@@ -11,6 +11,8 @@ engine/__init__.py), printed side by side.
     python benchmarks/memory.py --stages eval,sft --episodes 12 --steps 5 --compare   # the embedded default
     python benchmarks/memory.py --stages sft --steps 15 --settings untrimmed,trim_each_step,current,mmap_1mb
                                                    # glibc's heap between SFT steps (issue #41, docs/RESULTS.md)
+    python benchmarks/memory.py --stages sft --steps 15 --longest --settings peft_lora_inputs,current,checkpointing
+                                                   # the largest SFT batches only (4 x ~1,000 tokens), the peak of a long run
 
 Ends with one line `RESULT {json}`: per stage and setting, its peak, seconds and what it ran.
 """
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -35,9 +38,28 @@ SETTINGS = {"previous": {"OPENMANUS_KV_BUDGET_GB": "none"},
             "current": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
             "untrimmed": {"OPENMANUS_TRIM_EVERY_STEPS": "0"},
             "trim_each_step": {"OPENMANUS_TRIM_EVERY_STEPS": "1"},
-            "mmap_1mb": {"OPENMANUS_TRIM_EVERY_STEPS": "0", "MALLOC_MMAP_THRESHOLD_": str(2**20)}}
+            "mmap_1mb": {"OPENMANUS_TRIM_EVERY_STEPS": "0", "MALLOC_MMAP_THRESHOLD_": str(2**20)},
+            "fused_head": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32", "UNSLOTH_CPU_CHUNKED_CE": "0"},
+            "checkpointing": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
+            "peft_lora_inputs": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"}}
 """`--compare` runs: before this issue's changes, and with them plus the smaller oneDNN cache (opt-in: engine/__init__.py).
-The others (`--settings`) try glibc's heap: no trim, a trim after every step, a fixed 1 MB mmap threshold."""
+The others (`--settings`) try glibc's heap: no trim, a trim after every step, a fixed 1 MB mmap threshold; and the SFT
+step's memory: `fused_head` computes the loss with TRL's fused LM head (Unsloth's torch twin of it, which also logs
+token accuracy and entropy) instead of Unsloth's chunked cross-entropy (both project the trained positions a few
+hundred rows at a time, never the whole batch's logits: tests/train/test_sft_loss_chunks.py); `checkpointing`
+recomputes each layer's activations in the backward pass (the LoRA's gradient checkpointing); `peft_lora_inputs` lets
+PEFT's adapters save float32 copies of their inputs again (`lean_lora_inputs=False`, train/lean_lora.py)."""
+
+
+def _with_checkpointing(preset):
+    if preset.lora is None:
+        raise SystemExit(f"the checkpointing setting is the LoRA's; preset {preset.name!r} trains every weight")
+    return preset.replace(lora=replace(preset.lora, gradient_checkpointing=True))
+
+
+PRESET_CHANGES = {"checkpointing": _with_checkpointing,
+                  "peft_lora_inputs": lambda preset: preset.replace(sft={**preset.sft, "lean_lora_inputs": False})}
+"""Settings that change the stage's preset rather than the environment."""
 DOMAINS = ("os", "db", "web", "kg", "household", "ecommerce")
 
 
@@ -71,11 +93,27 @@ def stage_eval(args, preset, out: Path) -> dict:
             "inner_peak": result.meta["peak_memory"]}
 
 
+def _sft_rows(args, tok, length: int, rows: int):
+    """180 expert conversations; with --longest the `rows` longest of the cpu_30min recipe's data (its 60 longest
+    are 987-1,023 tokens with the default model), so every step is one of the largest batches, which set the peak
+    of a long run (docs/RESULTS.md, issue #41), and a few steps show it."""
+    from openmanus_lite.train.data import build_sft_dataset
+
+    if not args.longest:
+        return build_sft_dataset(_trajectories(30), tok, max_length=length)[0]
+    from openmanus_lite.recipes import get_recipe, recipe_trajectories
+
+    dataset, _ = build_sft_dataset(recipe_trajectories(get_recipe("cpu_30min"))[0], tok, max_length=length)
+    lengths = [len(ids) for ids in dataset["input_ids"]]
+    longest = sorted(range(len(lengths)), key=lambda i: -lengths[i])[:rows]
+    print(f"SFT rows: the {len(longest)} longest, {lengths[longest[-1]]}-{lengths[longest[0]]} tokens", flush=True)
+    return dataset.select(longest)
+
+
 def stage_sft(args, preset, out: Path) -> dict:
     from transformers import TrainerCallback
 
     from openmanus_lite.peak_memory import rss_gb
-    from openmanus_lite.train.data import build_sft_dataset
     from openmanus_lite.train.sft import run_sft
 
     class Resident(TrainerCallback):
@@ -87,12 +125,13 @@ def stage_sft(args, preset, out: Path) -> dict:
 
     model, tok = preset.load(None, for_training=True)
     length = preset.sft["max_length"]
-    dataset, _ = build_sft_dataset(_trajectories(30), tok, max_length=length)
     cfg = preset.sft_config(output_dir=str(out / "sft"), max_steps=args.steps, save_strategy="no",
                             logging_steps=1, report_to=[])
+    dataset = _sft_rows(args, tok, length, args.steps * cfg.per_device_train_batch_size)
     result = run_sft(model, tok, dataset, cfg, callbacks=[Resident()])
     return {"steps": result.global_step, "tokens_per_s": round(result.tokens_per_second, 1),
-            "batch": cfg.per_device_train_batch_size, "max_length": length, "inner_peak": result.peak_memory,
+            "batch": cfg.per_device_train_batch_size, "max_length": length, "rows": len(dataset),
+            "longest_row": max(len(ids) for ids in dataset["input_ids"]), "inner_peak": result.peak_memory,
             "resident_after_first_and_last_step_gb": [Resident.gb[0], Resident.gb[-1]]}
 
 
@@ -153,7 +192,10 @@ def run_child(args) -> None:
     """One stage in this process: `STAGE {json}` with its peak (from before loading anything) and seconds."""
     with tempfile.TemporaryDirectory() as tmp, PeakMemory() as peak:
         t0 = time.perf_counter()
-        info = globals()[f"stage_{args.child}"](args, _preset(args.model), Path(tmp))
+        preset = _preset(args.model)
+        if args.setting in PRESET_CHANGES:
+            preset = PRESET_CHANGES[args.setting](preset)
+        info = globals()[f"stage_{args.child}"](args, preset, Path(tmp))
         seconds = time.perf_counter() - t0
     print("STAGE " + json.dumps({"peak_memory": peak.as_dict(), "seconds": round(seconds, 1), **info}), flush=True)
 
@@ -165,7 +207,7 @@ def run_stage(stage: str, setting: str, args) -> dict:
         for name in SETTINGS["previous"]:
             env.pop(name, None)
     cmd = [sys.executable, __file__, "--child", stage, "--model", args.model, "--steps", str(args.steps),
-           "--episodes", str(args.episodes)]
+           "--episodes", str(args.episodes), "--setting", setting] + (["--longest"] if args.longest else [])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("STAGE ")]
     if proc.returncode != 0 or not lines:
@@ -182,7 +224,10 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="run each stage with the previous settings as well")
     ap.add_argument("--settings", help=f"comma-separated, of {','.join(SETTINGS)} (instead of --compare)")
     ap.add_argument("--timeout", type=int, default=900, help="seconds per stage")
+    ap.add_argument("--longest", action="store_true",
+                    help="SFT: train on the longest rows of the cpu_30min recipe's data (the batches that set the peak)")
     ap.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
+    ap.add_argument("--setting", default="current", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return run_child(args)

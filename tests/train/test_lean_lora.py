@@ -1,0 +1,81 @@
+"""LoRA adapters over 16-bit weights save their 16-bit input, not a float32 copy: same loss and gradients, less kept
+for the backward pass (train/lean_lora.py, issue #41)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("peft")
+
+from datasets import Dataset  # noqa: E402
+from transformers import HfArgumentParser  # noqa: E402
+
+from openmanus_lite.models import load_model  # noqa: E402
+from openmanus_lite.train.lean_lora import UpcastInputLinear, keep_lora_inputs_16bit  # noqa: E402
+from openmanus_lite.train.presets import tiny_model_path  # noqa: E402
+from openmanus_lite.train.sft import SFTRunConfig, build_trainer  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def _model(dtype):
+    torch.manual_seed(0)
+    return load_model(tiny_model_path(), backend="auto", dtype=dtype, lora={"r": 4, "alpha": 8, "seed": 0})
+
+
+def _step(lean: bool, tmp_path) -> tuple[float, dict[str, torch.Tensor], int, Any]:
+    """(loss, LoRA gradients, bytes saved for backward, model) of one SFT step on a padded, partly masked batch."""
+    model, tok = _model(torch.bfloat16)
+    g = torch.Generator().manual_seed(0)
+    rows = [{"input_ids": torch.randint(10, len(tok) - 10, (n,), generator=g).tolist(),
+             "assistant_masks": [0] * (n // 3) + [1] * (n - n // 3)} for n in (96, 61, 80)]
+    cfg = SFTRunConfig(output_dir=str(tmp_path / f"out{lean}"), max_steps=1, per_device_train_batch_size=3,
+                       report_to=[], save_strategy="no", disable_tqdm=True, resume="no", bf16=False,
+                       lean_lora_inputs=lean)
+    trainer = build_trainer(model, tok, Dataset.from_list(rows), cfg)
+    batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+    trainer.model.train()
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = trainer.compute_loss(trainer.model, dict(batch))
+    loss.backward()
+    grads = {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
+    return float(loss.detach()), grads, sum(saved.values()), trainer.model
+
+
+def test_same_loss_and_gradients_with_less_saved(tmp_path):
+    loss, grads, saved, peft_model = _step(False, tmp_path)
+    lean_loss, lean_grads, lean_saved, lean_model = _step(True, tmp_path)
+    assert not any(isinstance(m, UpcastInputLinear) for m in peft_model.modules())
+    assert any(isinstance(m, UpcastInputLinear) for m in lean_model.modules())
+    assert lean_loss == loss
+    assert grads.keys() == lean_grads.keys() and any(g.abs().sum() > 0 for g in grads.values())
+    for name, grad in grads.items():
+        torch.testing.assert_close(lean_grads[name], grad, rtol=1e-6, atol=0, msg=name)
+    assert lean_saved < 0.8 * saved, (lean_saved, saved)
+
+
+def test_applies_only_to_float32_adapters_over_16bit_weights_without_autocast():
+    model, _ = _model(torch.bfloat16)
+    adapters = sum(1 for n, _ in model.named_modules() if n.endswith("lora_A.default"))
+    assert adapters > 0
+    assert keep_lora_inputs_16bit(model, autocast=True) == 0  # the trainer's bf16 / fp16 autocast
+    assert keep_lora_inputs_16bit(model, autocast=False) == adapters
+    assert keep_lora_inputs_16bit(model, autocast=False) == 0  # already switched
+    full, _ = _model(torch.float32)  # a float32 base: the input is float32 already
+    assert keep_lora_inputs_16bit(full, autocast=False) == 0
+
+
+def test_config_field_round_trips(tmp_path):
+    assert SFTRunConfig(output_dir=str(tmp_path)).lean_lora_inputs is True
+    (cfg,) = HfArgumentParser(SFTRunConfig).parse_args_into_dataclasses(
+        ["--output_dir", str(tmp_path), "--lean_lora_inputs", "false"])
+    assert cfg.lean_lora_inputs is False
