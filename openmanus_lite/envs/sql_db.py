@@ -487,45 +487,29 @@ class DBEnv(Env):
         return expert_turn(spec.get("final_think") or "I have the answer.", answer(format_answer(spec["label"])))
 
     def _plan_thought(self, default: str) -> str:
-        """The thought before the reference statement; after one of `typical_mistake`'s slips failed, one that
-        reads the error and says what is fixed: the names quoted, or copied exactly as the task gives them."""
-        ref = (self.task.spec.get("reference_sql") or "").strip()
-        if self.executed and self.last_error and ref and self.executed[-1] != ref:
-            if self.executed[-1] == unquoted(ref):
-                return (f"The query failed with \"{echoed(self.last_error)}\": the table and column names have spaces, "
-                        "punctuation or digits, so I quote every name with backticks and run it again.")
-            if NAME_ERROR.search(self.last_error):
-                return (f"The statement failed with \"{echoed(self.last_error)}\": that name is not in the table, so I "
-                        "copy the table's name and headers exactly as the task gives them, in backticks, and run it again.")
+        """The thought before the reference statement; after the reference failed for want of quotes
+        (`typical_mistake`), one that reads the error and says why the names are now quoted."""
+        ref = self.task.spec.get("reference_sql")
+        if self.executed and self.last_error and ref and self.executed[-1] == unquoted(ref) != ref.strip():
+            return (f"The query failed with \"{echoed(self.last_error)}\": the table and column names have spaces, "
+                    "punctuation or digits, so I quote every name with backticks and run it again.")
         return self.task.spec.get("think") or default
 
     def typical_mistake(self, due: str, rng: random.Random) -> str | None:
-        """The expert's `due` statement as models slip on AgentBench's tables, where SQLite then refuses it: its
-        names' backtick quotes left out (`near "-": syntax error`), or, on the AgentBench-style tasks
-        (envs/sql_tables.py), a table or column name misremembered (`no such column: Total`). None otherwise.
-        Which slip is drawn from the task and turn, not `rng`, so that the other tasks' recovery data stays as it is."""
+        """The expert's `due` statement with its names' backtick quotes left out, when SQLite then refuses it
+        (`near "-": syntax error`): the slip models make on AgentBench's tables. None otherwise."""
         parsed = parse_step(due, self.domain)
         if isinstance(parsed, ParseError) or parsed[1].kind != "sql":
             return None
-        statement = parsed[1].arg.strip()
-        bare = unquoted(statement)
-        slips = [bare] if bare != statement else []
-        if self.task.spec.get("source") == "generated-agentbench":
-            slips += misnamed(statement, self.task.spec["tables"])
-        slips = [s for s in slips if self._refused(s)]
-        if not slips:
+        bare = unquoted(parsed[1].arg)
+        if bare == parsed[1].arg.strip():
             return None
-        pick = random.Random(f"{self.task.id}:{len(self.executed)}")
-        slip = bare if bare in slips and pick.random() < 0.5 else pick.choice(slips)
-        return expert_turn("I will query the table for the answer.", sql(slip))
-
-    def _refused(self, statement: str) -> bool:
-        """Whether SQLite refuses `statement` in the current state (tried on a copy)."""
         trial = copy.deepcopy(self.db)
         try:
-            return trial.run(statement)[1] is not None
+            _, error, _ = trial.run(bare)
         finally:
             trial.close()
+        return expert_turn("I will query the table for the answer.", sql(bare)) if error else None
 
     def _repair(self) -> tuple[str, str]:
         """From a perturbed state: rewrite the first table that differs (delete, then insert)."""
@@ -596,27 +580,6 @@ def expected_state(spec: dict[str, Any]) -> dict[str, Any]:
 def unquoted(statement: str) -> str:
     """`statement` with its backtick quotes left out (what a model that does not quote names writes)."""
     return statement.strip().replace("`", "")
-
-
-NAME_ERROR = re.compile(r"no such (column|table)|has no column named")
-"""SQLite's errors for a name that is not in the database."""
-
-
-def misnamed(statement: str, tables: list[dict[str, Any]]) -> list[str]:
-    """`statement` with one backtick-quoted table or column name misremembered the ways models do on AgentBench:
-    a word dropped (`Total` for `Total bonus`, `Wrestler Title` for `Wrestler Title Reigns`), spaces written as
-    underscores, a plural made singular or the other way; one statement per near miss that names nothing real."""
-    real = {t["name"].lower() for t in tables} | {c["name"].lower() for t in tables for c in t["columns"]}
-    out = []
-    for name in dict.fromkeys(re.findall(r"`((?:[^`]|``)+)`", statement)):
-        words = name.split()
-        misses = {" ".join(words[:-1]), " ".join(words[1:]), name.replace(" ", "_"),
-                  name[:-1] if name.endswith("s") else name + "s"} if len(words) > 1 else \
-            {name[:-1] if name.endswith("s") else name + "s", name + " name"}
-        quoted = "`" + name + "`"
-        out += [statement.replace(quoted, "`" + m + "`") for m in sorted(misses)
-                if m.strip() and m.lower() not in real and "`" not in m]
-    return out
 
 
 def sql_literal(v) -> str:

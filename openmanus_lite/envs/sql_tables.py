@@ -217,8 +217,6 @@ class _Ask:
     def __init__(self, rng: random.Random, t: _Table):
         self.rng, self.t, self.tq = rng, t, q(t.name)
         self.key = t.of("key")[0]
-        self.note = ""
-        """Said in the expert's thought when the question's wording needs more than a plain `=` (`_said`)."""
 
     def pick(self, kind: str) -> str:
         return self.rng.choice(self.t.of(kind))
@@ -231,44 +229,23 @@ class _Ask:
         return vals[self.rng.randint(1, len(vals) - 2)]
 
 
-def _said(a: _Ask, header: str, value: str) -> tuple[str, str]:
-    """How a question names `value` of `header`: (the words it uses, the SQL condition); a note for the expert's
-    thought goes to `a.note` where the condition is not a plain `=`.
-
-    Most questions copy the cell; some, as WikiTableQuestions' do, write it in lower case (`athlone town`) or only
-    in part (`athlone`), where `=` finds no row: the reference then matches with LIKE, which ignores case in
-    SQLite and MySQL alike, around `%` where only part of the value is given."""
-    words = [w for w in value.split() if len(w) >= 4 and w.isalpha()]
-    r = a.rng.random()
-    plain = value, f"{q(header)} = {sql_literal(value)}"
-    if r < 0.7 or not value.isascii() or value.lower() == value:
-        return plain
-    if r < 0.85 or not words:
-        a.note = f" The question writes {value.lower()!r} in lower case, so I match it with LIKE, which ignores case."
-        return value.lower(), f"{q(header)} LIKE {sql_literal(value.lower())}"
-    part = a.rng.choice(words).lower()
-    if sum(part in v.lower() for v in set(a.t.values(header))) != 1:
-        return plain
-    a.note = f" The question gives only part of the value, {part!r}, so I match it with LIKE '%{part}%', which ignores case."
-    return part, f"{q(header)} LIKE {sql_literal('%' + part + '%')}"
-
-
 def _other(a: _Ask):
     col = a.rng.choice([h for h in a.t.headers if h != a.key])
-    said, cond = _said(a, a.key, a.present(a.key))
+    who = a.present(a.key)
     phrasing = a.rng.choice(("What is the {c} when {k} is {v}?", "What {c} has a {k} of {v}?",
                              "Name the {c} for {v}", "what was the {c} of {v}?", "Tell me the {c} for {k} {v}"))
-    return phrasing.format(c=col, k=a.key, v=said), f"SELECT {q(col)} FROM {a.tq} WHERE {cond}", None
+    return (phrasing.format(c=col, k=a.key, v=who),
+            f"SELECT {q(col)} FROM {a.tq} WHERE {q(a.key)} = {sql_literal(who)}", None)
 
 
 def _counting(a: _Ask):
     cat = a.pick("cat")
+    v = a.present(cat)
     if a.rng.random() < 0.5:
-        v, cond = _said(a, cat, a.present(cat))
         phrasing = a.rng.choice(("How many {k} have a {c} of {v}?", "What is the total number of {k} when {c} is {v}?",
                                  "how many {noun}s had {v} as their {c}?"))
         return (phrasing.format(k=a.key, c=cat, v=v, noun=a.t.theme.row_noun),
-                f"SELECT COUNT({q(a.key)}) FROM {a.tq} WHERE {cond}", None)
+                f"SELECT COUNT({q(a.key)}) FROM {a.tq} WHERE {q(cat)} = {sql_literal(v)}", None)
     num = a.pick("num")
     t = a.threshold(num)
     return (f"How many {a.t.theme.row_noun}s have a {num} larger than {t}?",
@@ -310,8 +287,8 @@ def _ranking(a: _Ask):
 def _aggregation(a: _Ask, fn: str):
     num = a.pick("num")
     cat = a.pick("cat")
-    v, cond = _said(a, cat, a.present(cat))
-    cond = f" WHERE {cond}"
+    v = a.present(cat)
+    cond = f" WHERE {q(cat)} = {sql_literal(v)}"
     phrasing = {
         "SUM": ("What is the sum of {n} when {c} is {v}?", "What is the total {n} for the {c} {v}?"),
         "MAX": ("What is the highest {n} when the {c} is {v}?", "Which {n} is the biggest one with a {c} of {v}?"),
@@ -321,17 +298,6 @@ def _aggregation(a: _Ask, fn: str):
     return (a.rng.choice(phrasing).format(n=num, c=cat, v=v), f"SELECT {fn}({_real(num)}) FROM {a.tq}{cond}", None)
 
 
-def _pairs(pairs: list[tuple[str, str]], style: str) -> str:
-    """Column-value pairs as a task states them: "Votes 312, Party Civic Union" ("plain"), "'312' for 'Votes', ..."
-    ("for") or "Votes 312 and Party Civic Union" ("and")."""
-    parts = [f"'{v}' for '{h}'" if style == "for" else f"{h} {v}" for h, v in pairs]
-    return ", ".join(parts) if style != "and" or len(parts) < 2 else ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-def _a(noun: str) -> str:
-    return ("an " if noun[0] in "aeiou" else "a ") + noun
-
-
 def _insert(a: _Ask):
     t = a.t
     fresh = next(c for c in t.theme.columns if c.kind == "key")
@@ -339,44 +305,23 @@ def _insert(a: _Ask):
     while key in t.values(a.key):
         key = fresh.make(a.rng)
     row = [key if c.kind == "key" else _cell(a.rng, c) for c in t.theme.columns]
-    pairs = list(zip(t.headers, row))
-    if a.rng.random() < 0.4:  # the task need not list the values in the table's order: the statement does
-        a.rng.shuffle(pairs)
-    others = [(h, v) for h, v in pairs if h != a.key]
-    phrasing, style, listed = a.rng.choice((
-        ("Insert a new row into the {t} table with {s}.", "plain", pairs),
-        ("Add a record to {t}: {s}.", "plain", pairs),
-        ("A new entry has to go into {t}, with {s}. Insert it.", "plain", pairs),
-        ("Insert '{key}' into '{t}' with values {s}.", "for", others),
-        ("The {t} table gets a new {noun}, {key}, with {s}.", "and", others),
-        ("{key} is missing from {t}: {a_noun} with {s}. Record it in the table.", "and", others)))
-    return (phrasing.format(t=t.name, s=_pairs(listed, style), key=key, noun=t.theme.row_noun,
-                            a_noun=_a(t.theme.row_noun)),
+    said = ", ".join(f"{h} {v}" for h, v in zip(t.headers, row))
+    phrasing = a.rng.choice(("Insert a new row into the {t} table with {s}.", "Add a record to {t}: {s}.",
+                             "A new entry has to go into {t}, with {s}. Insert it."))
+    return (phrasing.format(t=t.name, s=said),
             f"INSERT INTO {a.tq} ({', '.join(q(h) for h in t.headers)}) VALUES ({', '.join(sql_literal(v) for v in row)})",
             None)
 
 
 def _update(a: _Ask):
-    changeable = [c for c in a.t.theme.columns if c.kind != "key"]
-    col = a.rng.choice(changeable)
+    col = a.rng.choice([c for c in a.t.theme.columns if c.kind != "key"])
     new = _cell(a.rng, col)
-    r = a.rng.random()
-    if r < 0.3:
+    if a.rng.random() < 0.6:
         who = a.present(a.key)
         return (a.rng.choice(("Update the {c} of {v} to '{n}' in the {t} table.",
                               "In {t}, change the {c} to {n} where the {k} is {v}.")).format(
                     c=col.name, v=who, n=new, t=a.t.name, k=a.key),
                 f"UPDATE {a.tq} SET {q(col.name)} = {sql_literal(new)} WHERE {q(a.key)} = {sql_literal(who)}", None)
-    if r < 0.7:  # several columns of one row, as AgentBench's updates often change (a result and a record)
-        who = a.present(a.key)
-        cols = a.rng.sample(changeable, min(len(changeable), a.rng.randint(2, 3)))
-        pairs = [(c.name, _cell(a.rng, c)) for c in cols]
-        phrasing = a.rng.choice(("Update the {t} table so that {v} has {s}.",
-                                 "The {noun} {v} in {t} has been updated with {s}.",
-                                 "For the {k} {v}, {t} now records {s}; change the row accordingly."))
-        sets = ", ".join(f"{q(h)} = {sql_literal(n)}" for h, n in pairs)
-        return (phrasing.format(t=a.t.name, v=who, s=_pairs(pairs, "and"), noun=a.t.theme.row_noun, k=a.key),
-                f"UPDATE {a.tq} SET {sets} WHERE {q(a.key)} = {sql_literal(who)}", None)
     cat = a.rng.choice([h for h in a.t.of("cat") if h != col.name] or [a.key])
     v = a.present(cat)
     return (f"Set {col.name} to '{new}' for every row of {a.t.name} whose {cat} is '{v}'.",
@@ -448,7 +393,7 @@ def generate_agentbench(rng: random.Random, index: int) -> Task:
         else:
             final = f"The query returned {', '.join(str(v) for v in label)}, so that is the answer."
         spec = {"tables": tables, "type": category, "label": label or [], "reference_sql": ref,
-                "source": "generated-agentbench", "think": THINK + ask.note, "final_think": final}
+                "source": "generated-agentbench", "think": THINK, "final_think": final}
         return Task(id=f"db-{DIFFICULTY}-{index:05d}-{rng.getrandbits(32):08x}", domain="db",
                     instruction=f"{question}\n{table_description(tables)}", spec=spec, answer=label,
                     difficulty=DIFFICULTY, meta={"type": category, "style": DIFFICULTY})

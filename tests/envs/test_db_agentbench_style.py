@@ -1,4 +1,4 @@
-"""AgentBench-style db tasks (envs/sql_tables.py): the expert solves them, recovery from unquoted or misremembered names, no copies
+"""AgentBench-style db tasks (envs/sql_tables.py): the expert solves them, recovery from unquoted names, no copies
 of AgentBench's dev tasks, and the recipe that mixes them in."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from openmanus_lite.envs import generate_tasks, make_env, run_expert
-from openmanus_lite.envs.sql_db import NAME_ERROR, misnamed
 from openmanus_lite.envs.sql_tables import CATEGORY_CYCLE, agentbench_style_tasks
 from openmanus_lite.train.recovery import recovery_trajectories
 
@@ -50,57 +49,21 @@ def _sql_of(turn: str) -> str:
     return turn.split("```sql\n")[1].split("\n```")[0]
 
 
-def test_recovery_reads_the_error_and_quotes_or_copies_the_names(tasks):
+def test_recovery_reads_the_syntax_error_and_quotes_the_names(tasks):
     episodes, counts = recovery_trajectories(tasks[:48], 1, kinds=("typical",))
     typical = [e for e in episodes if e.meta["mistake"]["kind"] == "typical"]
     by_id = {t.id: t for t in tasks}
     assert len(typical) >= 40 and counts["kept"] == len(episodes)
-    sorts = Counter()
     for ep in typical:
         assert ep.meta["success"]
         turns = ep.messages[1:]
         at = 2 * ep.meta["mistake"]["turn"]
         mistake, error, fix = turns[at], turns[at + 1], turns[at + 2]
-        assert not mistake.train and error.content.startswith("Error: ") and fix.train
-        if "`" not in _sql_of(mistake.content):  # the names left bare: SQLite's syntax error, then quotes
-            sorts["bare"] += 1
-            assert re.search(r"syntax error|unrecognized token|no such", error.content)
-            assert "The query failed with" in fix.content and "backticks" in fix.content
-        else:  # a name misremembered: SQLite names it, the fix copies the task's names
-            sorts["misnamed"] += 1
-            assert NAME_ERROR.search(error.content), error.content
-            assert "exactly as the task gives them" in fix.content
+        assert not mistake.train and "`" not in _sql_of(mistake.content)
+        assert error.content.startswith("Error: ") and re.search(r"syntax error|unrecognized token|no such", error.content)
+        assert fix.train and "The query failed with" in fix.content and "backticks" in fix.content
         assert _sql_of(fix.content) == by_id[ep.meta["task_id"]].spec["reference_sql"]
         assert turns[-1].content.split("Act: ")[1].startswith("answer(")
-    assert sorts["bare"] >= 10 and sorts["misnamed"] >= 10, sorts
-
-
-def test_misnamed_drops_a_word_or_changes_a_plural_and_never_names_a_real_column():
-    tables = [{"name": "Rugby Club Standings", "columns": [{"name": "Total bonus"}, {"name": "Points"},
-                                                           {"name": "Total"}]}]
-    slips = misnamed("SELECT SUM(`Total bonus`) FROM `Rugby Club Standings` WHERE `Points` = '51'", tables)
-    assert "SELECT SUM(`bonus`) FROM `Rugby Club Standings` WHERE `Points` = '51'" in slips
-    assert "SELECT SUM(`Total bonus`) FROM `Club Standings` WHERE `Points` = '51'" in slips
-    assert "SELECT SUM(`Total bonus`) FROM `Rugby Club Standings` WHERE `Point` = '51'" in slips
-    assert not any("SUM(`Total`)" in s for s in slips)  # `Total` is a real column: no error, not a slip
-    assert misnamed("SELECT 1", tables) == []
-
-
-def test_questions_that_name_a_value_in_lower_case_or_in_part_are_matched_with_like(tasks):
-    like = [t for t in tasks if " LIKE " in t.spec["reference_sql"]]
-    assert len(like) >= 10
-    for task in like:
-        assert "LIKE" in task.spec["think"] and "ignores case" in task.spec["think"]
-        value = re.search(r"LIKE '%?([^%']+)%?'", task.spec["reference_sql"]).group(1)
-        assert value in _question(task.instruction) and value == value.lower()
-
-
-def test_updates_change_several_columns_and_inserts_list_values_out_of_order(tasks):
-    updates = [t.spec["reference_sql"] for t in tasks if t.spec["type"] == "UPDATE"]
-    assert sum(s.split(" WHERE ")[0].count(" = ") >= 2 for s in updates) >= 10
-    inserts = [t for t in tasks if t.spec["type"] == "INSERT"]
-    firsts = Counter(_question(t.instruction).split()[0] for t in inserts)
-    assert len(firsts) >= 5  # several phrasings, some of them statements rather than orders
 
 
 def test_no_typical_mistake_where_names_need_no_quotes():
