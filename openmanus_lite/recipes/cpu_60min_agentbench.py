@@ -5,8 +5,9 @@ must be quoted (`Win %`, `2007`, `Mid-Season Relay`), the model wrote them bare,
 error` and guessed. This recipe keeps cpu_60min's data for the five other domains and its easy db tasks,
 and adds as many AgentBench-style db tasks (envs/sql_tables.py) with recovery episodes whose first query
 leaves the quotes out. Targets: >= 15% on agentbench_db dev, no loss beyond noise on the frozen easy/medium
-suites. Measured (docs/RESULTS.md, "AgentBench DB: the recipe"): AgentBench DB 1/60 -> 8/60 (13.3%) with half
-the baseline's training tokens on a machine half as fast; the kit's suites lower, confounded by those tokens.
+suites. Measured (docs/RESULTS.md, "AgentBench DB: the recipe"): against cpu_60min trained as many tokens on the
+same machine (0.85M against 0.82M), AgentBench DB 1/60 -> 8/60 (13.3%, sign test p = 0.039) and no loss on the
+kit's suites (easy 89 -> 94 of 120, medium 25 -> 27).
 """
 
 from openmanus_lite.recipes.cpu_60min import RECIPE as CPU_60MIN
