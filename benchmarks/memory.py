@@ -11,8 +11,9 @@ engine/__init__.py), printed side by side.
     python benchmarks/memory.py --stages eval,sft --episodes 12 --steps 5 --compare   # the embedded default
     python benchmarks/memory.py --stages sft --steps 15 --settings untrimmed,trim_each_step,current,mmap_1mb
                                                    # glibc's heap between SFT steps (issue #41, docs/RESULTS.md)
-    python benchmarks/memory.py --stages sft --steps 15 --longest --settings peft_lora_inputs,current,checkpointing
+    python benchmarks/memory.py --stages sft --steps 8 --longest --settings batch_4,micro_batch_2,current,checkpointing
                                                    # the largest SFT batches only (4 x ~1,000 tokens), the peak of a long run
+    python benchmarks/memory.py --stages grpo --steps 4 --settings group_per_pass,grpo_peft_lora_inputs,current
 
 Ends with one line `RESULT {json}`: per stage and setting, its peak, seconds and what it ran.
 """
@@ -41,14 +42,21 @@ SETTINGS = {"previous": {"OPENMANUS_KV_BUDGET_GB": "none"},
             "mmap_1mb": {"OPENMANUS_TRIM_EVERY_STEPS": "0", "MALLOC_MMAP_THRESHOLD_": str(2**20)},
             "fused_head": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32", "UNSLOTH_CPU_CHUNKED_CE": "0"},
             "checkpointing": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
-            "peft_lora_inputs": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"}}
+            "peft_lora_inputs": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
+            "micro_batch_2": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
+            "batch_4": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
+            "group_per_pass": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
+            "grpo_peft_lora_inputs": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"}}
 """`--compare` runs: before this issue's changes, and with them plus the smaller oneDNN cache (opt-in: engine/__init__.py).
 The others (`--settings`) try glibc's heap: no trim, a trim after every step, a fixed 1 MB mmap threshold; and the SFT
 step's memory: `fused_head` computes the loss with TRL's fused LM head (Unsloth's torch twin of it, which also logs
 token accuracy and entropy) instead of Unsloth's chunked cross-entropy (both project the trained positions a few
 hundred rows at a time, never the whole batch's logits: tests/train/test_sft_loss_chunks.py); `checkpointing`
 recomputes each layer's activations in the backward pass (the LoRA's gradient checkpointing); `peft_lora_inputs` lets
-PEFT's adapters save float32 copies of their inputs again (`lean_lora_inputs=False`, train/lean_lora.py)."""
+PEFT's adapters save float32 copies of their inputs again (`lean_lora_inputs=False`, train/lean_lora.py);
+SFT's updates are 4 conversations: `batch_4` puts them through one forward/backward pass (before: one a pass, 4
+accumulated), `micro_batch_2` two a pass; `group_per_pass` puts GRPO's whole group of 4 episodes through one pass
+(before: one episode a pass), `grpo_peft_lora_inputs` is GRPO without lean LoRA inputs."""
 
 
 def _with_checkpointing(preset):
@@ -58,7 +66,13 @@ def _with_checkpointing(preset):
 
 
 PRESET_CHANGES = {"checkpointing": _with_checkpointing,
-                  "peft_lora_inputs": lambda preset: preset.replace(sft={**preset.sft, "lean_lora_inputs": False})}
+                  "peft_lora_inputs": lambda preset: preset.replace(sft={**preset.sft, "lean_lora_inputs": False}),
+                  "micro_batch_2": lambda preset: preset.replace(sft={**preset.sft, "per_device_train_batch_size": 2,
+                                                                     "gradient_accumulation_steps": 2}),
+                  "batch_4": lambda preset: preset.replace(sft={**preset.sft, "per_device_train_batch_size": 4,
+                                                                "gradient_accumulation_steps": 1}),
+                  "group_per_pass": lambda preset: preset.replace(grpo={**preset.grpo, "per_device_train_batch_size": 4}),
+                  "grpo_peft_lora_inputs": lambda preset: preset.replace(grpo={**preset.grpo, "lean_lora_inputs": False})}
 """Settings that change the stage's preset rather than the environment."""
 DOMAINS = ("os", "db", "web", "kg", "household", "ecommerce")
 
@@ -127,25 +141,27 @@ def stage_sft(args, preset, out: Path) -> dict:
     length = preset.sft["max_length"]
     cfg = preset.sft_config(output_dir=str(out / "sft"), max_steps=args.steps, save_strategy="no",
                             logging_steps=1, report_to=[])
-    dataset = _sft_rows(args, tok, length, args.steps * cfg.per_device_train_batch_size)
+    dataset = _sft_rows(args, tok, length, args.steps * cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps)
     result = run_sft(model, tok, dataset, cfg, callbacks=[Resident()])
     return {"steps": result.global_step, "tokens_per_s": round(result.tokens_per_second, 1),
-            "batch": cfg.per_device_train_batch_size, "max_length": length, "rows": len(dataset),
+            "batch": cfg.per_device_train_batch_size,
+            "accumulation": cfg.gradient_accumulation_steps, "max_length": length, "rows": len(dataset),
             "longest_row": max(len(ids) for ids in dataset["input_ids"]), "inner_peak": result.peak_memory,
             "resident_after_first_and_last_step_gb": [Resident.gb[0], Resident.gb[-1]]}
 
 
 def stage_grpo(args, preset, out: Path) -> dict:
-    """Multi-turn GRPO as the demo runs it (one group per backward pass, two per step), a few steps."""
+    """Multi-turn GRPO as the demo runs it (two groups of 4 per step, the preset's episodes per backward pass)."""
     from openmanus_lite.envs import generate_tasks
     from openmanus_lite.train.grpo import build_env_dataset, run_grpo
 
     model, tok = preset.load(None, for_training=True)
+    micro = preset.grpo["per_device_train_batch_size"]
     tasks = [t for d in ("os", "db") for t in generate_tasks(d, 4, seed=2)]
     dataset, rollout = build_env_dataset(tasks, max_turns=3, max_new_tokens=preset.max_new_tokens)
     gcfg = preset.grpo_config(mode="multi", rewards="env_outcome", output_dir=str(out / "grpo"),
-                              max_steps=args.steps, num_generations=4, per_device_train_batch_size=4,
-                              gradient_accumulation_steps=2, max_turns=3, max_new_tokens=preset.max_new_tokens,
+                              max_steps=args.steps, num_generations=4, per_device_train_batch_size=micro,
+                              gradient_accumulation_steps=8 // micro, max_turns=3, max_new_tokens=preset.max_new_tokens,
                               max_episode_tokens=3 * (preset.max_new_tokens + 160), save_strategy="no",
                               sample_every=0, report_to=[])
     result = run_grpo(model, tok, dataset, gcfg, rollout_func=rollout)

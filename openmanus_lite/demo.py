@@ -18,6 +18,7 @@ model in a minute or so.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import time
@@ -450,13 +451,15 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     check_disjoint({"demo_grpo_train": tasks}, {DEMO_EVAL_SUITE: _eval_suite(cfg).tasks})
     limits = grpo_turn_limits(cfg, domains)
     longest = max(limits.values()) if isinstance(limits, dict) else (limits or 5)
+    micro = math.gcd(preset.grpo["per_device_train_batch_size"], 2 * cfg.grpo_num_generations)
     dataset, rollout = build_env_dataset(tasks, max_turns=limits, max_new_tokens=preset.max_new_tokens)
     gcfg = preset.grpo_config(
         mode="multi", rewards=cfg.grpo_rewards, output_dir=str(run_dir / "grpo"), max_steps=cfg.grpo_steps,
-        # two groups per optimizer step, one per backward pass: 8 episodes in one pass (float32, no gradient
-        # checkpointing) peaked at 18.9 GB and got a whole demo OOM-killed at 24 GB (docs/RESULTS.md)
-        num_generations=cfg.grpo_num_generations, per_device_train_batch_size=cfg.grpo_num_generations,
-        gradient_accumulation_steps=2,
+        # two groups per optimizer step, the preset's episodes per backward pass (cpu: one): 8 episodes in one pass
+        # got a whole demo OOM-killed at 24 GB, a group of 4 a pass peaked at 6.0 GB, one episode 3.2
+        # (benchmarks/memory.py --stages grpo; docs/RESULTS.md)
+        num_generations=cfg.grpo_num_generations, per_device_train_batch_size=micro,
+        gradient_accumulation_steps=2 * cfg.grpo_num_generations // micro,
         max_turns=limits, max_new_tokens=preset.max_new_tokens, max_episode_tokens=longest * (preset.max_new_tokens + 160),
         save_strategy="steps", save_steps=4, seed=cfg.seed, sample_every=0, max_minutes=cfg.grpo_minutes,
     )

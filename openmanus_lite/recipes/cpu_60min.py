@@ -33,8 +33,11 @@ RECIPE = Recipe(
     lr_scheduler_type="cosine_by_time",
     warmup_steps=5,
     dtype="auto",  # bf16 where the CPU has it natively: a step 1.75x faster (benchmarks/cpu_bf16.py); else float32
-    per_device_train_batch_size=4,  # batch 4 x ~700 tokens: activations and logits ~5 GB (the cpu preset's assumptions)
-    gradient_accumulation_steps=1,  # many small updates: throughput (334 tokens/s in the bf16 run) is the constraint
+    # updates of 4 conversations (many small updates: throughput is the constraint), one conversation per
+    # forward/backward pass: the same optimizer step and data order as batch 4, the peak on the longest rows
+    # 7.52 -> 3.56 GB at 268 -> 276 tokens/s, on typical rows 281 -> 267 (benchmarks/memory.py; issue #41)
+    per_device_train_batch_size=1,
+    gradient_accumulation_steps=4,
     max_length=1024,  # household episodes of 12 expert turns fit; longer ones are cut at a turn boundary
     learning_rate=1e-3,  # a high LoRA rate for many updates per token (the cpu preset's; RESULTS.md setup: lr 1e-3)
     lora_r=16,  # r=16, alpha=32 on all projections: the cpu preset's LoRA, as measured

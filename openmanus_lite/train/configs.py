@@ -77,11 +77,15 @@ PUSH = (False, "the kit uploads its final adapter / merged model itself (--push_
 
 @dataclass
 class _KitConfig:
-    """What every kit config adds: a time budget; and does before TRL's `__post_init__`: precision from the device."""
+    """What every kit config adds: a time budget and lean LoRA inputs; and does before TRL's `__post_init__`: precision from the device."""
 
     max_minutes: float | None = field(default=None, metadata=_help(
         "Stop (with a final save, where the config saves) after this many minutes of training time; SFT does not "
         "count the evaluation at its marks."))
+    lean_lora_inputs: bool = field(default=True, metadata=_help(
+        "On a CPU, LoRA adapters over 16-bit weights save their 16-bit input for the backward pass instead of PEFT's "
+        "float32 copy (same arithmetic; ~1.9 GB less at batch 4 x 1024 on SmolLM2-135M: train/lean_lora.py). "
+        "False: PEFT's own path."))
 
     def _kit_post_init(self) -> None:
         fp16 = False if self.bf16 is False and self.fp16 is None else self.fp16  # bf16=False: no mixed precision
@@ -117,10 +121,6 @@ class SFTRunConfig(_KitConfig, trl.SFTConfig):
     resume: str = field(default="auto", metadata=_help(
         "'auto': continue from the newest complete checkpoint in output_dir if there is one; a path: from that one; "
         "False (or 'no'): start fresh."))
-    lean_lora_inputs: bool = field(default=True, metadata=_help(
-        "On a CPU, LoRA adapters over 16-bit weights save their 16-bit input for the backward pass instead of PEFT's "
-        "float32 copy (same arithmetic; ~1.9 GB less at batch 4 x 1024 on SmolLM2-135M: train/lean_lora.py). "
-        "False: PEFT's own path."))
     output_dir: str | None = _default(trl.SFTConfig, "output_dir", "runs/sft")
     bf16: bool | None = _default(trl.SFTConfig, "bf16", None)
     fp16: bool | None = _default(trl.SFTConfig, "fp16", None)

@@ -69,6 +69,7 @@ from openmanus_lite.train.grpo_data import (  # noqa: F401  (re-exported: the ki
     value_solution,
     value_task_rows,
 )
+from openmanus_lite.train.lean_lora import lean_lora_inputs_for
 from openmanus_lite.train.run_control import TimeLimit, resume_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -404,6 +405,7 @@ def run_grpo(
     clock = TimeLimit.from_config(config)  # the time budget (if any) and the peak memory
     callbacks = [*callbacks, clock]
     tokenizer.padding_side = "left"
+    lean_lora_inputs_for(model, config)
     trainer_cls = kit_trainer_class()
     printer = make_sample_printer(config.sample_every) if config.sample_every else None
     trainer = trainer_cls(

@@ -68,3 +68,14 @@ def keep_lora_inputs_16bit(model: Any, *, autocast: bool) -> int:
             adapter.__class__ = UpcastInputLinear
         layer.cast_input_dtype_enabled = False  # lora_A upcasts inside its matmul instead
     return switched
+
+
+def lean_lora_inputs_for(model: Any, config: Any) -> int:
+    """What every kit trainer does before training: `keep_lora_inputs_16bit` when `config.lean_lora_inputs` (the kit
+    configs' field, default on), saying how many adapters it switched."""
+    if not getattr(config, "lean_lora_inputs", False):
+        return 0
+    switched = keep_lora_inputs_16bit(model, autocast=bool(config.bf16 or config.fp16))
+    if switched:
+        print(f"LoRA: {switched} adapters save their 16-bit inputs for the backward pass (train/lean_lora.py)")
+    return switched

@@ -238,8 +238,9 @@ PRESETS: dict[str, Preset] = {
             "2 CPU cores, no GPU, the embedded SmolLM2-135M-Instruct in float32, which runs on any CPU (bf16 trained "
             "1.75x faster on a CPU with AVX512-BF16 but is emulated, about 28x slower, on AVX2-only CPUs: "
             "benchmarks/cpu_bf16.py; 4-bit adds dequantization work). Throughput is the constraint "
-            "(~100-150 tokens/s on an idle 2-core machine), so: no gradient checkpointing (at batch 4 x ~700 tokens "
-            "activations and logits take ~5 GB), length-grouped batches, small batches and a high LoRA learning "
+            "(~100-150 tokens/s on an idle 2-core machine), so: no gradient checkpointing (it made a step 1.4x slower), "
+            "one sequence per forward/backward pass with 4 accumulated (the peak of batch 1, the updates of batch 4), "
+            "length-grouped batches, small updates and a high LoRA learning "
             "rate (1e-3) for many updates per token, and trajectories cut to max_length tokens. "
             "Figures: benchmarks/sft_learning.py and benchmarks/train_throughput.py."
         ),
@@ -249,7 +250,14 @@ PRESETS: dict[str, Preset] = {
         lora=LoraSpec(r=16, alpha=32, target_modules=list(_ALL_PROJ), gradient_checkpointing=False),
         max_new_tokens=96,
         eval_batch_size=32,
-        sft={**SFT, "output_dir": "runs/sft_cpu", "learning_rate": 1e-3, "warmup_steps": 5, "save_steps": 25},
+        # one conversation (DPO: pair; reward model: pair) per forward/backward pass, 4 accumulated per update: the
+        # same updates as batch 4 at the peak of batch 1 (SFT on the longest rows 7.52 -> 3.56 GB, no slower;
+        # benchmarks/memory.py, issue #41)
+        sft={**SFT, "output_dir": "runs/sft_cpu", "learning_rate": 1e-3, "warmup_steps": 5, "save_steps": 25,
+             "per_device_train_batch_size": 1, "gradient_accumulation_steps": 4},
+        dpo={**DPO, "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1, "gradient_accumulation_steps": 4},
+        reward_model={**REWARD_MODEL, "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1,
+                      "gradient_accumulation_steps": 4},
         # GRPO on 2 cores: one group of 4 samples per step; 48-token single-turn answers; multi-turn
         # episodes of at most 5 turns with replies up to 96 tokens, as evaluation allows (with 48, a quarter
         # of the 60-minute checkpoint's ecommerce replies were cut and its GRPO probe solved 0 of 10;
@@ -257,7 +265,10 @@ PRESETS: dict[str, Preset] = {
         # in 24 steps, 1e-4 did (benchmarks/grpo_learning.py's figures). Variance filtering
         # (drop_uniform_groups, refill_rounds, groups of 8) and GiGPO (step_advantage_weight) are off until
         # measured against this plain setting (issue #40: docs/RESULTS.md says what to run).
+        # One episode per forward/backward pass (per_device_train_batch_size 1, the group's 4 accumulated: the
+        # same optimizer step as a group per pass; benchmarks/memory.py --stages grpo, issue #41).
         grpo={**GRPO, "output_dir": "runs/grpo_cpu", "max_steps": 40, "learning_rate": 1e-4,
+              "per_device_train_batch_size": 1, "gradient_accumulation_steps": 4,
               "max_completion_length": 48, "max_episode_tokens": 640, "max_new_tokens": 96, "max_turns": 5,
               "sample_every": 10},
     ),

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from openmanus_lite.train.configs import SFTRunConfig, import_trl  # noqa: F401  (the config is part of this API)
-from openmanus_lite.train.lean_lora import keep_lora_inputs_16bit
+from openmanus_lite.train.lean_lora import lean_lora_inputs_for
 from openmanus_lite.train.presets import SFT
 from openmanus_lite.train.run_control import TimeLimit, resume_checkpoint
 
@@ -73,10 +73,7 @@ def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, c
         )
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer has no pad token; load it with models.load_tokenizer / load_model")
-    if cfg.lean_lora_inputs:
-        switched = keep_lora_inputs_16bit(model, autocast=bool(cfg.bf16 or cfg.fp16))
-        if switched:
-            print(f"LoRA: {switched} adapters save their 16-bit inputs for the backward pass (train/lean_lora.py)")
+    lean_lora_inputs_for(model, cfg)
     return trl.SFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
                           callbacks=list(callbacks or []))
 

@@ -47,7 +47,8 @@ def test_dpo_trains_a_lora_adapter_from_a_checkpoint_and_saves_a_loadable_policy
     from openmanus_lite.train.presets import get_preset
     from openmanus_lite.train.sft import save_merged
 
-    s = get_preset("cpu").dpo_config(max_steps=3, per_device_train_batch_size=4, learning_rate=5e-3, lora_r=4,
+    s = get_preset("cpu").dpo_config(max_steps=3, per_device_train_batch_size=4, gradient_accumulation_steps=1,
+                                     learning_rate=5e-3, lora_r=4,
                                      lora_alpha=8, logging_steps=1, max_length=512)
     res = run_dpo(tiny, toy_data.step_pairs, s, output_dir=tmp_path / "trainer")
     assert res.steps == 3 and res.data_counts["kept"] == len(toy_data.step_pairs)
@@ -94,7 +95,8 @@ def orm(tiny, toy_data, tmp_path_factory):
     from openmanus_lite.train.presets import get_preset
     from openmanus_lite.train.reward_model import train_orm
 
-    s = get_preset("cpu").reward_config(max_steps=16, per_device_train_batch_size=8, learning_rate=3e-3, lora_r=0,
+    s = get_preset("cpu").reward_config(max_steps=16, per_device_train_batch_size=8, gradient_accumulation_steps=1,
+                                        learning_rate=3e-3, lora_r=0,
                                         logging_steps=4, max_length=512)
     rm, report = train_orm(tiny, toy_data.trajectory_pairs, s, output_dir=tmp_path_factory.mktemp("orm"))
     return rm, report
@@ -173,7 +175,8 @@ def prm(tiny, toy_data, tmp_path_factory):
     from openmanus_lite.train.presets import get_preset
     from openmanus_lite.train.reward_model import train_prm
 
-    s = get_preset("cpu").reward_config(max_steps=12, per_device_train_batch_size=8, learning_rate=3e-3, lora_r=0,
+    s = get_preset("cpu").reward_config(max_steps=12, per_device_train_batch_size=8, gradient_accumulation_steps=1,
+                                        learning_rate=3e-3, lora_r=0,
                                         logging_steps=1, max_length=512)
     return train_prm(tiny, toy_data.prm, s, output_dir=tmp_path_factory.mktemp("prm"))
 

@@ -268,3 +268,26 @@ def test_resume_continues_from_the_last_checkpoint(tiny_dir, tmp_path):
     assert second.global_step == 3
     assert [r["step"] for r in second.log_history if "reward" in r] == [1, 2, 3]
     assert (tmp_path / "run" / "checkpoint-3").is_dir()
+
+
+def test_one_episode_per_pass_trains_the_step_a_group_per_pass_trains(tiny_dir, tmp_path):
+    """The cpu preset puts one episode through each forward/backward pass and accumulates the group (issue #41: the
+    demo's GRPO peak): the same rollouts and the same optimizer step as the whole group in one pass."""
+    tasks = generate_tasks("db", 2, seed=1)
+
+    def weights_after(batch: int):
+        model, tok = _model(tiny_dir)
+        ds, rollout = build_env_dataset(tasks, max_turns=2, max_new_tokens=10)
+        cfg = _cfg(tmp_path / str(batch), mode="multi", max_episode_tokens=80, max_steps=1, num_generations=4,
+                   per_device_train_batch_size=batch, gradient_accumulation_steps=4 // batch, seed=3)
+        res = run_grpo(model, tok, ds, cfg, rollout_func=rollout, reward_funcs=[completion_chars])
+        return {n: p.detach().clone() for n, p in res.trainer.model.named_parameters()}
+
+    def completion_chars(completions, **kw):  # differs within a group: every sample has an advantage
+        return [float(len(str(c))) for c in completions]
+
+    start = dict(_model(tiny_dir)[0].named_parameters())
+    group, single = weights_after(4), weights_after(1)
+    assert any(not torch.equal(group[n], start[n]) for n in group)
+    for name in group:
+        torch.testing.assert_close(single[name], group[name], rtol=1e-4, atol=1e-6, msg=name)

@@ -79,3 +79,20 @@ def test_config_field_round_trips(tmp_path):
     (cfg,) = HfArgumentParser(SFTRunConfig).parse_args_into_dataclasses(
         ["--output_dir", str(tmp_path), "--lean_lora_inputs", "false"])
     assert cfg.lean_lora_inputs is False
+
+
+def test_grpo_switches_the_adapters_too(tmp_path):
+    """GRPO applies the config's lean_lora_inputs as SFT does (one single-turn step here; DPO and the reward models
+    call the same helper in dpo.train_and_release): default on, and off gives PEFT's own path."""
+    from openmanus_lite.train.grpo import GRPORunConfig, build_single_turn_dataset, run_grpo, value_task_rows
+
+    def trained(lean: bool):
+        model, tok = _model(torch.bfloat16)
+        cfg = GRPORunConfig(output_dir=str(tmp_path / f"grpo{lean}"), max_steps=1, num_generations=2,
+                            per_device_train_batch_size=2, max_completion_length=8, save_strategy="no",
+                            disable_tqdm=True, report_to=[], bf16=False, lean_lora_inputs=lean)
+        run_grpo(model, tok, build_single_turn_dataset(value_task_rows(("db",), n=2, seed=0)), cfg)
+        return model
+
+    assert any(isinstance(m, UpcastInputLinear) for m in trained(True).modules())
+    assert not any(isinstance(m, UpcastInputLinear) for m in trained(False).modules())
