@@ -37,6 +37,13 @@ from openmanus_lite.peak_memory import PeakMemory  # noqa: E402
 STAGES = ("eval", "sft", "grpo", "dpo", "rm", "merge")
 SETTINGS = {"previous": {"OPENMANUS_KV_BUDGET_GB": "none"},
             "current": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
+            "defaults": {},
+            "batch_4_defaults": {},
+            "pad_64": {},
+            "trim_every_4": {"OPENMANUS_TRIM_EVERY_STEPS": "4"},
+            "arena_2": {"MALLOC_ARENA_MAX": "2"},
+            "trim_every_20s": {"OPENMANUS_TRIM_EVERY_SECONDS": "20"},
+            "untrimmed_eval": {"OPENMANUS_TRIM_EVERY_SECONDS": "0"},
             "untrimmed": {"OPENMANUS_TRIM_EVERY_STEPS": "0"},
             "trim_each_step": {"OPENMANUS_TRIM_EVERY_STEPS": "1"},
             "mmap_1mb": {"OPENMANUS_TRIM_EVERY_STEPS": "0", "MALLOC_MMAP_THRESHOLD_": str(2**20)},
@@ -55,8 +62,12 @@ hundred rows at a time, never the whole batch's logits: tests/train/test_sft_los
 recomputes each layer's activations in the backward pass (the LoRA's gradient checkpointing); `peft_lora_inputs` lets
 PEFT's adapters save float32 copies of their inputs again (`lean_lora_inputs=False`, train/lean_lora.py);
 SFT's updates are 4 conversations: `batch_4` puts them through one forward/backward pass (before: one a pass, 4
-accumulated), `micro_batch_2` two a pass; `group_per_pass` puts GRPO's whole group of 4 episodes through one pass
-(before: one episode a pass), `grpo_peft_lora_inputs` is GRPO without lean LoRA inputs."""
+accumulated; `batch_4_defaults` the same with oneDNN's own cache), `micro_batch_2` two a pass; `group_per_pass` puts GRPO's whole group of 4 episodes through one pass
+(before: one episode a pass), `grpo_peft_lora_inputs` is GRPO without lean LoRA inputs. `defaults` is the kit as a user runs it (oneDNN's own
+1024-primitive cache, which every other setting here sets to 32); `pad_64` pads SFT rows to a multiple of 64
+tokens (16 shapes instead of one per length); `trim_every_4` hands the heap back every 4 steps instead of 20,
+`arena_2` caps glibc at two heap arenas, `trim_every_20s` trims during evaluation (peak_memory.HeapTrim, now the
+default), `untrimmed_eval` does not (all four with oneDNN's own cache)."""
 
 
 def _with_checkpointing(preset):
@@ -71,6 +82,9 @@ PRESET_CHANGES = {"checkpointing": _with_checkpointing,
                                                                      "gradient_accumulation_steps": 2}),
                   "batch_4": lambda preset: preset.replace(sft={**preset.sft, "per_device_train_batch_size": 4,
                                                                 "gradient_accumulation_steps": 1}),
+                  "batch_4_defaults": lambda preset: preset.replace(sft={**preset.sft, "per_device_train_batch_size": 4,
+                                                                         "gradient_accumulation_steps": 1}),
+                  "pad_64": lambda preset: preset.replace(sft={**preset.sft, "pad_to_multiple_of": 64}),
                   "group_per_pass": lambda preset: preset.replace(grpo={**preset.grpo, "per_device_train_batch_size": 4}),
                   "grpo_peft_lora_inputs": lambda preset: preset.replace(grpo={**preset.grpo, "lean_lora_inputs": False})}
 """Settings that change the stage's preset rather than the environment."""
@@ -147,7 +161,7 @@ def stage_sft(args, preset, out: Path) -> dict:
             "batch": cfg.per_device_train_batch_size,
             "accumulation": cfg.gradient_accumulation_steps, "max_length": length, "rows": len(dataset),
             "longest_row": max(len(ids) for ids in dataset["input_ids"]), "inner_peak": result.peak_memory,
-            "resident_after_first_and_last_step_gb": [Resident.gb[0], Resident.gb[-1]]}
+            "resident_after_each_step_gb": [round(gb, 2) for gb in Resident.gb]}
 
 
 def stage_grpo(args, preset, out: Path) -> dict:

@@ -428,6 +428,15 @@ def grpo_turn_limits(cfg: DemoConfig, domains) -> int | dict[str, int] | None:
     return min(limits, cap) if cap else limits
 
 
+def _signal_text(grpo: dict) -> str:
+    """How many GRPO groups carried a signal: a group whose episodes all earn the same reward has no advantage and
+    teaches nothing (issue #40)."""
+    if not grpo.get("groups"):
+        return ""
+    return (f" {grpo['groups_with_signal']} of {grpo['groups']} groups carried a signal (rewards that differ within "
+            "the group); the others, all solved or all failed, added no gradient.")
+
+
 def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval: dict) -> dict[str, Any]:
     """Multi-turn GRPO with the outcome reward, on the domains `select_grpo_domains` picks from the SFT
     evaluation (GRPO learns only from groups with mixed outcomes); skipped when it picks none."""
@@ -471,9 +480,12 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     plt.close(fig)
     merged_dir = save_merged(result.trainer.model, tok, run_dir / "grpo_model")
     rewards = [h.get("reward") for h in result.log_history if "reward" in h]
+    shares = [h["signal/group_share"] for h in result.log_history if "signal/group_share" in h]
+    groups = 2 * len(shares)  # two groups a step (the generation batch above)
     return {"model": str(merged_dir), "domains": domains, "left_out": reasons, "rewards": cfg.grpo_rewards,
             "steps": len(rewards), "reward_first": rewards[0] if rewards else None,
-            "reward_last": rewards[-1] if rewards else None}
+            "reward_last": rewards[-1] if rewards else None,
+            "groups": groups, "groups_with_signal": round(2 * sum(shares))}
 
 
 def _plot_losses(history: list[dict], path: Path) -> None:
@@ -656,7 +668,7 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
             lines += [f"Multi-turn, reward `{g.get('rewards', cfg.grpo_rewards)}`, on {', '.join(g['domains'])} "
                       f"({GRPO_DOMAIN_RULES[cfg.grpo_domains]}): {g['steps']} steps, mean group reward "
                       f"{_fmt(g['reward_first'])} at the first step, {_fmt(g['reward_last'])} at the last."
-                      + (f" Left out: {left}." if left else ""), "",
+                      + _signal_text(g) + (f" Left out: {left}." if left else ""), "",
                       *_image(run_dir, "grpo_rewards.png", "GRPO rewards per step")]
     lines += ["## Reproduce", "", "```bash", commands[0] if commands else command_line([]), "```", ""]
     if len(commands) > 1:

@@ -22,6 +22,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from openmanus_lite.envs import TurnLimits, make_env, turn_limit
+from openmanus_lite.peak_memory import HeapTrim
 from openmanus_lite.policies import as_policy
 from openmanus_lite.schema import Task, Trajectory, Turn
 
@@ -54,6 +55,7 @@ def run_episodes(
     histories: dict[int, list[dict]] = {}
     wall: dict[int, float] = {}
     active: list[int] = []
+    trim = HeapTrim()
     while active or pending:
         while pending and len(active) < batch_size:
             i = pending.pop()
@@ -64,6 +66,7 @@ def run_episodes(
         t0 = time.perf_counter()
         replies = policy.act_batch([histories[i] for i in active], [envs[i] for i in active])
         share = (time.perf_counter() - t0) / len(active)  # each episode's share of the batched call
+        trim()
         still = []
         for i, reply in zip(active, replies):
             wall[i] += share

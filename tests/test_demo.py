@@ -69,6 +69,9 @@ def test_quick_demo_report_and_total_time_across_an_interrupted_run(tmp_path, ca
     assert "| stage | minutes: limit or plan | minutes taken | peak memory of the stage (GB) |" in report
     assert state["done"]["grpo"]["peak_memory"]["rss_gb"] > 0.1  # each stage's own peak (peak_memory.PeakMemory)
     assert state["done"]["grpo"]["peak_memory"]["rss_kind"] == "stage"
+    grpo = state["done"]["grpo"]["result"]  # how many groups carried a signal (issue #40), two a step
+    assert grpo["groups"] == 2 * grpo["steps"] and 0 <= grpo["groups_with_signal"] <= grpo["groups"]
+    assert f"{grpo['groups_with_signal']} of {grpo['groups']} groups carried a signal" in report
     assert "```\n|" not in report and "\n```\n" not in report.split("## Reproduce")[0]  # no preformatted tables
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
     assert {"sft_loss.png", "grpo_rewards.png", "comparison.png"} <= set(images)

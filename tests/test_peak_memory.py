@@ -166,3 +166,32 @@ def test_every_trainer_trims_the_heap_every_n_steps(monkeypatch):
     monkeypatch.setenv("OPENMANUS_TRIM_EVERY_STEPS", "0")
     run_control.TimeLimit().on_step_end(None, SimpleNamespace(global_step=3, max_steps=0), control)
     assert len(trims) == 3
+
+
+def test_evaluation_trims_the_heap_every_n_seconds(monkeypatch):
+    """rollout.run_episodes (every evaluation) trims at most every OPENMANUS_TRIM_EVERY_SECONDS (default 20, 0: never)."""
+    from openmanus_lite import peak_memory, rollout
+    from openmanus_lite.envs import generate_tasks
+
+    now = [0.0]
+    trims = []
+    monkeypatch.setattr(peak_memory.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(peak_memory, "trim_heap", lambda: trims.append(now[0]))
+
+    class SlowPolicy:  # 15 s of the clock per batched call, then a reply that ends nothing
+        name = "slow"
+
+        def act_batch(self, histories, envs):
+            now[0] += 15.0
+            return ["Think: waiting.\nAct: look"] * len(histories)
+
+    assert peak_memory.HeapTrim().seconds == 20
+    rollout.run_episodes(SlowPolicy(), generate_tasks("household", 2, seed=0), max_turns=4, progress=False)
+    assert trims == [30.0, 60.0]  # calls end at 15, 30, 45, 60: due at 30 and 60
+    monkeypatch.setenv("OPENMANUS_TRIM_EVERY_SECONDS", "0")
+    trims.clear()
+    rollout.run_episodes(SlowPolicy(), generate_tasks("household", 2, seed=0), max_turns=4, progress=False)
+    assert trims == []
+    monkeypatch.setenv("OPENMANUS_TRIM_EVERY_SECONDS", "soon")
+    with pytest.raises(ValueError, match="give seconds"):
+        peak_memory.HeapTrim()
