@@ -60,14 +60,15 @@ step's memory: `fused_head` computes the loss with TRL's fused LM head (Unsloth'
 token accuracy and entropy) instead of Unsloth's chunked cross-entropy (both project the trained positions a few
 hundred rows at a time, never the whole batch's logits: tests/train/test_sft_loss_chunks.py); `checkpointing`
 recomputes each layer's activations in the backward pass (the LoRA's gradient checkpointing); `peft_lora_inputs` lets
-PEFT's adapters save float32 copies of their inputs again (`lean_lora_inputs=False`, train/lean_lora.py);
-SFT's updates are 4 conversations: `batch_4` puts them through one forward/backward pass (before: one a pass, 4
-accumulated; `batch_4_defaults` the same with oneDNN's own cache), `micro_batch_2` two a pass; `group_per_pass` puts GRPO's whole group of 4 episodes through one pass
-(before: one episode a pass), `grpo_peft_lora_inputs` is GRPO without lean LoRA inputs. `defaults` is the kit as a user runs it (oneDNN's own
-1024-primitive cache, which every other setting here sets to 32); `pad_64` pads SFT rows to a multiple of 64
-tokens (16 shapes instead of one per length); `trim_every_4` hands the heap back every 4 steps instead of 20,
-`arena_2` caps glibc at two heap arenas, `trim_every_20s` trims during evaluation (peak_memory.HeapTrim, now the
-default), `untrimmed_eval` does not (all four with oneDNN's own cache)."""
+PEFT's adapters save float32 copies of their inputs again (`lean_lora_inputs=False`, train/lean_lora.py).
+SFT's updates are 4 conversations: `batch_4` puts them through one forward/backward pass (now: one a pass, 4
+accumulated; `batch_4_defaults`: the same with oneDNN's own cache), `micro_batch_2` two a pass; `group_per_pass`
+puts GRPO's whole group of 4 episodes through one pass (now: one episode a pass), `grpo_peft_lora_inputs` is GRPO
+without lean LoRA inputs. `defaults` is the kit as a user runs it (oneDNN's own 1024-primitive cache, which the
+settings above set to 32); `pad_64` pads SFT rows to a multiple of 64 tokens (16 shapes instead of one per
+length); `trim_every_4` hands the heap back every 4 steps instead of 20, `arena_2` caps glibc at two heap arenas,
+`trim_every_20s` trims during evaluation (peak_memory.HeapTrim, now the default), `untrimmed_eval` does not (these
+five with oneDNN's own cache)."""
 
 
 def _with_checkpointing(preset):
@@ -76,14 +77,17 @@ def _with_checkpointing(preset):
     return preset.replace(lora=replace(preset.lora, gradient_checkpointing=True))
 
 
+def _sft_passes(preset, per_pass: int):
+    """The preset's SFT updates of 4 conversations, `per_pass` of them in each forward/backward pass."""
+    return preset.replace(sft={**preset.sft, "per_device_train_batch_size": per_pass,
+                               "gradient_accumulation_steps": 4 // per_pass})
+
+
 PRESET_CHANGES = {"checkpointing": _with_checkpointing,
                   "peft_lora_inputs": lambda preset: preset.replace(sft={**preset.sft, "lean_lora_inputs": False}),
-                  "micro_batch_2": lambda preset: preset.replace(sft={**preset.sft, "per_device_train_batch_size": 2,
-                                                                     "gradient_accumulation_steps": 2}),
-                  "batch_4": lambda preset: preset.replace(sft={**preset.sft, "per_device_train_batch_size": 4,
-                                                                "gradient_accumulation_steps": 1}),
-                  "batch_4_defaults": lambda preset: preset.replace(sft={**preset.sft, "per_device_train_batch_size": 4,
-                                                                         "gradient_accumulation_steps": 1}),
+                  "micro_batch_2": lambda preset: _sft_passes(preset, 2),
+                  "batch_4": lambda preset: _sft_passes(preset, 4),
+                  "batch_4_defaults": lambda preset: _sft_passes(preset, 4),
                   "pad_64": lambda preset: preset.replace(sft={**preset.sft, "pad_to_multiple_of": 64}),
                   "group_per_pass": lambda preset: preset.replace(grpo={**preset.grpo, "per_device_train_batch_size": 4}),
                   "grpo_peft_lora_inputs": lambda preset: preset.replace(grpo={**preset.grpo, "lean_lora_inputs": False})}
@@ -155,7 +159,8 @@ def stage_sft(args, preset, out: Path) -> dict:
     length = preset.sft["max_length"]
     cfg = preset.sft_config(output_dir=str(out / "sft"), max_steps=args.steps, save_strategy="no",
                             logging_steps=1, report_to=[])
-    dataset = _sft_rows(args, tok, length, args.steps * cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps)
+    rows = args.steps * cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps
+    dataset = _sft_rows(args, tok, length, rows)
     result = run_sft(model, tok, dataset, cfg, callbacks=[Resident()])
     return {"steps": result.global_step, "tokens_per_s": round(result.tokens_per_second, 1),
             "batch": cfg.per_device_train_batch_size,

@@ -77,7 +77,8 @@ PUSH = (False, "the kit uploads its final adapter / merged model itself (--push_
 
 @dataclass
 class _KitConfig:
-    """What every kit config adds: a time budget and lean LoRA inputs; and does before TRL's `__post_init__`: precision from the device."""
+    """What every kit config adds: a time budget and lean LoRA inputs; and does before TRL's `__post_init__`:
+    precision from the device."""
 
     max_minutes: float | None = field(default=None, metadata=_help(
         "Stop (with a final save, where the config saves) after this many minutes of training time; SFT does not "
