@@ -428,6 +428,10 @@ def grpo_turn_limits(cfg: DemoConfig, domains) -> int | dict[str, int] | None:
     return min(limits, cap) if cap else limits
 
 
+GRPO_GROUPS_PER_STEP = 2
+"""Groups of `grpo_num_generations` episodes in each GRPO optimizer step of the demo (its generation batch)."""
+
+
 def _signal_text(grpo: dict) -> str:
     """How many GRPO groups carried a signal: a group whose episodes all earn the same reward has no advantage and
     teaches nothing (issue #40)."""
@@ -460,15 +464,15 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     check_disjoint({"demo_grpo_train": tasks}, {DEMO_EVAL_SUITE: _eval_suite(cfg).tasks})
     limits = grpo_turn_limits(cfg, domains)
     longest = max(limits.values()) if isinstance(limits, dict) else (limits or 5)
-    micro = math.gcd(preset.grpo["per_device_train_batch_size"], 2 * cfg.grpo_num_generations)
+    micro = math.gcd(preset.grpo["per_device_train_batch_size"], GRPO_GROUPS_PER_STEP * cfg.grpo_num_generations)
     dataset, rollout = build_env_dataset(tasks, max_turns=limits, max_new_tokens=preset.max_new_tokens)
     gcfg = preset.grpo_config(
         mode="multi", rewards=cfg.grpo_rewards, output_dir=str(run_dir / "grpo"), max_steps=cfg.grpo_steps,
-        # two groups per optimizer step, the preset's episodes per backward pass (cpu: one): 8 episodes in one pass
+        # GRPO_GROUPS_PER_STEP groups per optimizer step, the preset's episodes per backward pass (cpu: one): 8 episodes in one pass
         # got a whole demo OOM-killed at 24 GB, a group of 4 a pass peaked at 6.0 GB, one episode 3.2
         # (benchmarks/memory.py --stages grpo; docs/RESULTS.md)
         num_generations=cfg.grpo_num_generations, per_device_train_batch_size=micro,
-        gradient_accumulation_steps=2 * cfg.grpo_num_generations // micro,
+        gradient_accumulation_steps=GRPO_GROUPS_PER_STEP * cfg.grpo_num_generations // micro,
         max_turns=limits, max_new_tokens=preset.max_new_tokens, max_episode_tokens=longest * (preset.max_new_tokens + 160),
         save_strategy="steps", save_steps=4, seed=cfg.seed, sample_every=0, max_minutes=cfg.grpo_minutes,
     )
@@ -481,11 +485,11 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     merged_dir = save_merged(result.trainer.model, tok, run_dir / "grpo_model")
     rewards = [h.get("reward") for h in result.log_history if "reward" in h]
     shares = [h["signal/group_share"] for h in result.log_history if "signal/group_share" in h]
-    groups = 2 * len(shares)  # two groups a step (the generation batch above)
     return {"model": str(merged_dir), "domains": domains, "left_out": reasons, "rewards": cfg.grpo_rewards,
             "steps": len(rewards), "reward_first": rewards[0] if rewards else None,
             "reward_last": rewards[-1] if rewards else None,
-            "groups": groups, "groups_with_signal": round(2 * sum(shares))}
+            "groups": GRPO_GROUPS_PER_STEP * len(shares),
+            "groups_with_signal": round(GRPO_GROUPS_PER_STEP * sum(shares))}  # shares: each step's groups with signal
 
 
 def _plot_losses(history: list[dict], path: Path) -> None:

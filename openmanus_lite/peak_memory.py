@@ -92,11 +92,16 @@ def trim_every_steps() -> int:
     memory for the rest of the machine between steps; it does not lower a run's peak, which the largest batches
     set (issue #41, docs/RESULTS.md). A trim costs about a second (the next step faults the pages back in), so it
     runs every 20 steps, not every step."""
-    value = os.environ.get(TRIM_ENV, "20").strip()
+    return _trim_setting(TRIM_ENV, "20", int, "a number of steps")
+
+
+def _trim_setting(env: str, default: str, kind: type, what: str):
+    """A trim interval from the environment: `kind` of the value (0 or less: never), or an error saying what to give."""
+    value = os.environ.get(env, default).strip()
     try:
-        return max(0, int(value))
+        return max(kind(0), kind(value))
     except ValueError:
-        raise ValueError(f"{TRIM_ENV}={value!r}: give a number of steps (0: never)") from None
+        raise ValueError(f"{env}={value!r}: give {what} (0: never)") from None
 
 
 def trim_heap() -> None:
@@ -118,20 +123,12 @@ class HeapTrim:
     `seconds` None: OPENMANUS_TRIM_EVERY_SECONDS (default 20; 0: never)."""
 
     def __init__(self, seconds: float | None = None) -> None:
-        if seconds is None:
-            value = os.environ.get(TRIM_SECONDS_ENV, "20").strip()
-            try:
-                seconds = float(value)
-            except ValueError:
-                raise ValueError(f"{TRIM_SECONDS_ENV}={value!r}: give seconds (0: never)") from None
-        self.seconds = max(0.0, seconds)
+        self.seconds = _trim_setting(TRIM_SECONDS_ENV, "20", float, "seconds") if seconds is None else max(0.0, seconds)
         self.last = time.monotonic()
-        self.trims = 0
 
     def __call__(self) -> None:
         if self.seconds and time.monotonic() - self.last >= self.seconds:
             trim_heap()
-            self.trims += 1
             self.last = time.monotonic()
 
 
