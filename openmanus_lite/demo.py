@@ -468,9 +468,9 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     dataset, rollout = build_env_dataset(tasks, max_turns=limits, max_new_tokens=preset.max_new_tokens)
     gcfg = preset.grpo_config(
         mode="multi", rewards=cfg.grpo_rewards, output_dir=str(run_dir / "grpo"), max_steps=cfg.grpo_steps,
-        # GRPO_GROUPS_PER_STEP groups per optimizer step, the preset's episodes per backward pass (cpu: one): 8 episodes in one pass
-        # got a whole demo OOM-killed at 24 GB, a group of 4 a pass peaked at 6.0 GB, one episode 3.2
-        # (benchmarks/memory.py --stages grpo; docs/RESULTS.md)
+        # GRPO_GROUPS_PER_STEP groups per optimizer step, the preset's episodes per backward pass (cpu: one): 8
+        # episodes in one pass got a whole demo OOM-killed at 24 GB, a group of 4 a pass peaked at 6.0 GB, one
+        # episode 3.2 (benchmarks/memory.py --stages grpo; docs/RESULTS.md)
         num_generations=cfg.grpo_num_generations, per_device_train_batch_size=micro,
         gradient_accumulation_steps=GRPO_GROUPS_PER_STEP * cfg.grpo_num_generations // micro,
         max_turns=limits, max_new_tokens=preset.max_new_tokens, max_episode_tokens=longest * (preset.max_new_tokens + 160),
