@@ -9,8 +9,9 @@
 
 Planned at 45 minutes on a 2-core CPU: prepare 1, the untrained model's evaluation 5 (it plays every episode
 to its turn limit), SFT 30, the trained checkpoints' evaluations 1.5 each, GRPO 6 (DemoConfig; SFT and GRPO stop
-at their limits, the others are plans). Each stage writes its result into the run folder and records itself and
-its time in `state.json`, so an interrupted demo re-run with the same `--output_dir` (or `--resume`) continues
+at their limits, the others are plans). Each stage runs in a fresh Python process (its peak memory its own, not
+piled on the stages before it), writes its result into the run folder and records itself, its time and its peak in
+`state.json`, so an interrupted demo re-run with the same `--output_dir` (or `--resume`) continues
 where it stopped and the report's total counts every attempt. `--quick` runs the same pipeline on the tiny test
 model in a minute or so.
 """
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from openmanus_lite.paths import REAL_SAMPLES_DIR, RUNS_DIR, SAMPLES_DIR
-from openmanus_lite.peak_memory import PeakMemory, release_memory
+from openmanus_lite.peak_memory import PeakMemory, release_memory, run_in_fresh_process
 from openmanus_lite.splits import DEMO_EVAL_SUITE, DEMO_GRPO_SEED
 
 STAGES = ("prepare", "eval_untrained", "sft", "eval_sft", "grpo", "eval_grpo")
@@ -178,26 +179,32 @@ class RunState:
         return sum(self.stage_seconds(s) for s in set(self.done) | set(self.interrupted))
 
 
-def _stage(state: RunState, name: str, fn: Callable[[], Any]) -> Any:
+def _stage(state: RunState, name: str, fresh_process: bool, fn: Callable[..., Any], *args: Any) -> Any:
+    """Run stage `name` as `fn(*args)` unless an earlier run finished it, and record its result, time and peak memory.
+    `fresh_process`: in a new Python process, so that it starts on nothing the earlier stages left behind."""
     if name in state.done:
         print(f"[demo] {name}: done in an earlier run, skipped")
         return state.done[name]
     print(f"\n[demo] ===== {name} =====", flush=True)
     t0 = time.perf_counter()
     try:
-        with PeakMemory() as peak:
-            result = fn()
+        if fresh_process:
+            result, peak = run_in_fresh_process(fn, *args)
+        else:
+            with PeakMemory() as measured:
+                result = fn(*args)
+            peak = measured.as_dict()
     except BaseException:  # Ctrl-C or an error: its time still counts in the total of a resumed run
         state.interrupted[name] = round(state.interrupted.get(name, 0.0) + time.perf_counter() - t0, 1)
         state.save()
         raise
     seconds = round(time.perf_counter() - t0, 1)
-    # One process runs every stage: the finished stage's model, trainer and caches sit in reference cycles until a
-    # full collection, and glibc keeps freed heap pages unless trimmed; without this GRPO started on top of the
-    # earlier stages' leftovers (a demo was OOM-killed at 24 GB).
+    # In one process the finished stage's model, trainer and caches sit in reference cycles until a full collection,
+    # and glibc keeps freed heap pages unless trimmed; without this GRPO started on top of the earlier stages'
+    # leftovers (a demo was OOM-killed at 24 GB). Fresh processes leave nothing behind.
     release_memory()
     state.done[name] = {"result": result, "seconds": seconds, "interrupted_s": state.interrupted.pop(name, 0.0),
-                        "peak_memory": peak.as_dict()}
+                        "peak_memory": peak}
     state.save()
     return state.done[name]
 
@@ -709,8 +716,11 @@ def _check_config(cfg: DemoConfig, run_dir: Path, state: RunState) -> None:
                                  "--output_dir.")
 
 
-def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None) -> Path:
-    """Run (or continue) the demo in `run_dir`; `argv`: the command-line options, recorded for the report."""
+def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None, fresh_processes: bool = True) -> Path:
+    """Run (or continue) the demo in `run_dir`; `argv`: the command-line options, recorded for the report.
+    `fresh_processes`: each stage in a new Python process (`peak_memory.run_in_fresh_process`): in one process the
+    later stages peaked 1-2 GB higher on what the earlier ones left (issue #41); False saves the few seconds each
+    process takes to import the training stack."""
     from openmanus_lite.train.presets import get_preset
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -729,13 +739,14 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None) -> P
         state.runs[-1]["speed"] = speed
         state.save()
         print("\n".join(f"[demo] {line}" for line in expectation_lines(cfg, speed)), flush=True)
-    data = _stage(state, "prepare", lambda: stage_prepare(cfg, preset, run_dir))["result"]
-    _stage(state, "eval_untrained", lambda: stage_eval(cfg, preset, run_dir, "untrained", model_path=data["model"]))
-    sft = _stage(state, "sft", lambda: stage_sft(cfg, preset, run_dir, data["train_file"]))["result"]
-    sft_eval = _stage(state, "eval_sft", lambda: stage_eval(cfg, preset, run_dir, "sft", model_path=sft["model"]))
-    grpo = _stage(state, "grpo", lambda: stage_grpo(cfg, preset, run_dir, sft["model"], sft_eval["result"]))["result"]
+    fresh = fresh_processes
+    data = _stage(state, "prepare", fresh, stage_prepare, cfg, preset, run_dir)["result"]
+    _stage(state, "eval_untrained", fresh, stage_eval, cfg, preset, run_dir, "untrained", data["model"])
+    sft = _stage(state, "sft", fresh, stage_sft, cfg, preset, run_dir, data["train_file"])["result"]
+    sft_eval = _stage(state, "eval_sft", fresh, stage_eval, cfg, preset, run_dir, "sft", sft["model"])
+    grpo = _stage(state, "grpo", fresh, stage_grpo, cfg, preset, run_dir, sft["model"], sft_eval["result"])["result"]
     if not grpo.get("skipped"):
-        _stage(state, "eval_grpo", lambda: stage_eval(cfg, preset, run_dir, "grpo", model_path=grpo["model"]))
+        _stage(state, "eval_grpo", fresh, stage_eval, cfg, preset, run_dir, "grpo", grpo["model"])
     for s in STAGES:
         if s in state.done and 60 * plan[s] > 0 and state.stage_seconds(s) > 1.5 * 60 * plan[s]:
             print(f"[demo] note: {s} took {state.stage_seconds(s) / 60:.1f} min against {plan[s]:g} planned")

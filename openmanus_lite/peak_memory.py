@@ -10,16 +10,22 @@ measurements around it, so an outer peak is never lower than the inner one or th
         run_stage()
     print(peak.summary())          # "peak 3.1 GB resident"
     record = peak.as_dict()        # {"rss_gb": 3.1, "rss_kind": "stage", ...}
+
+    result, record = run_in_fresh_process(run_stage, arg)   # the same, in a new Python process
 """
 
 from __future__ import annotations
 
 import ctypes
 import gc
+import multiprocessing
 import os
+import pickle
 import resource
 import sys
+import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +187,63 @@ class PeakMemory:
         if self.cuda_allocated_gb is not None:
             text += f", GPU {self.cuda_allocated_gb:.1f} GB allocated / {self.cuda_reserved_gb:.1f} GB reserved"
         return text
+
+
+def run_in_fresh_process(fn: Any, *args: Any) -> tuple[Any, dict[str, Any]]:
+    """`fn(*args)` in a new Python process (spawned, not forked): (its result, its peak memory as
+    `PeakMemory.as_dict()`). Why: a model's stage leaves reference cycles, allocator caches and heap pages that no
+    collection or trim hands back, so in one process each stage starts on the last one's leftovers (the demo's later
+    stages peaked 1-2 GB above the same stage in a fresh process; issue #41). `fn` and `args` travel by pickle (a
+    module-level function, plain data) and so does the result; torch's thread count goes with them. An error in the
+    child is raised here with the child's traceback; Ctrl-C reaches both processes. As with any spawned process, a
+    script that calls this must guard its top level with `if __name__ == "__main__":`."""
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    with tempfile.TemporaryDirectory(prefix="openmanus_stage_") as tmp:
+        path = Path(tmp) / "outcome.pkl"
+        proc = multiprocessing.get_context("spawn").Process(target=_fresh_process_main,
+                                                            args=(fn, args, str(path), threads))
+        proc.start()
+        try:
+            proc.join()
+        except BaseException:  # Ctrl-C: the child got it too; give it a moment to stop, then make sure it does
+            proc.join(30)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join()
+            raise
+        if not path.is_file():
+            code = proc.exitcode
+            why = (f"was killed by signal {-code}" + (" (SIGKILL: often the out-of-memory killer)" if code == -9 else "")
+                   if code is not None and code < 0 else f"exited with code {code} before reporting")
+            raise RuntimeError(f"the fresh process running {getattr(fn, '__name__', fn)} {why}")
+        outcome = pickle.loads(path.read_bytes())
+    if outcome[0] == "ok":
+        return outcome[1], outcome[2]
+    _, error, child_traceback = outcome
+    if error is None:  # not picklable: its text is all that came back
+        raise RuntimeError(f"in the fresh process:\n{child_traceback}")
+    raise error from RuntimeError(f"in the fresh process:\n{child_traceback}")
+
+
+def _fresh_process_main(fn: Any, args: tuple, path: str, threads: int | None) -> None:
+    for stream in (sys.stdout, sys.stderr):  # a log being followed sees the stage's lines as they come
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    try:
+        with PeakMemory() as peak:
+            result = fn(*args)
+        outcome = ("ok", result, peak.as_dict())
+    except BaseException as error:  # everything goes back to the parent, Ctrl-C included
+        try:
+            pickle.loads(pickle.dumps(error))
+        except Exception:
+            error = None
+        outcome = ("error", error, traceback.format_exc())
+    Path(path).write_bytes(pickle.dumps(outcome))
+    if outcome[0] == "error":
+        sys.exit(1)

@@ -43,14 +43,18 @@ def test_quick_demo_report_and_total_time_across_an_interrupted_run(tmp_path, ca
         raise KeyboardInterrupt  # Ctrl-C during SFT
 
     monkeypatch.setattr(demo, "stage_sft", interrupted_sft)
-    assert main(argv) == 130
+    assert main([*argv, "--one_process"]) == 130  # the patched stage runs here, not in a fresh process
     assert f"demo --output_dir {out}" in capsys.readouterr().err  # the command that resumes
     state = json.loads((out / "state.json").read_text())
     assert set(state["done"]) == {"prepare", "eval_untrained"} and state["interrupted"]["sft"] >= 0.3
 
     monkeypatch.setattr(demo, "stage_sft", real_sft)
+    fresh = []
+    real_fresh = demo.run_in_fresh_process
+    monkeypatch.setattr(demo, "run_in_fresh_process", lambda fn, *args: fresh.append(fn.__name__) or real_fresh(fn, *args))
     capsys.readouterr()
-    assert main(argv) == 0  # the same command resumes
+    assert main(argv) == 0  # the same command resumes, each stage in a fresh process
+    assert fresh == ["stage_sft", "stage_eval", "stage_grpo", "stage_eval"]
     log = capsys.readouterr().out
     assert log.count("done in an earlier run, skipped") == 2 and "===== sft =====" in log
     state = json.loads((out / "state.json").read_text())
@@ -76,7 +80,7 @@ def test_quick_demo_report_and_total_time_across_an_interrupted_run(tmp_path, ca
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", report)
     assert {"sft_loss.png", "grpo_rewards.png", "comparison.png"} <= set(images)
     assert all((out / name).is_file() for name in images)
-    command = f"python -m openmanus_lite demo --quick --domains os,db --output_dir {out}"
+    command = f"python -m openmanus_lite demo --quick --domains os,db --output_dir {out} --one_process"
     assert f"```bash\n{command}\n```" in report and "This run was resumed with" in report
     assert "**Machine**:" in report and "cores" in report and "native bf16 on the CPU: " in report
     # the terminal ends with the success table of the report

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import operator
+import os
+import signal
 import sys
 
 import numpy as np
 import pytest
 
-from openmanus_lite.peak_memory import PeakMemory, peak_rss_gb, release_memory
+from openmanus_lite.peak_memory import PeakMemory, peak_rss_gb, release_memory, rss_gb, run_in_fresh_process
 
 MB = 1e6
 
@@ -195,3 +198,30 @@ def test_evaluation_trims_the_heap_every_n_seconds(monkeypatch):
     monkeypatch.setenv("OPENMANUS_TRIM_EVERY_SECONDS", "soon")
     with pytest.raises(ValueError, match="give seconds"):
         peak_memory.HeapTrim()
+
+
+def _allocate_in_child(n_bytes: int) -> int:
+    block = _touch(n_bytes)
+    del block
+    return os.getpid()
+
+
+def _killed_in_child() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer does
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-stage peaks need /proc/self/clear_refs")
+def test_a_stage_in_a_fresh_process_returns_its_result_and_a_peak_of_its_own():
+    held_here = _touch(400 * 2**20)  # the parent's memory is not the fresh process's
+    pid, peak = run_in_fresh_process(_allocate_in_child, 200 * 2**20)
+    assert pid != os.getpid() and peak["rss_kind"] == "stage"
+    assert 200 * 2**20 / 1e9 < peak["rss_gb"] < rss_gb(), (peak, rss_gb())
+    del held_here
+
+
+def test_a_fresh_process_raises_its_error_here_with_its_traceback_and_names_a_kill():
+    with pytest.raises(ZeroDivisionError) as caught:
+        run_in_fresh_process(operator.truediv, 1, 0)
+    assert "in the fresh process" in str(caught.value.__cause__) and "Traceback" in str(caught.value.__cause__)
+    with pytest.raises(RuntimeError, match=r"_killed_in_child was killed by signal 9 \(SIGKILL: often the out-of-memory"):
+        run_in_fresh_process(_killed_in_child)

@@ -19,10 +19,10 @@ def format_table(preset: Any, stages: list[StageMemory]) -> str:
             "prefill", "prefix_cache", "cuda_ctx", "runtime"]
     cols = [c for c in cols if any(c in st.parts for st in stages)]
     card = preset.memory_gb
-    head = f"{'stage':<14}" + "".join(f"{c:>12}" for c in cols) + f"{'total':>9}" + ("  of card" if card else "")
+    head = f"{'stage':<14}" + "".join(f"{c:>13}" for c in cols) + f"{'total':>9}" + ("  of card" if card else "")
     lines = [head]
     for st in stages:
-        row = f"{st.stage:<14}" + "".join(f"{st.parts.get(c, 0.0) / GB:>12.2f}" for c in cols)
+        row = f"{st.stage:<14}" + "".join(f"{st.parts.get(c, 0.0) / GB:>13.2f}" for c in cols)
         row += f"{st.total / GB:>9.2f}"
         if card:
             row += f"  {100 * st.total / (card * GB):>6.0f}%"
