@@ -238,7 +238,7 @@ def test_a_good_reward_passes_through_with_skips():
 def test_an_interrupted_demo_prints_the_command_that_resumes_it(tmp_path, capsys, monkeypatch):
     seen = []
 
-    def interrupted(cfg, run_dir, argv):
+    def interrupted(cfg, run_dir, argv, fresh_processes=True):
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.json").write_text(json.dumps(cfg.to_json()))
         (run_dir / "state.json").write_text("{}")
