@@ -199,10 +199,11 @@ def _stage(state: RunState, name: str, fresh_process: bool, fn: Callable[..., An
         state.save()
         raise
     seconds = round(time.perf_counter() - t0, 1)
-    # In one process the finished stage's model, trainer and caches sit in reference cycles until a full collection,
-    # and glibc keeps freed heap pages unless trimmed; without this GRPO started on top of the earlier stages'
-    # leftovers (a demo was OOM-killed at 24 GB). Fresh processes leave nothing behind.
-    release_memory()
+    if not fresh_process:
+        # In one process the finished stage's model, trainer and caches sit in reference cycles until a full
+        # collection, and glibc keeps freed heap pages unless trimmed; without this GRPO started on top of the
+        # earlier stages' leftovers (a demo was OOM-killed at 24 GB). A fresh process leaves nothing here.
+        release_memory()
     state.done[name] = {"result": result, "seconds": seconds, "interrupted_s": state.interrupted.pop(name, 0.0),
                         "peak_memory": peak}
     state.save()
