@@ -1,4 +1,4 @@
-"""Peak memory and time of each stage (evaluation, SFT, GRPO, DPO, reward model, data merge), one subprocess each.
+"""Peak memory and time of each stage (evaluation, SFT, GRPO, DPO, reward model, data merge), a fresh process each.
 
 Each stage runs short (a few steps, a few episodes) in a fresh process, so its peak is its own and includes loading
 its model and the libraries, as in a real run; the peak comes from `peak_memory.PeakMemory` (resident memory on a
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from openmanus_lite.peak_memory import PeakMemory  # noqa: E402
+from openmanus_lite.peak_memory import run_in_fresh_process  # noqa: E402
 
 STAGES = ("eval", "sft", "grpo", "dpo", "rm", "merge")
 SETTINGS = {"previous": {"OPENMANUS_KV_BUDGET_GB": "none"},
@@ -223,31 +222,38 @@ def stage_merge(args, preset, out: Path) -> dict:
     return {"kept": result.report.kept}
 
 
-def run_child(args) -> None:
-    """One stage in this process: `STAGE {json}` with its peak (from before loading anything) and seconds."""
-    with tempfile.TemporaryDirectory() as tmp, PeakMemory() as peak:
+def stage_in_this_process(stage: str, setting: str, args) -> dict:
+    """One stage, run by `run_stage` in a fresh process: what it ran and its seconds (the peak comes with it)."""
+    with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         preset = _preset(args.model)
-        if args.setting in PRESET_CHANGES:
-            preset = PRESET_CHANGES[args.setting](preset)
-        info = globals()[f"stage_{args.child}"](args, preset, Path(tmp))
-        seconds = time.perf_counter() - t0
-    print("STAGE " + json.dumps({"peak_memory": peak.as_dict(), "seconds": round(seconds, 1), **info}), flush=True)
+        if setting in PRESET_CHANGES:
+            preset = PRESET_CHANGES[setting](preset)
+        info = globals()[f"stage_{stage}"](args, preset, Path(tmp))
+        return {"seconds": round(time.perf_counter() - t0, 1), **info}
 
 
 def run_stage(stage: str, setting: str, args) -> dict:
-    env = {**os.environ, "PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-           **SETTINGS[setting]}
-    if setting == "current":
-        for name in SETTINGS["previous"]:
-            env.pop(name, None)
-    cmd = [sys.executable, __file__, "--child", stage, "--model", args.model, "--steps", str(args.steps),
-           "--episodes", str(args.episodes), "--setting", setting] + (["--longest"] if args.longest else [])
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("STAGE ")]
-    if proc.returncode != 0 or not lines:
-        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-5:], "rc": proc.returncode}
-    return json.loads(lines[-1][len("STAGE "):])
+    """The stage in a fresh process (`peak_memory.run_in_fresh_process`) under the setting's environment, which the
+    spawned interpreter reads as it starts (glibc's MALLOC_* variables are read only then); an error is reported,
+    not raised, so the other stages still run."""
+    env = {"PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", **SETTINGS[setting]}
+    drop = list(SETTINGS["previous"]) if setting == "current" else []
+    saved = {name: os.environ.get(name) for name in [*env, *drop]}
+    os.environ.update(env)
+    for name in drop:
+        os.environ.pop(name, None)
+    try:
+        info, peak = run_in_fresh_process(stage_in_this_process, stage, setting, args)
+        return {"peak_memory": peak, **info}
+    except Exception as error:  # noqa: BLE001 - one stage's failure is a cell of the table
+        return {"error": str(error).strip().splitlines()[-5:]}
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def main() -> None:
@@ -258,14 +264,9 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=12, help="evaluation episodes (spread over the six domains)")
     ap.add_argument("--compare", action="store_true", help="run each stage with the previous settings as well")
     ap.add_argument("--settings", help=f"comma-separated, of {','.join(SETTINGS)} (instead of --compare)")
-    ap.add_argument("--timeout", type=int, default=900, help="seconds per stage")
     ap.add_argument("--longest", action="store_true",
                     help="SFT: train on the longest rows of the cpu_30min recipe's data (the batches that set the peak)")
-    ap.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
-    ap.add_argument("--setting", default="current", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.child:
-        return run_child(args)
     stages = [s for s in args.stages.split(",") if s]
     unknown = sorted(set(stages) - set(STAGES))
     if unknown:

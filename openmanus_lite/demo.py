@@ -261,11 +261,10 @@ tasks) trained 870,996 tokens in 60.0 minutes alone on the machine; the probe, a
 report shows its own SFT tokens/s beside the expected ones."""
 
 SFT_RECORDS = {"cpu_30min": (
-    # (training tokens = tokens/s x 30 minutes, steps, success on the demo's 60 held-out dev tasks), each from
-    # `make demo` on a 2-core CPU with native bf16 (the recipe's cosine spans the 30 minutes whatever the pace):
-    (391_680, 161, "35.0% [24.2, 47.6]"),  # issue #41: a clean clone of 0343a0e, AMD EPYC, 217.6 tokens/s
-    (558_000, 230, "50.0% [37.7, 62.3]"),  # docs/RESULTS.md, the demo's "run before": 310 tokens/s
-    (775_800, 321, "70.0% [57.5, 80.1]"),  # docs/RESULTS.md and README: clean clone of 7e7f833, AMD EPYC, 431 tokens/s
+    # (training tokens, steps, success on the demo's 60 held-out dev tasks), 2-core AMD EPYC with native bf16, the
+    # recipe's cosine over the training minutes; since issue #41 the recipe updates every 2 conversations (was 4,
+    # whose records were 0.39M tokens: 35.0%, 0.56M: 50.0%, 0.78M: 70.0%; docs/RESULTS.md)
+    (299_252, 252, "48.3% [36.2, 60.7]"),  # `sft --recipe cpu_30min --max_minutes 22.6` then the demo's evaluation
 )}
 """What the demo's SFT gave on record after how many training tokens: on a slower machine the same 30 minutes hold
 fewer tokens, and the result follows the tokens, not the minutes."""

@@ -230,14 +230,13 @@ def test_what_to_expect_on_a_slow_machine_with_native_bf16(slow_machine):
     speed = slow_machine("bfloat16")
     assert speed == {"matmul_gflops": 300.0, "matmul_dtype": "bfloat16", "expected_tokens_per_s": 150.0}
     lines = demo.expectation_lines(demo.DemoConfig(), speed)
-    # 150 tokens/s x 30 min = 0.27M tokens; the 70% record's 775,800 tokens in 321 steps -> 112 steps, 86 minutes
+    # 150 tokens/s x 30 min = 0.27M tokens; the record's 299,252 tokens in 252 steps -> 227 steps, 33 minutes
     assert lines[0] == ("This machine multiplies 300 GFLOP/s in bfloat16 (the default model's shapes): SFT should "
-                        "train about 150 tokens/s, 0.27M tokens (~112 steps) in its 30 minutes.")
-    assert lines[1] == ("On record for `cpu_30min` (the demo's 60 held-out tasks): 0.39M tokens (161 steps): 35.0% "
-                        "[24.2, 47.6]; 0.56M tokens (230 steps): 50.0% [37.7, 62.3]; 0.78M tokens (321 steps): 70.0% "
-                        "[57.5, 80.1].")
-    assert lines[2] == ("The record's 70.0% [57.5, 80.1] took 0.78M tokens: about 86 minutes of SFT here "
-                        "(`--sft_minutes 86`).")
+                        "train about 150 tokens/s, 0.27M tokens (~227 steps) in its 30 minutes.")
+    assert lines[1] == ("On record for `cpu_30min` (the demo's 60 held-out tasks): 0.30M tokens (252 steps): 48.3% "
+                        "[36.2, 60.7].")
+    assert lines[2] == ("The record's 48.3% [36.2, 60.7] took 0.30M tokens: about 33 minutes of SFT here "
+                        "(`--sft_minutes 33`).")
     assert len(lines) == 3
     # a machine as fast as the best record's: nothing to add; --quick (the tiny model) measures nothing
     assert len(demo.expectation_lines(demo.DemoConfig(), {**speed, "expected_tokens_per_s": 431.0})) == 2
@@ -249,7 +248,7 @@ def test_what_to_expect_without_native_bf16_and_in_the_report(slow_machine, tmp_
     lines = demo.expectation_lines(demo.DemoConfig(), speed)
     assert "in float32 (the default model's shapes)" in lines[0]
     assert lines[1].startswith("This CPU has no native bf16 (AVX512-BF16 or AMX): SFT trains in float32 here")
-    assert lines[-1].endswith("about 86 minutes of SFT here (`--sft_minutes 86`).")
+    assert lines[-1].endswith("about 33 minutes of SFT here (`--sft_minutes 33`).")
     state = demo.RunState(tmp_path / "state.json", runs=[{"argv": [], "speed": speed}])
     state.done["sft"] = {"result": {"steps": 110, "train_s": 1800.0, "tokens_per_s": 140.2, "final_loss": 0.5},
                          "seconds": 1800.0}

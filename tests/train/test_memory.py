@@ -141,11 +141,13 @@ def test_cpu_debug_sft_estimate_within_a_quarter_of_a_measured_short_run():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, str(root / "benchmarks" / "memory.py"), "--child", "sft", "--model", "tiny",
+    out = subprocess.run([sys.executable, str(root / "benchmarks" / "memory.py"), "--stages", "sft", "--model", "tiny",
                           "--steps", "2"], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1"})
-    line = [ln for ln in out.stdout.splitlines() if ln.startswith("STAGE ")]
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
     assert line, out.stderr[-2000:]
-    measured = json.loads(line[-1][len("STAGE "):])["peak_memory"]["rss_gb"] * memory.GB
+    stage = json.loads(line[-1][len("RESULT "):])["stages"]["sft"]["current"]
+    assert "error" not in stage, stage
+    measured = stage["peak_memory"]["rss_gb"] * memory.GB
     estimate = next(s.total for s in memory.estimate_preset(get_preset("cpu_debug")) if s.stage == "sft")
     assert abs(estimate - measured) <= 0.25 * measured, (estimate / memory.GB, measured / memory.GB)
