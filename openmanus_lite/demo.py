@@ -265,6 +265,7 @@ SFT_RECORDS = {"cpu_30min": (
     # recipe's cosine over the training minutes; since issue #41 the recipe updates every 2 conversations (was 4,
     # whose records were 0.39M tokens: 35.0%, 0.56M: 50.0%, 0.78M: 70.0%; docs/RESULTS.md)
     (299_252, 252, "48.3% [36.2, 60.7]"),  # `sft --recipe cpu_30min --max_minutes 22.6` then the demo's evaluation
+    (355_162, 301, "55.0% [42.5, 66.9]"),  # `make demo` on a clean clone of 1d72366, 196.5 tokens/s
 )}
 """What the demo's SFT gave on record after how many training tokens: on a slower machine the same 30 minutes hold
 fewer tokens, and the result follows the tokens, not the minutes."""

@@ -180,6 +180,18 @@ def test_a_run_folder_refuses_other_settings(tmp_path, capsys):
     assert "older version of the demo (stages ['data'])" in capsys.readouterr().err
 
 
+def test_the_demo_s_own_process_claims_its_folder_without_the_training_stack():
+    """The demo's process (its stages run in processes of their own) imports the command and the folder lock, not
+    transformers: importing it there held 0.8 GB beside every stage (issue #41)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, openmanus_lite.cli.demo, openmanus_lite.train.run_folder; "
+            "print([m for m in ('transformers', 'trl', 'unsloth') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "[]", out.stderr[-2000:]
+
+
 def test_resume_picks_the_newest_unfinished_run(tmp_path, monkeypatch):
     monkeypatch.setattr(demo, "RUNS_DIR", tmp_path)
     assert demo.latest_run() is None
@@ -230,13 +242,13 @@ def test_what_to_expect_on_a_slow_machine_with_native_bf16(slow_machine):
     speed = slow_machine("bfloat16")
     assert speed == {"matmul_gflops": 300.0, "matmul_dtype": "bfloat16", "expected_tokens_per_s": 150.0}
     lines = demo.expectation_lines(demo.DemoConfig(), speed)
-    # 150 tokens/s x 30 min = 0.27M tokens; the record's 299,252 tokens in 252 steps -> 227 steps, 33 minutes
+    # 150 tokens/s x 30 min = 0.27M tokens; the best record's 355,162 tokens in 301 steps -> 229 steps, 39 minutes
     assert lines[0] == ("This machine multiplies 300 GFLOP/s in bfloat16 (the default model's shapes): SFT should "
-                        "train about 150 tokens/s, 0.27M tokens (~227 steps) in its 30 minutes.")
+                        "train about 150 tokens/s, 0.27M tokens (~229 steps) in its 30 minutes.")
     assert lines[1] == ("On record for `cpu_30min` (the demo's 60 held-out tasks): 0.30M tokens (252 steps): 48.3% "
-                        "[36.2, 60.7].")
-    assert lines[2] == ("The record's 48.3% [36.2, 60.7] took 0.30M tokens: about 33 minutes of SFT here "
-                        "(`--sft_minutes 33`).")
+                        "[36.2, 60.7]; 0.36M tokens (301 steps): 55.0% [42.5, 66.9].")
+    assert lines[2] == ("The record's 55.0% [42.5, 66.9] took 0.36M tokens: about 39 minutes of SFT here "
+                        "(`--sft_minutes 39`).")
     assert len(lines) == 3
     # a machine as fast as the best record's: nothing to add; --quick (the tiny model) measures nothing
     assert len(demo.expectation_lines(demo.DemoConfig(), {**speed, "expected_tokens_per_s": 431.0})) == 2
@@ -248,7 +260,7 @@ def test_what_to_expect_without_native_bf16_and_in_the_report(slow_machine, tmp_
     lines = demo.expectation_lines(demo.DemoConfig(), speed)
     assert "in float32 (the default model's shapes)" in lines[0]
     assert lines[1].startswith("This CPU has no native bf16 (AVX512-BF16 or AMX): SFT trains in float32 here")
-    assert lines[-1].endswith("about 33 minutes of SFT here (`--sft_minutes 33`).")
+    assert lines[-1].endswith("about 39 minutes of SFT here (`--sft_minutes 39`).")
     state = demo.RunState(tmp_path / "state.json", runs=[{"argv": [], "speed": speed}])
     state.done["sft"] = {"result": {"steps": 110, "train_s": 1800.0, "tokens_per_s": 140.2, "final_loss": 0.5},
                          "seconds": 1800.0}

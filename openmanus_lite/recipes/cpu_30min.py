@@ -13,6 +13,6 @@ RECIPE = CPU_60MIN.replace(
     mark_minutes=(15.0, 30.0),
     # updates of 2 conversations, not 4: twice the updates per training token. The demo's 60 tasks: 29/60 after
     # 0.30M tokens (252 steps) against 23/60 after 0.38M with updates of 4 (157 steps); 9 gained, 3 lost
-    # (docs/RESULTS.md, "Learning per token", issue #41)
+    # (docs/RESULTS.md, "Learning per token", issue #41); `make demo` with it: 33/60 after 0.355M tokens (301 steps)
     gradient_accumulation_steps=2,
 )

@@ -70,7 +70,8 @@ from openmanus_lite.train.grpo_data import (  # noqa: F401  (re-exported: the ki
     value_task_rows,
 )
 from openmanus_lite.train.lean_lora import lean_lora_inputs_for
-from openmanus_lite.train.run_control import TimeLimit, resume_checkpoint
+from openmanus_lite.train.run_control import TimeLimit
+from openmanus_lite.train.run_folder import resume_checkpoint
 
 logger = logging.getLogger(__name__)
 

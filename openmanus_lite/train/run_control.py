@@ -1,4 +1,4 @@
-"""When a training run stops and where it resumes: one callback and one checkpoint finder for every trainer.
+"""When a training run stops: one callback for every trainer.
 
 `TimeLimit` counts training time (wall seconds, or CPU seconds per torch thread when other processes share
 the CPU), stops the run at `max_minutes` with a final save, saves a checkpoint at each time mark (calling
@@ -7,24 +7,19 @@ drives the "cosine_by_time" schedule. It also measures the training's peak memor
 printed at the end and kept in `peak_memory` for the run's result). SFT, GRPO, DPO and the reward models all
 attach it from their config's `max_minutes`.
 
-`last_checkpoint` finds the newest complete `checkpoint-N` folder (one with its trainer_state.json);
-`resume_checkpoint` turns a config's or caller's `resume` ("auto" / True / False / a path) into it.
+Where a run resumes is `train.run_folder`'s (`last_checkpoint`, `resume_checkpoint`): no trainer needed.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 from transformers import TrainerCallback
 
 from openmanus_lite.peak_memory import PeakMemory, trim_every_steps, trim_heap
-
-CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 
 def training_clock(kind: str) -> Callable[[], float]:
@@ -128,31 +123,3 @@ class TimeLimit(TrainerCallback):
                                  "learning_rate": float(logs.get("learning_rate", 0.0)),
                                  "train_s": round(self.train_s, 2),
                                  "tokens_seen": int(state.num_input_tokens_seen or 0)})
-
-
-def last_checkpoint(output_dir: str | os.PathLike) -> str | None:
-    """The newest complete `checkpoint-N` folder under output_dir (its trainer_state.json written), or None."""
-    folder = Path(output_dir)
-    if not folder.is_dir():
-        return None
-    done = [(int(m.group(1)), p) for p in folder.iterdir()
-            if (m := CHECKPOINT.match(p.name)) and (p / "trainer_state.json").is_file()]
-    return str(max(done)[1]) if done else None
-
-
-RESUME_ON = ("auto", "true", "yes")
-RESUME_OFF = ("false", "no", "none", "")
-"""How `resume` is spelled (lower-cased, True/False/None as str gives them); anything else is a checkpoint path."""
-
-
-def resume_checkpoint(resume: bool | str | os.PathLike | None, output_dir: str | os.PathLike) -> str | None:
-    """The checkpoint to resume from: "auto" / True: the newest in output_dir (None if there is none);
-    False / None / "no": none; a path: that checkpoint, which must exist. (Strings as a command line gives them.)"""
-    word = str(resume).lower()
-    if word in RESUME_ON:
-        return last_checkpoint(output_dir)
-    if word in RESUME_OFF:
-        return None
-    if not Path(resume).is_dir():
-        raise FileNotFoundError(f"resume checkpoint {resume} does not exist")
-    return str(resume)

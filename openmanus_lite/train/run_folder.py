@@ -9,6 +9,11 @@
   folder that holds anything else (another command's run, a run without a complete checkpoint, or any run
   when resuming is switched off) is refused unless `--overwrite_output_dir`, which removes its checkpoints
   and starts fresh.
+
+It also finds where a run resumes, for the commands and the trainers alike: `last_checkpoint` (the newest complete
+`checkpoint-N` folder, one with its trainer_state.json) and `resume_checkpoint` (a config's or caller's `resume`:
+"auto" / True / False / a path). Nothing here imports torch or transformers: the demo's own process claims its
+folder without them (issue #41: they held 0.8 GB there).
 """
 
 from __future__ import annotations
@@ -16,13 +21,43 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
 
 from openmanus_lite.errors import UserError
-from openmanus_lite.train.run_control import CHECKPOINT, RESUME_OFF, RESUME_ON, last_checkpoint, resume_checkpoint
+
+CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def last_checkpoint(output_dir: str | os.PathLike) -> str | None:
+    """The newest complete `checkpoint-N` folder under output_dir (its trainer_state.json written), or None."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return None
+    done = [(int(m.group(1)), p) for p in folder.iterdir()
+            if (m := CHECKPOINT.match(p.name)) and (p / "trainer_state.json").is_file()]
+    return str(max(done)[1]) if done else None
+
+
+RESUME_ON = ("auto", "true", "yes")
+RESUME_OFF = ("false", "no", "none", "")
+"""How `resume` is spelled (lower-cased, True/False/None as str gives them); anything else is a checkpoint path."""
+
+
+def resume_checkpoint(resume: bool | str | os.PathLike | None, output_dir: str | os.PathLike) -> str | None:
+    """The checkpoint to resume from: "auto" / True: the newest in output_dir (None if there is none);
+    False / None / "no": none; a path: that checkpoint, which must exist. (Strings as a command line gives them.)"""
+    word = str(resume).lower()
+    if word in RESUME_ON:
+        return last_checkpoint(output_dir)
+    if word in RESUME_OFF:
+        return None
+    if not Path(resume).is_dir():
+        raise FileNotFoundError(f"resume checkpoint {resume} does not exist")
+    return str(resume)
 
 LOCK_FILE = ".run.lock"
 _HELD: dict[Path, int] = {}

@@ -25,7 +25,8 @@ from typing import Any, Callable
 from openmanus_lite.train.configs import SFTRunConfig, import_trl  # noqa: F401  (the config is part of this API)
 from openmanus_lite.train.lean_lora import lean_lora_inputs_for
 from openmanus_lite.train.presets import SFT
-from openmanus_lite.train.run_control import TimeLimit, resume_checkpoint
+from openmanus_lite.train.run_control import TimeLimit
+from openmanus_lite.train.run_folder import resume_checkpoint
 
 LOSS_HISTORY_FILE = "loss_history.json"
 

@@ -182,7 +182,7 @@ def test_cosine_by_time_decays_over_the_time_budget_not_the_steps(tiny, data, tm
 
 
 def test_resume_skips_checkpoints_without_their_trainer_state(tmp_path):
-    from openmanus_lite.train.run_control import last_checkpoint, resume_checkpoint
+    from openmanus_lite.train.run_folder import last_checkpoint, resume_checkpoint
 
     out = tmp_path / "out"
     assert last_checkpoint(out) is None and resume_checkpoint("auto", out) is None
