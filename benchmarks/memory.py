@@ -94,12 +94,15 @@ PRESET_CHANGES = {"checkpointing": _with_checkpointing,
 DOMAINS = ("os", "db", "web", "kg", "household", "ecommerce")
 
 
-def _preset(model: str):
-    """The tiny model's cpu_debug preset, or the demo's SFT preset (cpu_30min recipe: bf16 where native)."""
+def _preset(model: str, stage: str):
+    """The tiny model's cpu_debug preset, or the preset the demo runs the stage with: `cpu` for an evaluation
+    (float32 weights, a bf16 copy for decoding where native), else its SFT recipe's (cpu_30min: bf16 where native)."""
     from openmanus_lite.recipes import get_recipe, recipe_preset
     from openmanus_lite.train.presets import get_preset
 
-    return get_preset("cpu_debug") if model == "tiny" else recipe_preset(get_recipe("cpu_30min"))
+    if model == "tiny":
+        return get_preset("cpu_debug")
+    return get_preset("cpu") if stage == "eval" else recipe_preset(get_recipe("cpu_30min"))
 
 
 def _trajectories(per_domain: int):
@@ -226,7 +229,7 @@ def stage_in_this_process(stage: str, setting: str, args) -> dict:
     """One stage, run by `run_stage` in a fresh process: what it ran and its seconds (the peak comes with it)."""
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        preset = _preset(args.model)
+        preset = _preset(args.model, stage)
         if setting in PRESET_CHANGES:
             preset = PRESET_CHANGES[setting](preset)
         info = globals()[f"stage_{stage}"](args, preset, Path(tmp))
