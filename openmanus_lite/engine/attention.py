@@ -48,35 +48,12 @@ def _one_query_attention(query: Any, key: Any, value: Any, attention_mask: Any, 
     scale = dim ** -0.5 if scaling is None else scaling
     grouped = query.reshape(batch, kv_heads, heads // kv_heads, dim)  # the query heads each key/value head serves
     # contiguous keys/values: a strided cache view makes the batched matmul several times slower
-    scores = torch.matmul(grouped, _contiguous(key, 0).transpose(-1, -2)).float() * scale
+    scores = torch.matmul(grouped, key.contiguous().transpose(-1, -2)).float() * scale
     if attention_mask is not None:
         mask = attention_mask[:, :, -1:, -kv_len:]  # [batch or 1, 1, 1, kv_len]
         scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
     probs = torch.softmax(scores, dim=-1).to(value.dtype)
-    return torch.matmul(probs, _contiguous(value, 1)).reshape(batch, 1, heads, dim)
-
-
-_SCRATCH: dict = {}
-"""(slot, dtype, device) -> a flat buffer the keys (slot 0) or values (slot 1) of a decoding step are copied into."""
-SCRATCH_STEP = 1 << 20
-"""Buffer sizes are multiples of this many elements."""
-
-
-def _contiguous(t: Any, slot: int) -> Any:
-    """`t` as a contiguous tensor. Without gradients, the copy goes into a buffer kept for the next call instead
-    of a new tensor: each decoding step copied every layer's keys and values into tensors one position longer
-    than the step before (24 MB each at batch 32 x 2,000 positions), sizes glibc cannot reuse, and an
-    evaluation's resident memory climbed ~1.5 GB between heap trims (issue #41). The copy is consumed by the
-    matmul before the next layer's call overwrites it."""
-    import torch
-
-    if t.is_contiguous() or torch.is_grad_enabled():
-        return t.contiguous()
-    key, n = (slot, t.dtype, t.device), t.numel()
-    buffer = _SCRATCH.get(key)
-    if buffer is None or buffer.numel() < n:
-        buffer = _SCRATCH[key] = t.new_empty(-(-n // SCRATCH_STEP) * SCRATCH_STEP)
-    return buffer[:n].view(t.shape).copy_(t)
+    return torch.matmul(probs, value.contiguous()).reshape(batch, 1, heads, dim)
 
 
 def use_grouped_attention(model: Any) -> bool:
