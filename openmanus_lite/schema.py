@@ -1,8 +1,6 @@
-"""The core records every part of the kit exchanges: turns, trajectories, tasks, step results.
+"""The records every part of the kit exchanges, as dataclasses with a lossless JSON round trip.
 
-Plain dataclasses with a lossless JSON round trip, so merged datasets, frozen benchmark
-suites and rollouts are all just JSON lines. Validation errors name the record and the
-field, because a user with 50k rows needs to find the bad one.
+Validation errors name the record and the field, because a user with 50k rows needs to find the bad one.
 """
 
 from __future__ import annotations
@@ -55,14 +53,11 @@ class Trajectory:
     def validate(self) -> "Trajectory":
         """Raise SchemaError naming the record and field on the first problem found."""
         where = f"trajectory {self.id!r}"
-        if not isinstance(self.id, str) or not self.id:
-            raise SchemaError(f"{where}: field 'id' must be a non-empty string")
-        if not isinstance(self.source, str) or not self.source:
-            raise SchemaError(f"{where}: field 'source' must be a non-empty string")
+        for name in ("id", "source"):
+            if not isinstance(value := getattr(self, name), str) or not value:
+                raise SchemaError(f"{where}: field '{name}' must be a non-empty string")
         if self.domain not in DOMAINS + EXTRA_LABELS:
-            raise SchemaError(
-                f"{where}: field 'domain' is {self.domain!r}; expected one of {DOMAINS + EXTRA_LABELS}"
-            )
+            raise SchemaError(f"{where}: field 'domain' is {self.domain!r}; expected one of {DOMAINS + EXTRA_LABELS}")
         if not self.messages:
             raise SchemaError(f"{where}: field 'messages' is empty")
         for i, t in enumerate(self.messages):
@@ -79,13 +74,8 @@ class Trajectory:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "source": self.source,
-            "domain": self.domain,
-            "messages": [t.to_dict() for t in self.messages],
-            "meta": self.meta,
-        }
+        return {"id": self.id, "source": self.source, "domain": self.domain,
+                "messages": [t.to_dict() for t in self.messages], "meta": self.meta}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], validate: bool = True) -> "Trajectory":
@@ -119,11 +109,8 @@ class Trajectory:
 
 @dataclass
 class Task:
-    """One environment task as plain data, so suites can be frozen to JSON files.
-
-    `spec` holds everything the environment needs to rebuild the task's world
-    deterministically; `answer` is the gold answer where the task has one.
-    """
+    """One environment task as plain data, so suites can be frozen to JSON files; `spec` is all the environment
+    needs to rebuild the task's world deterministically."""
 
     id: str
     domain: str
@@ -134,30 +121,16 @@ class Task:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "domain": self.domain,
-            "instruction": self.instruction,
-            "spec": self.spec,
-            "answer": self.answer,
-            "difficulty": self.difficulty,
-            "meta": self.meta,
-        }
+        return {"id": self.id, "domain": self.domain, "instruction": self.instruction, "spec": self.spec,
+                "answer": self.answer, "difficulty": self.difficulty, "meta": self.meta}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Task":
         for key in ("id", "domain", "instruction"):
             if key not in d:
                 raise SchemaError(f"task {d.get('id', '<no id>')!r}: missing field {key!r}")
-        return cls(
-            id=d["id"],
-            domain=d["domain"],
-            instruction=d["instruction"],
-            spec=dict(d.get("spec") or {}),
-            answer=d.get("answer"),
-            difficulty=d.get("difficulty", "easy"),
-            meta=dict(d.get("meta") or {}),
-        )
+        return cls(id=d["id"], domain=d["domain"], instruction=d["instruction"], spec=dict(d.get("spec") or {}),
+                   answer=d.get("answer"), difficulty=d.get("difficulty", "easy"), meta=dict(d.get("meta") or {}))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
@@ -169,10 +142,7 @@ class Task:
 
 @dataclass
 class StepResult:
-    """What `Env.step` returns: gym-like, text in and text out.
-
-    `info` always has `parsed` and `valid`; on the final step also `success` and `score`.
-    """
+    """What `Env.step` returns; `info` always has `parsed` and `valid`, on the final step `success` and `score`."""
 
     observation: str
     reward: float

@@ -1,13 +1,7 @@
 """`python -m openmanus_lite merge --source NAME=PATH_OR_HUB_ID ... --output_dir DIR`: the merge from a shell.
 
-    python -m openmanus_lite merge \\
-        --source agentinstruct=THUDM/AgentInstruct --source agent_flan=internlm/Agent-FLAN \\
-        --source agenttraj_l=AgentGym/AgentTraj-L --output_dir data/merged --six_only --negatives 0.05
-
-Writes `<split>.jsonl` / `.parquet` / `hf/`, `report.json`, `rejected.jsonl` and (with
---plots) PNG figures to DIR, and prints the accounting. Sources: agentinstruct,
-agent_flan, agenttraj_l, agentbank, taskcraft, openmanus_rl (a name that is an alias such
-as agentinstruct_rekeyed reads with the matching converter and keeps its own label).
+Writes the splits, `report.json`, `rejected.jsonl` and (with --plots) PNG figures to DIR, and prints the
+accounting. An alias such as agentinstruct_rekeyed reads with the matching converter and keeps its own label.
 """
 
 from __future__ import annotations
@@ -76,8 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _specs(args, out: Path) -> list[SourceSpec]:
-    """The sources, each read by its converter (an alias keeps its own label), refused when the output folder
-    would overwrite them."""
+    """The sources (an alias keeps its own label), refused when the output folder would overwrite them."""
     splits, configs = _pairs(args.splits, "--splits"), _pairs(args.config, "--config")
     specs = []
     for text in args.source:

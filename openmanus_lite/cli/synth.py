@@ -18,8 +18,7 @@ from openmanus_lite.cli.args import make_parser, parse
 from openmanus_lite.envs.base import DIFFICULTIES, list_domains, synthesize_trajectories
 from openmanus_lite.errors import UserError
 
-MAX_N = 100_000
-"""The most trajectories per domain and difficulty one run makes (more: several runs with other --seed)."""
+MAX_N = 100_000  # trajectories per domain and difficulty in one run (more: several runs with other --seed)
 
 
 def build_parser() -> argparse.ArgumentParser:

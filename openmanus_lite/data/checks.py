@@ -1,19 +1,8 @@
-"""Layered validation of unified trajectories; every failure is a reason code.
+"""Layered validation of unified trajectories; every failure is a reason code (`REASONS`).
 
-The layers run in order and the first failure decides the row's reason:
-
-1. structure    roles, system only first, user/assistant alternation, no empty assistant turn,
-                ends with an assistant turn, something to train on
-2. grammar      every training assistant turn is `Think: ...\\nAct: <action>` and, in the six
-                domains, the action is of a kind that domain allows (react.DOMAIN_ACTION_KINDS)
-3. consistency  os/db/kg episodes end with `answer(...)` (unless `meta["answer_optional"]`),
-                nothing trains after the answer of the same task, KG answers name a variable
-4. length       turns, characters, and tokens (with a tokenizer; else ≈4 characters a token)
-
-`Deduper` finds duplicates across all sources: `duplicate.exact` (same roles and texts) and
-`duplicate.normalized` (the same task part, ASCII case and all whitespace aside: the conversation
-from the user turn before the first training turn on, so that the same episode under another
-system prompt or acknowledgement is caught).
+The layers run in order (structure, grammar, consistency, length) and the first failure decides the reason.
+`Deduper` compares the task part (from the user turn before the first training turn on, case and whitespace
+aside) as well as the whole conversation, so the same episode under another system prompt is caught.
 """
 
 from __future__ import annotations
@@ -63,18 +52,17 @@ REASONS: dict[str, str] = {
     "mix.source_cap": "left out by a per-source cap",
     "mix.domain_cap": "left out by a per-domain cap",
 }
-"""Every reason code a merge report can hold, with what it means."""
 
 ANSWER_DOMAINS: tuple[str, ...] = ("os", "db", "kg")
 _KG_VARIABLE = re.compile(r"^#\d+$")
 _WS = b" \t\n\r\x0b\x0c"
+# `bytes.lower` as a translate table, so lowercasing and dropping whitespace take one pass
 _LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
-"""`bytes.lower` as a translate table, so lowercasing and dropping whitespace take one pass."""
 
 
 @dataclass(frozen=True)
 class Issue:
-    """Why a trajectory was rejected: a reason code (see REASONS) and a human detail."""
+    """Why a trajectory was rejected: a `REASONS` code and a human detail."""
 
     reason: str
     detail: str
@@ -82,8 +70,6 @@ class Issue:
 
 @dataclass
 class CheckConfig:
-    """Knobs of the validation layers."""
-
     allow_free_text: bool = False
     max_turns: int | None = None
     max_chars: int | None = None
@@ -137,9 +123,8 @@ def check_structure(traj: Trajectory) -> Issue | None:
 
 
 def parsed_actions(traj: Trajectory) -> list[Action | str | None]:
-    """The action of every turn: None for non-assistant and free-text turns, the raw action text when
-    it does not parse. Reuses what conversion parsed (`normalize.attach_actions`) for turns whose text
-    is still the very same string."""
+    """Each turn's action (None: not an assistant turn or free text; str: does not parse), reusing what
+    conversion parsed (`normalize.attach_actions`) while a turn's text is the very same string."""
     cache = traj.__dict__.get("_actions") or {}
     out: list[Action | str | None] = []
     for i, m in enumerate(traj.messages):
@@ -219,7 +204,7 @@ def check_length(traj: Trajectory, cfg: CheckConfig, count: Callable[[str], int]
 
 
 class Validator:
-    """All layers with one config; `validate(traj)` returns the first Issue or None."""
+    """All layers with one config (the token counter built once)."""
 
     def __init__(self, cfg: CheckConfig | None = None):
         self.cfg = cfg or CheckConfig()
@@ -241,7 +226,6 @@ class Validator:
 
 
 def validate(traj: Trajectory, cfg: CheckConfig | None = None) -> Issue | None:
-    """The first Issue found by the layers, or None when the trajectory is fine."""
     return Validator(cfg).validate(traj)
 
 
@@ -253,11 +237,8 @@ def _task_start(traj: Trajectory) -> int:
 
 
 class Deduper:
-    """Remembers what was kept; `check(traj)` says `duplicate.exact` / `duplicate.normalized` or None.
-
-    Keys are 128-bit BLAKE2b digests of the texts (C speed, the same in every process, so worker
-    processes can compute them); the decision is made in input order, first one wins.
-    """
+    """Remembers what was kept; the first one in input order wins. Keys are BLAKE2b digests (C speed, the
+    same in every process, so worker processes can compute them)."""
 
     def __init__(self, mode: str = "normalized"):
         if mode not in ("none", "exact", "normalized"):
@@ -267,12 +248,11 @@ class Deduper:
         self._norm: dict[bytes, str] = {}
 
     def keys(self, traj: Trajectory) -> tuple[bytes | None, bytes | None]:
-        """(exact key, normalised key) of a trajectory under this mode."""
+        """(exact key, normalised key) under this mode."""
         if self.mode == "none":
             return None, None
-        # One hash call per key over the joined texts (role NUL content SOH ...): the same bytes as turn
-        # by turn. The normalised key lowercases and drops whitespace over the joined bytes at once; the
-        # SOH separators are neither, so each turn is normalised exactly as on its own.
+        # One hash over the joined texts (role NUL content SOH ...); the SOH separators are neither case nor
+        # whitespace, so normalising the joined bytes at once normalises each turn as on its own.
         msgs = traj.messages
         exact = blake2b("".join([f"{m.role}\x00{m.content}\x01" for m in msgs]).encode("utf-8", "surrogatepass"),
                         digest_size=16).digest()
@@ -296,5 +276,4 @@ class Deduper:
         return None
 
     def check(self, traj: Trajectory) -> Issue | None:
-        """Say whether `traj` repeats one already seen; if not, remember it."""
         return self.check_keys(self.keys(traj), traj.id)

@@ -1,18 +1,10 @@
 """Merge source datasets into one unified training set, with full accounting, mixing and export.
 
-    from openmanus_lite.data import merge, SourceSpec, MergeConfig
-    result = merge([SourceSpec("agentinstruct", "THUDM/AgentInstruct"),
-                    SourceSpec("agenttraj_l", "data/samples/agenttraj_l")], MergeConfig(seed=0))
-    result.report.summary(); result.save("data/merged", formats=("jsonl", "parquet"))
-
-Every input row ends up in exactly one place of `result.report.outcomes`, keyed by (source, domain,
-reason), where reason is `kept` or a rejection code (`checks.REASONS`); `report.verify()` checks that the
-counts add up to the rows read, and rows added on top (up-sampled copies, negatives) are in `report.added`.
-Mixing order: labels filter -> weights below 1 -> per-source caps -> per-domain caps -> train/validation/
-test split (stratified by domain, rows of one source task kept together) -> weights above 1 up-sample the
-training split -> negative samples from the training split; all randomness comes from `seed`. Strict mode
-(the default) stops at the first unreadable row or schema error with an `InputError` naming file, line and
-field; lenient mode counts those rows as rejected.
+Every input row lands in exactly one (source, domain, reason) count of `report.outcomes` (`report.verify()`);
+rows added on top (up-sampled copies, negatives) are in `report.added`. Mixing order: labels filter ->
+weights below 1 -> caps per source, then per domain -> split (stratified by domain, one source task never
+straddles splits) -> weights above 1 up-sample train -> negatives from train; all randomness comes from `seed`.
+Strict mode (the default) stops at the first unreadable row with an `InputError`; lenient mode counts it.
 """
 
 from __future__ import annotations
@@ -54,22 +46,17 @@ from openmanus_lite.schema import DOMAINS, EXTRA_LABELS, SchemaError, Trajectory
 
 SPLITS = ("train", "validation", "test")
 FORMATS = ("jsonl", "parquet", "hf")
-MAX_UPSAMPLED_ROWS = 20_000_000
-"""The most rows weights above 1 may make of the training split (the whole of AgentTraj-L is 14,485 rows)."""
+MAX_UPSAMPLED_ROWS = 20_000_000  # the most rows weights above 1 may make of train (AgentTraj-L is 14,485 rows)
 LENIENT_HINT = " (run with lenient mode, --lenient, to count such rows as rejected and go on)"
 
 
 class MergeTooLarge(UserError):
-    """The merge as configured would make more rows than `MAX_UPSAMPLED_ROWS`; says how many."""
+    """The weights above 1 would make more rows than `MAX_UPSAMPLED_ROWS`."""
 
 
 @dataclass
 class SourceSpec:
-    """One input: a converter name, where the data is, and optional splits/config/label.
-
-    `label` names the input in reports, weights and `Trajectory.source` (default: the converter
-    name), so the same converter can read two inputs that are kept apart.
-    """
+    """One input. `label` (default: the converter name) keeps two inputs of one converter apart in reports."""
 
     name: str
     path: str
@@ -88,8 +75,7 @@ class SourceSpec:
 
 @dataclass
 class MergeConfig(CheckConfig):
-    """Everything a merge can be told, besides `CheckConfig`'s validation knobs (free text, length limits).
-    The defaults keep every label and drop nothing on purpose."""
+    """Everything a merge can be told besides `CheckConfig`'s; the defaults drop nothing on purpose."""
 
     include: tuple[str, ...] | None = None  # domain labels to keep; the others are `filter.label_excluded`
     exclude: tuple[str, ...] = ()  # domain labels to drop
@@ -134,7 +120,7 @@ class MergeConfig(CheckConfig):
 
 
 def _totals(counts: Counter, position: int) -> Counter:
-    """The counts of (source, domain, reason-or-kind) keys summed by one part of the key."""
+    """(source, domain, reason-or-kind) counts summed by one part of the key."""
     out: Counter = Counter()
     for key, n in counts.items():
         out[key[position]] += n
@@ -217,25 +203,21 @@ class MergeReport:
 
 @dataclass
 class MergeResult:
-    """The merged splits and the report of where every input row went."""
-
     splits: dict[str, list[Trajectory]]
     report: MergeReport
-    workers: int = 0
-    """The worker processes the merge used (0: none); `save` writes JSONL with as many."""
+    workers: int = 0  # the worker processes the merge used (0: none); `save` writes JSONL with as many
 
     @property
     def trajectories(self) -> list[Trajectory]:
         return [t for name in SPLITS for t in self.splits.get(name, [])]
 
     def save(self, out_dir: str | Path, formats: Iterable[str] = ("jsonl",)) -> dict[str, list[Path]]:
-        """Write the splits (see `save_splits`) and `report.json`."""
         return save_splits(self.splits, out_dir, formats=formats, report=self.report, workers=self.workers)
 
 
 class _RejectSink:
-    """Writes rejected rows (reason, detail, where they came from) to `<path>.partial`, which replaces `path`
-    only when the merge succeeds: a failed merge leaves the previous merge's rejected rows beside its report."""
+    """Rejected rows go to `<path>.partial`, which replaces `path` only when the merge succeeds, so a failed
+    merge leaves the previous merge's rejected rows beside its report."""
 
     def __init__(self, path: str | Path | None):
         self.path = Path(path) if path else None
@@ -272,7 +254,7 @@ class _RejectSink:
 
 @dataclass(frozen=True)
 class _Ctx:
-    """What processing a row needs besides the row (picklable, for worker processes)."""
+    """What processing a row needs besides the row; picklable, for worker processes."""
 
     name: str
     label: str
@@ -280,8 +262,8 @@ class _Ctx:
     keep_raw: bool
 
 
-# An outcome: (line, file, split, domain, reason, detail, raw, traj, dedup keys, fatal). Reason "ok" means
-# converted and valid (dedup still to decide); `fatal` marks input and schema errors, which strict mode raises.
+# (line, file, split, domain, reason, detail, raw, traj, dedup keys, fatal): a plain tuple, cheap to send between
+# processes. Reason "ok": valid, dedup still to decide; `fatal`: an input or schema error, which strict mode raises.
 Outcome = tuple
 
 
@@ -322,11 +304,8 @@ def _outcomes(ctx: _Ctx, rows: Iterable[RawRow]) -> Iterator[Outcome]:
 
 
 def convert_source(spec: SourceSpec, *, strict: bool = True) -> Iterator[tuple[RawRow, Trajectory | Issue]]:
-    """(raw row, trajectory) for each row of one input, or (raw row, Issue) for a row that failed to convert.
-
-    No checks run here (see `checks.Validator`). Strict mode raises `InputError` (file, line, field)
-    instead of yielding an input or schema Issue.
-    """
+    """(raw row, trajectory or the Issue why it failed to convert) for each row of one input, unchecked.
+    Strict mode raises `InputError` instead of yielding an Issue."""
     module = get_source(spec.name)
     for row in module.load(spec.path, splits=spec.splits, config=spec.config):
         traj = _convert_row(module, row, spec.label or module.NAME)
@@ -344,8 +323,8 @@ _CODE_ROLE = {v: k for k, v in _ROLE_CODE.items()}
 
 
 def _pack(traj: Trajectory | None) -> tuple | Trajectory | None:
-    """A trajectory as few plain objects (role letters, texts, train bits): cheap to send between processes.
-    One with a role the schema does not know (a rejected row) is sent as it is."""
+    """A trajectory as few plain objects (role letters, texts, train bits), cheap to pickle; one with a role
+    the schema does not know (a rejected row) is sent as it is."""
     if traj is None:
         return None
     msgs = traj.messages
@@ -366,7 +345,6 @@ def _unpack(packed: tuple | Trajectory | None) -> Trajectory | None:
 
 
 def _chunk_outcomes(task: tuple) -> Iterator[Outcome]:
-    """Read one byte range of a JSONL file and process its rows."""
     ctx, file, start, end, first_line, split = task
     return _outcomes(ctx, read_jsonl_range(file, start, end, first_line, ctx.label, split))
 
@@ -381,15 +359,14 @@ def _init_chunk_worker(counter, results) -> None:
 
 
 def _claim(counter) -> int:
-    """The index of the next chunk nobody has taken yet (shared by the main process and the workers)."""
+    """The index of the next chunk nobody has taken yet."""
     with counter.get_lock():
         counter.value += 1
         return counter.value - 1
 
 
 def _chunk_worker(tasks: list[tuple]) -> None:
-    """Worker process: claim chunks of `tasks` until none is left; each one's outcomes, with trajectories
-    packed for the trip back, go on the results queue as (index, outcomes, None), a failure as
+    """Worker process: claim chunks until none is left, putting (index, outcomes, None) on the queue, or
     (index, None, exception) so the main process raises it instead of waiting for the chunk."""
     counter, results = _CLAIMS
     while (i := _claim(counter)) < len(tasks):
@@ -407,8 +384,7 @@ def _chunk_worker(tasks: list[tuple]) -> None:
 
 
 class _ChunkPool:
-    """The worker processes (the main process is one more), the counter they claim chunks from and the
-    queue their outcomes come back on; both reach the workers as they start (fork: inherited)."""
+    """The workers with the counter they claim chunks from and the queue their outcomes come back on."""
 
     def __init__(self, processes: int):
         mp = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
@@ -421,7 +397,7 @@ class _ChunkPool:
 
 
 def _parallel_files(spec: SourceSpec) -> list[tuple[Path, str]] | None:
-    """The local JSONL files of an input, or None when it is not (only) local JSONL."""
+    """The local JSONL files of an input, or None when it is not only local JSONL."""
     files = local_files(spec.path, spec.splits) if Path(spec.path).exists() else None
     return files if files and all(f.suffix == ".jsonl" for f, _ in files) else None
 
@@ -442,12 +418,9 @@ def _workers_for(specs: list[SourceSpec], cfg: MergeConfig) -> int:
 
 
 def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool: _ChunkPool) -> Iterator[Outcome]:
-    """Outcomes in input order, the chunks converted by the main process and the pool's workers alike.
-
-    Every process claims the next chunk from a shared counter when it is free, so both cores stay busy however
-    the load shifts (a fixed share for the main process left a core idle when the other was slowed). The main
-    process yields the chunks in order; while the next one is in a worker's hands it converts the next unclaimed
-    chunk itself (kept until its turn), and it waits only when every chunk is taken.
+    """Outcomes in input order. Every process, the main one included, claims the next chunk when free, so both
+    cores stay busy however the load shifts (a fixed share for the main process left a core idle); the main one
+    waits only when every chunk is taken.
     """
     tasks = [(ctx, str(file), start, end, line, split) for file, split in _parallel_files(spec)
              for start, end, line in jsonl_chunks(file, CHUNK_BYTES)]
@@ -482,12 +455,9 @@ def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool: _ChunkPool) -> Iterato
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a bulk phase that builds millions of acyclic objects.
-
-    Its passes over the growing heap were a fifth of a merge's CPU time (10.2 -> 7.9 CPU-s in one process on
-    benchmarks/merge_throughput.py); reference counting still frees what a merge drops. On the way out, freeze +
-    unfreeze moves the phase's objects to the oldest generation in O(1), so the next collection does not walk
-    them all (0.3-0.6 s after a full-scale merge); skipped when the program froze objects itself.
+    """Pause the cyclic collector for a phase that builds millions of acyclic objects: its passes were a fifth of
+    a merge's CPU time (benchmarks/merge_throughput.py). Freeze + unfreeze on the way out moves them to the oldest
+    generation in O(1), so the next collection does not walk them all (skipped when the program froze objects).
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -608,11 +578,8 @@ def _downsample(kept: list[Trajectory], cfg: MergeConfig, report: MergeReport, s
 
 
 def _upsample(train: list[Trajectory], cfg: MergeConfig, report: MergeReport, rng: random.Random) -> list[Trajectory]:
-    """Weights above 1 repeat training rows: factor source weight x domain weight (each counted only above 1).
-
-    The copies are counted before any is made: past `MAX_UPSAMPLED_ROWS` the merge stops with
-    `MergeTooLarge` and the estimate, instead of filling the memory.
-    """
+    """Weights above 1 repeat training rows by source weight x domain weight (each only above 1); the copies
+    are counted first, so past `MAX_UPSAMPLED_ROWS` the merge stops instead of filling the memory."""
     if all(w <= 1 for w in [*cfg.source_weights.values(), *cfg.domain_weights.values()]):
         return train
     groups: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
@@ -644,11 +611,8 @@ def _upsample(train: list[Trajectory], cfg: MergeConfig, report: MergeReport, rn
 
 def split_trajectories(trajs: list[Trajectory], ratios: tuple[float, float, float] = (0.9, 0.05, 0.05),
                        seed: int = 0) -> dict[str, list[Trajectory]]:
-    """Deterministic train/validation/test split, stratified by domain.
-
-    Rows of the same source task (same source and `meta["source_id"]`) stay in one split,
-    so two attempts at one task never straddle train and test.
-    """
+    """Deterministic split, stratified by domain; the rows of one source task (source, `meta["source_id"]`) stay
+    together, so two attempts at one task never straddle train and test."""
     r_train, r_val = ratios[0] / float(sum(ratios)), ratios[1] / float(sum(ratios))
     by_domain: dict[str, dict[tuple[str, str], list[Trajectory]]] = defaultdict(lambda: defaultdict(list))
     for t in trajs:
@@ -691,19 +655,14 @@ def _from_record(rec: dict[str, Any], where: str, error: str | None = None) -> T
         raise SchemaError(f"{where}: {e}") from None
 
 
-PARALLEL_WRITE_ROWS = 20_000
-"""Below this many rows `write_jsonl` stays in one process: forking costs more than it saves."""
+PARALLEL_WRITE_ROWS = 20_000  # below this many rows forking costs more than it saves
 
 _WRITE_ROWS: list[Trajectory] = []  # in a forked writer: the rows it serialises (inherited, never pickled)
 
 
 def write_jsonl(trajs: Iterable[Trajectory], path: str | Path, workers: int = 0) -> Path:
-    """One trajectory a line (`dump_line`: the `Trajectory.to_dict` record as JSON).
-
-    With `workers` >= 2 and at least `PARALLEL_WRITE_ROWS` rows (where processes can fork), forked
-    processes serialise all but the first share of the rows into part files that are then appended in
-    order: the same bytes, the serialising spread over the processes.
-    """
+    """One `dump_line` a trajectory. With `workers` >= 2 and `PARALLEL_WRITE_ROWS` rows, forked processes
+    serialise all but the first share into part files appended in order: the same bytes, the work spread."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     trajs = trajs if isinstance(trajs, list) else list(trajs)
@@ -742,30 +701,23 @@ def _init_writer(rows: list[Trajectory]) -> None:
 
 
 def _write_part(task: tuple[str, int, int]) -> None:
-    """Forked writer: rows lo..hi of `_WRITE_ROWS` into one part file."""
     _write_lines(task[0], _WRITE_ROWS, task[1], task[2])
 
 
-_ROLE_HEAD = {r: f'{{"role": "{r}", "content": ' for r in ("system", "user", "assistant")}
+_HEAD = '{"role": %s, "content": '
+_ROLE_HEAD = {r: _HEAD % encode_basestring_ascii(r) for r in ("system", "user", "assistant")}
 
 
 def dump_line(t: Trajectory) -> str:
-    """The JSONL line of a trajectory: `Trajectory.to_dict` as JSON (ASCII-escaped), newline-terminated.
-
-    Built directly from the strings with the C escaper (3x faster than json.dumps of the dict);
-    `read_jsonl` gives back an equal trajectory.
-    """
+    """`Trajectory.to_dict` as an ASCII JSON line, built from the strings with the C escaper (3x faster than
+    json.dumps of the dict); `read_jsonl` gives back an equal trajectory."""
     q, heads = encode_basestring_ascii, _ROLE_HEAD
     turns = ", ".join([
-        f'{heads.get(m.role) or _role_head(m.role)}{q(m.content)}, "train": {"true" if m.train else "false"}}}'
+        f'{heads.get(m.role) or _HEAD % q(m.role)}{q(m.content)}, "train": {"true" if m.train else "false"}}}'
         for m in t.messages
     ])
     return (f'{{"id": {q(t.id)}, "source": {q(t.source)}, "domain": {q(t.domain)}, "messages": [{turns}], '
             f'"meta": {json.dumps(t.meta)}}}\n')
-
-
-def _role_head(role: str) -> str:
-    return f'{{"role": {encode_basestring_ascii(role)}, "content": '
 
 
 def read_jsonl(path: str | Path) -> list[Trajectory]:
@@ -796,18 +748,15 @@ def read_parquet(path: str | Path) -> list[Trajectory]:
 
 
 def to_hf_dataset(trajs: list[Trajectory]):
-    """A `datasets.Dataset` with columns id, source, domain, messages [{role, content, train}], meta (JSON).
-
-    The `messages` column is what TRL's SFTTrainer reads; the extra `train` key carries the per-turn
-    loss flag for a trainer that honours it.
-    """
+    """A `datasets.Dataset` (id, source, domain, messages, meta as JSON): `messages` is what TRL's SFTTrainer
+    reads, its extra `train` key the per-turn loss flag for a trainer that honours it."""
     import datasets
 
     return datasets.Dataset(to_arrow(list(trajs)))
 
 
 def from_hf_dataset(ds) -> list[Trajectory]:
-    """Trajectories back from a dataset made by `to_hf_dataset` (lossless)."""
+    """The inverse of `to_hf_dataset` (lossless)."""
     return [_from_record(r, f"dataset row {i}") for i, r in enumerate(ds.to_list(), 1)]
 
 
@@ -821,14 +770,12 @@ def check_formats(formats: Iterable[str]) -> tuple[str, ...]:
 
 def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, formats: Iterable[str] = ("jsonl",),
                 report: MergeReport | None = None, workers: int = 0) -> dict[str, list[Path]]:
-    """Write each split as `<split>.jsonl` / `<split>.parquet` / `hf/` (DatasetDict), `splits.json` and
-    `report.json`; `workers` >= 2 writes large JSONL splits with that many processes (see `write_jsonl`).
+    """Write `<split>.jsonl` / `.parquet` / `hf/`, `splits.json` and `report.json`.
 
-    The files are written into a temporary folder inside `out_dir` and move into place only when all
-    are written, so a failed save leaves the previous outputs as they were. Then the outputs of the
-    previous save that this one did not write (another format or split; its `splits.json` lists them)
-    are removed: a stale `train.parquet` beside a new `train.jsonl` would pass for this merge's. Files
-    the kit did not write stay.
+    They are staged in a temporary folder and moved into place only when all are written, so a failed save
+    leaves the previous outputs whole. Outputs of the previous save that this one did not write are removed
+    (a stale `train.parquet` beside a new `train.jsonl` would pass for this merge's); files the kit did not
+    write stay.
     """
     formats = check_formats(formats)
     final = Path(out_dir)
@@ -855,8 +802,7 @@ def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, format
 
 
 def _previous_outputs(final: Path) -> set[str]:
-    """The names of the split files the previous `save_splits` wrote into `final`: its `splits.json` lists its
-    splits and formats (`<split>.jsonl`, `<split>.parquet`, `hf/`). Only plain names inside `final` count."""
+    """The split files the previous `save_splits` wrote, from its `splits.json`; only plain names count."""
     try:
         manifest = json.loads((final / "splits.json").read_text(encoding="utf-8"))
         names = {"hf" if fmt == "hf" else f"{split}.{fmt}" for split in manifest["splits"]
@@ -892,10 +838,7 @@ def _write_splits(splits: dict[str, list[Trajectory]], out: Path, formats: tuple
 
 
 def load_splits(out_dir: str | Path, fmt: str = "jsonl") -> dict[str, list[Trajectory]]:
-    """The splits written by `save_splits` (listed in its `splits.json`), from one of its formats.
-
-    Without a `splits.json` (files written another way), the train/validation/test files present are read.
-    """
+    """The splits `save_splits` wrote in one format; without a `splits.json`, the train/validation/test files."""
     out = Path(out_dir)
     manifest = out / "splits.json"
     names = list(json.loads(manifest.read_text(encoding="utf-8"))["splits"]) if manifest.exists() else None

@@ -1,16 +1,6 @@
-"""Negative samples in the spirit of Agent-FLAN: teach the agent what not to hallucinate.
-
-Agent-FLAN found that agent-tuned models call tools that do not exist and call tools when none is
-needed, and added negative examples against both. Two kinds are derived here from kept trajectories
-of the six domains (each marked in `meta["negative"]`, id `<origin id>#neg-<kind>`; the merge derives
-them from the training split only):
-
-* `invalid_action` — before one training turn, the agent tries an action the domain does not have
-  (an unknown shell command, a missing table, a button that is not on the page, ...); the environment
-  answers with its error and the agent recovers with the original action. The invalid turn does not
-  train (never learn the mistake); the recovery trains, its thought prefixed with a short correction.
-* `no_tool_needed` — the trajectory's instructions, then a general question that needs no
-  environment, answered directly with `answer(...)`.
+"""Negative samples as in Agent-FLAN, which found agent-tuned models call tools that do not exist and call
+tools when none is needed. Both kinds (`meta["negative"]`, id `<origin id>#neg-<kind>`) come from six-domain
+trajectories: `invalid_action` (an action the domain lacks, its error, then the recovery) and `no_tool_needed`.
 """
 
 from __future__ import annotations
@@ -72,7 +62,8 @@ def _train_turns(traj: Trajectory) -> list[int]:
 
 
 def invalid_action_sample(traj: Trajectory, rng: random.Random) -> Trajectory | None:
-    """The trajectory with one invalid action + error inserted before a training turn."""
+    """One invalid action and its error before a training turn; only the recovery trains (never learn the
+    mistake)."""
     options, turns = INVALID_ACTIONS.get(traj.domain), _train_turns(traj)
     if not options or not turns:
         return None
@@ -111,10 +102,8 @@ def no_tool_needed_sample(traj: Trajectory, rng: random.Random) -> Trajectory | 
 
 
 def make_negatives(trajectories: Iterable[Trajectory], fraction: float, seed: int = 0) -> list[Trajectory]:
-    """Negatives derived from about `fraction` of the six-domain trajectories, the two kinds alternating.
-
-    Deterministic for a given input order and seed.
-    """
+    """Negatives from about `fraction` of the six-domain trajectories, the two kinds alternating (deterministic
+    for a given input order and seed)."""
     if not 0 <= fraction <= 1:
         raise ValueError(f"fraction must be in [0, 1], got {fraction}")
     rng = random.Random(seed)

@@ -1,10 +1,5 @@
 """Tables and plots of a merged dataset: what is in it, how long it is, what trains, what was rejected.
 
-    df = trajectory_stats(result.trajectories)          # one row per trajectory
-    tables = summary_tables(df)                          # counts, turns, tokens, train share
-    fig = plot_overview(df, result.report)               # six panels, a matplotlib Figure
-
-Token counts use the tokenizer when one is given, else ≈4 characters a token (`checks.approx_tokens`).
 Figures are built without pyplot, so they work in scripts, tests and notebooks alike.
 """
 
@@ -38,11 +33,7 @@ def trajectory_stats(trajs: Iterable[Trajectory], tokenizer: Any = None):
 
 
 def summary_tables(df) -> dict[str, Any]:
-    """Tables of a `trajectory_stats` frame.
-
-    counts: trajectories per source x domain (with totals); turns / tokens: distribution per
-    domain; train_share: the share of tokens that receive loss, per source and domain.
-    """
+    """counts (source x domain, with totals), turns and tokens per domain, train_share per source and domain."""
     import pandas as pd
 
     counts = pd.crosstab(df["source"], df["domain"], margins=True, margins_name="total")
@@ -78,8 +69,7 @@ def _figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (6, 4)):
     return fig, axes
 
 
-def _bars(ax, labels, values, title: str, ylabel: str = "", **style) -> None:
-    ax.bar(labels, values, **style)
+def _titles(ax, title: str, ylabel: str = "") -> None:
     ax.set_title(title)
     ax.set_ylabel(ylabel)
     ax.tick_params(axis="x", labelrotation=30)
@@ -95,9 +85,7 @@ def plot_counts(df, ax=None):
     for domain in table.columns:
         ax.bar(table.index, table[domain], bottom=bottom, label=domain)
         bottom = table[domain] if bottom is None else bottom + table[domain]
-    ax.set_title("trajectories per source and domain")
-    ax.set_ylabel("trajectories")
-    ax.tick_params(axis="x", labelrotation=30)
+    _titles(ax, "trajectories per source and domain", "trajectories")
     if len(table.columns):
         ax.legend(fontsize="small", ncols=2, loc="upper right")
     return ax.figure
@@ -121,7 +109,8 @@ def plot_train_share(df, ax=None):
     ax = _figure()[1][0][0] if ax is None else ax
     sums = df.groupby("domain")[["tokens", "train_tokens"]].sum()
     share = sums["train_tokens"] / sums["tokens"].where(sums["tokens"] > 0)
-    _bars(ax, share.index, share.fillna(0).values, "train-token share", "tokens with loss / all tokens")
+    ax.bar(share.index, share.fillna(0).values)
+    _titles(ax, "train-token share", "tokens with loss / all tokens")
     ax.set_ylim(0, 1)
     return ax.figure
 
@@ -150,7 +139,8 @@ def plot_overview(df, report=None):
     else:
         axes[1][1].axis("off")
     kinds = df[df["negative"] != ""]["negative"].value_counts()
-    _bars(axes[1][2], kinds.index, kinds.values, "negative samples", color="tab:purple")
+    axes[1][2].bar(kinds.index, kinds.values, color="tab:purple")
+    _titles(axes[1][2], "negative samples")
     if kinds.empty:
         axes[1][2].text(0.5, 0.5, "none", ha="center", va="center", transform=axes[1][2].transAxes)
     return fig

@@ -1,11 +1,7 @@
-"""Reading the raw rows of a source dataset, wherever they live, with their provenance.
+"""Raw rows of a source dataset (local JSONL/JSON/parquet files or folders, or a hub id) with their file and line.
 
-A source is a local file (JSONL, JSON, parquet), a folder of such files (a file's name is its split,
-as on the hub: `db.jsonl`, `os-00000-of-00001.parquet`), or a hub id read with `datasets.load_dataset`.
-Every row comes out as a `RawRow` that knows its file and line, so that an error, a rejection or a
-report can point at it. A line (or a JSON or parquet file) that cannot be read does not stop the
-reading: it comes out as a `RawRow` with `error` set, and the merge decides (strict mode raises
-`InputError`, lenient mode counts it as rejected). Blank lines are not rows.
+A line or file that cannot be read does not stop the reading: it comes out as a `RawRow` with `error` set, and
+the merge decides (strict mode raises, lenient mode counts it as rejected).
 """
 
 from __future__ import annotations
@@ -33,7 +29,7 @@ class InputError(UserError):
 
 @dataclass(slots=True)
 class RawRow:
-    """One input row with its provenance. `data` is None when `error` says why it could not be read."""
+    """One input row with its provenance; `data` is None when `error` says why it could not be read."""
 
     source: str
     file: str
@@ -43,14 +39,12 @@ class RawRow:
     error: str | None = None
 
     def where(self, field: str | None = None) -> str:
-        """`file, line N, field 'x'`: the place a user opens to find the problem."""
         text = f"{self.file}, line {self.line}"
         return f"{text}, field '{field}'" if field else text
 
 
 class RowRejected(Exception):
-    """A converter's verdict on one row: it cannot become a trajectory. `reason` is a short code
-    (`schema.missing_field`, ...); the message names the row and the field to blame (`conversations[3].value`)."""
+    """A row that cannot become a trajectory; the message names the row and field to blame, `reason` the code."""
 
     def __init__(self, row: RawRow, field: str | None, message: str, reason: str = "schema.bad_field"):
         super().__init__(f"{row.where(field)}: {message}")
@@ -90,10 +84,8 @@ def rows_from_lines(lines: Iterable[bytes], first_line: int, file: str, source: 
 
 
 def jsonl_chunks(path: Path, chunk_bytes: int) -> list[tuple[int, int, int]]:
-    """(start, end, first line number) of byte ranges of a JSONL file that end at line ends.
-
-    Lets worker processes read one large file in parallel while every row keeps its true line number.
-    """
+    """(start, end, first line number) of byte ranges that end at line ends, so worker processes can read one
+    large file in parallel while every row keeps its true line number."""
     size, out, start, line = path.stat().st_size, [], 0, 1
     with open(path, "rb") as f:
         while start < size:
@@ -107,7 +99,6 @@ def jsonl_chunks(path: Path, chunk_bytes: int) -> list[tuple[int, int, int]]:
 
 def read_jsonl_range(path: str, start: int, end: int, first_line: int, source: str,
                      split: str | None) -> Iterator[RawRow]:
-    """The rows of one byte range made by `jsonl_chunks`."""
     with open(path, "rb") as f:
         f.seek(start)
         lines = f.read(end - start).split(b"\n")
@@ -137,8 +128,7 @@ def _iter_json(path: Path, source: str, split: str | None) -> Iterator[RawRow]:
 
 
 def _iter_parquet(path: Path, source: str, split: str | None) -> Iterator[RawRow]:
-    """The rows of a parquet file (`line` is the row number); a corrupt or cut file ends in one row with `error`
-    set, at the first row that could not be read, like a JSON file that does not parse."""
+    """`line` is the row number; a corrupt or cut file ends in one row with `error` set."""
     import pyarrow
     import pyarrow.parquet as pq
 
@@ -157,8 +147,8 @@ _READERS = {".jsonl": _iter_jsonl, ".json": _iter_json, ".parquet": _iter_parque
 
 
 def local_files(spec: str | Path, splits: Iterable[str] | None = None) -> list[tuple[Path, str]]:
-    """(file, split name) of a local source in reading order, filtered by `splits`: the file itself, or
-    every supported file under a folder (in the hub layout `<config>/train-0000.parquet` is split <config>)."""
+    """(file, split name) of a local file or folder in reading order; a file's name is its split, as on the hub,
+    and in the layout `<config>/train-0000.parquet` the split is <config>."""
     path = Path(spec)
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in _READERS)
     if not files:
@@ -180,12 +170,8 @@ def local_files(spec: str | Path, splits: Iterable[str] | None = None) -> list[t
 
 def read_rows(spec: str | Path, source: str, *, splits: Iterable[str] | None = None, config: str | None = None,
               data_files: str | list[str] | None = None) -> Iterator[RawRow]:
-    """Every row of a source: a local file or folder, else a hub id (`datasets.load_dataset`).
-
-    `splits` keeps only files/splits with those names; `config` is the hub config (AgentBank has one
-    per task); `data_files` picks files of a hub repository whose files have different schemas
-    (TaskCraft's `pure_qa.jsonl`).
-    """
+    """Every row of a local file or folder, else of a hub id. `data_files` picks files of a hub repository whose
+    files have different schemas (TaskCraft's `pure_qa.jsonl`)."""
     if Path(spec).exists():
         for file, split in local_files(spec, splits):
             yield from _READERS[file.suffix](file, source, split)
@@ -209,8 +195,7 @@ def read_rows(spec: str | Path, source: str, *, splits: Iterable[str] | None = N
 
 
 def source_loader(source: str, hub_id: str) -> Callable[..., Iterator[RawRow]]:
-    """The `load(spec=hub_id, *, splits, config)` of a source whose files or hub splits `read_rows` reads as
-    they are (a source with its own layout, such as AgentBank's configs, writes its own)."""
+    """The `load` of a source whose files or hub splits `read_rows` reads as they are."""
 
     def load(spec: str = hub_id, *, splits: list[str] | None = None, config: str | None = None) -> Iterator[RawRow]:
         return read_rows(spec, source, splits=splits, config=config)

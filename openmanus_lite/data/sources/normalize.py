@@ -1,18 +1,9 @@
 """The conversion core every source shares: roles, train flags, observations, ReAct turns.
 
-* roles: `human`/`user` and the observation roles (`function`, `tool`, `environment`) become `user`,
-  `gpt`/`assistant` become `assistant`, `system` stays `system`;
-* train flags: where the source has per-turn `loss` flags, an assistant turn trains exactly when its
-  flag is true. Where it has none (re-keyed copies, AgentBank, OpenManus-RL), they are inferred the
-  way the sources with flags set them: an acknowledgement that holds no action ("Ok.", "OK. I'll
-  follow your instructions ...") does not train, nor does any assistant turn before the last "new
-  task" marker in a user turn ("Now, I will start a new problem", "A new question:"), which is a
-  few-shot demonstration. Tests check that this rule reproduces the real `loss` flags;
-* assistant turns are rewritten as `Think: ...\\nAct: ...` with the action in its canonical form, the
-  action text itself (SQL, bash, click target, KG call, tool JSON) unchanged. A turn with no action
-  keeps its text; where it trains, its index is listed in `meta["free_text_turns"]` for the checks;
-* observations (user turns): `\\r\\n` and `\\r` become `\\n`, ANSI escape sequences go, and in the OS
-  domain so do the shell prompts (`root@abc:/# `) the terminal echoed; nothing else changes.
+Where a source has no per-turn `loss` flags they are inferred the way the sources with flags set them (tests
+check the rule reproduces the real flags): an acknowledgement holding no action does not train, nor does any
+assistant turn before the last "new task" marker, a few-shot demonstration. Assistant turns become
+`Think: ...\\nAct: ...` with only the action's framing changed; observations lose terminal noise only.
 """
 
 from __future__ import annotations
@@ -75,15 +66,11 @@ _SQL_HEAD = "sql\n```sql\n"
 
 
 def canonical_action(action: str, domain: str, style: str = "") -> tuple[str, Action | str, str | None]:
-    """The action in its canonical unified form, its parse, and the name of a rewrite if one was needed.
+    """The action in canonical form, its parse, and the name of a rewrite if one was needed.
 
-    Only the framing changes (`bash` + fenced block, `name[arg]`, `name(args)`), never the command,
-    query or arguments. One documented rewrite: AgentBench OS ends operation tasks with `Act: finish`
-    and InterCode (AgentBank's bash/SQL tasks) with `submit`; in the os and db domains the unified
-    grammar spells that `answer(done)`. An action `parse_action` does not know (a source's own action
-    space) is kept as it is. For the `ParsedTurn.style`s whose action `parse_turn` already built with
-    react's own helpers, the parse is known and `parse_action` is skipped (a third of the conversion
-    time on tool-use data).
+    Only the framing changes, never the command, query or arguments; the one rewrite is AgentBench OS's
+    `finish` and InterCode's `submit`, which the unified grammar spells `answer(done)` in os and db. For
+    styles `parse_turn` built with react's own helpers, `parse_action` is skipped (a third of the time on tool use).
     """
     if style == "final_answer" and action.startswith("answer(") and action.endswith(")"):
         return action, Action("answer", action[7:-1]), None
@@ -101,14 +88,12 @@ def canonical_action(action: str, domain: str, style: str = "") -> tuple[str, Ac
     return format_action(parsed), parsed, None
 
 
-ParsedActions = dict[int, tuple[str, "Action | str | None"]]
-"""Turn index -> (the turn's text, its parsed action): what conversion learnt, for the checks."""
+ParsedActions = dict[int, tuple[str, "Action | str | None"]]  # turn index -> (its text, its parsed action)
 
 
 def attach_actions(traj: Trajectory, actions: ParsedActions) -> Trajectory:
-    """Remember the parsed actions so validation does not parse every turn again. The checks use an
-    entry only while the turn's text is the very same string object, so an edited trajectory is parsed
-    afresh. Not part of the record (not exported)."""
+    """Remember the parsed actions (not exported) so validation does not parse every turn again; the checks use
+    an entry only while the turn's text is the very same string object."""
     traj.__dict__["_actions"] = actions
     return traj
 
@@ -116,12 +101,8 @@ def attach_actions(traj: Trajectory, actions: ParsedActions) -> Trajectory:
 def conversation_trajectory(row: RawRow, source: str, rid: str, domain: str, *, tid: str | None = None,
                             turns_fields: tuple[str, ...] = ("conversations", "messages"),
                             final_text_as_answer: bool = False, **extra_meta: Any) -> Trajectory:
-    """The Trajectory of a row that holds a conversation, its turns converted (see the module docstring).
-
-    Meta holds what conversion found (train flags' origin, demo turns, free-text turns, rewrites), the
-    provenance (`source_id`, split, file, line) and `extra_meta`; the id is `tid` or `<source>/<rid>`.
-    `final_text_as_answer`: a final assistant turn with no action is the reply to the user, written as
-    `answer(<text>)` (tool-use sources whose last turn is plain text).
+    """The Trajectory of a row that holds a conversation; the id is `tid` or `<source>/<rid>`.
+    `final_text_as_answer`: a final assistant turn with no action is the reply, written as `answer(<text>)`.
     """
     field, turns = pick_turns(row, *turns_fields)
     role_key, content_key, loss_key = turn_keys(turns)
@@ -131,8 +112,7 @@ def conversation_trajectory(row: RawRow, source: str, rid: str, domain: str, *, 
         raise RowRejected(row, field, f"expected a list of turns, got {type(turns).__name__}", "schema.bad_type")
     if not turns:
         raise RowRejected(row, field, "is empty", "schema.empty")
-    # The common case in comprehensions (fewer bytecodes a turn than one checking loop);
-    # anything unexpected goes to `_reject_turns`, which names the first bad turn.
+    # comprehensions for the common case (fewer bytecodes than a checking loop); `_reject_turns` names a bad turn
     try:
         roles: list[str] = [ROLE_MAP[t[role_key]] for t in turns]
         texts: list[str] = [t[content_key] for t in turns]
@@ -192,7 +172,7 @@ def conversation_trajectory(row: RawRow, source: str, rid: str, domain: str, *, 
 
 
 def _reject_turns(row: RawRow, turns: list, field: str, role_key: str, content_key: str) -> NoReturn:
-    """Raise the RowRejected that names the first turn that is not an object with a known role and a text."""
+    """Raise the RowRejected that names the first bad turn."""
     for i, t in enumerate(turns):
         where = f"{field}[{i}]"
         if not isinstance(t, dict):
@@ -212,7 +192,7 @@ def _reject_turns(row: RawRow, turns: list, field: str, role_key: str, content_k
 
 
 def require_str(row: RawRow, key: str) -> str:
-    """`row.data[key]` as a non-empty string (a number becomes its text), or a RowRejected naming the field."""
+    """`row.data[key]` as a non-empty string (a number becomes its text)."""
     value = row.data.get(key)
     if value is None:
         raise RowRejected(row, key, "missing", "schema.missing_field")
@@ -224,7 +204,7 @@ def require_str(row: RawRow, key: str) -> str:
 
 
 def pick_turns(row: RawRow, *candidates: str) -> tuple[str, Any]:
-    """The first turns field present (`conversations`, `conversation`, `messages`) and its value."""
+    """The first turns field present and its value."""
     for key in candidates:
         if key in row.data:
             return key, row.data[key]
