@@ -109,9 +109,8 @@ class MergeConfig(CheckConfig):
                 kind = "finite numbers" if name.endswith("weights") else "row counts"
                 raise ValueError(f"{name} must be {kind} >= 0, got {values}")
         for name in ("max_turns", "max_chars", "max_tokens"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1 (or not given), got {getattr(self, name)}: "
-                                 "every row would be rejected")
+            if (value := getattr(self, name)) is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1 (or not given), got {value}: every row would be rejected")
         if not 0 <= self.negatives <= 1:
             raise ValueError(f"negatives is a share of the training rows in [0, 1], got {self.negatives}")
 
@@ -598,10 +597,9 @@ def _upsample(train: list[Trajectory], cfg: MergeConfig, report: MergeReport, rn
     extra: list[Trajectory] = []
     for (source, domain), trajs in sorted(groups.items()):
         n_extra = int(len(trajs) * weights[(source, domain)] + 0.5) - len(trajs)  # round half up
-        order = list(trajs)
-        rng.shuffle(order)
+        rng.shuffle(trajs)  # the group's own list, made above
         for k in range(max(n_extra, 0)):
-            orig = order[k % len(order)]
+            orig = trajs[k % len(trajs)]
             extra.append(Trajectory(f"{orig.id}#up{k // len(trajs) + 1}", orig.source, orig.domain, orig.messages,
                                     {**orig.meta, "upsampled_from": orig.id}))
         if n_extra > 0:

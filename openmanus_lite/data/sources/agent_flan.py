@@ -6,10 +6,8 @@ one JSONL file per part: `agent_instruct_react`, `agent_instruct_tflan`, `toolbe
 The `toolbench_*` parts are `tool`; otherwise the domain is the AgentInstruct task named by the id prefix
 (`os_`, `db_`, ...), else the one whose task prompt `PROMPT_HINTS` recognises, else `other`.
 
-The `*_tflan*` parts are Agent-FLAN's chat-style rewrite: many assistant turns are plain conversation
-with no action. Those turns keep their text and are listed in `meta["free_text_turns"]`; the checks
-reject them unless the merge allows free text. A final plain-text reply in a tool conversation (the
-`toolbench_negative` "no tool needed" answers) becomes `answer(<text>)`.
+The `*_tflan*` parts are a chat-style rewrite whose plain-text turns the checks reject unless free text is
+allowed; a final plain-text reply in a tool conversation (`toolbench_negative`) becomes `answer(<text>)`.
 """
 
 from __future__ import annotations
@@ -46,7 +44,7 @@ def domain_for(split: str | None, rid: str, prompt: str) -> str:
 
 
 def _prompt(turns: object) -> str:
-    """The text of the first of the first two turns that has one (the task prompt)."""
+    """The task prompt: the first text of the first two turns."""
     if not isinstance(turns, list):
         return ""
     key = turn_keys(turns)[1]

@@ -1,15 +1,9 @@
 """TaskCraft (`pure_qa.jsonl`): verified multi-hop questions with their answers, not trajectories.
 
-Schema: `{"query": str, "golden_answer": str, "valid_hop": int, "tool": str, "domain": str}` (`answer`
-is accepted for `golden_answer`, as in the dataset card's example), where `domain` is a topic (history,
-finance, ...) and `tool` the tool the question was built with (web search, PDF, image). Each row becomes
-a two-turn direct-answer trajectory labelled `qa`:
-
-    user:      an instruction to answer in the unified format, then the question
-    assistant: Think: <templated, says the hop count>  Act: answer(<golden_answer>)
-
-The thought is a template (`meta["templated_thought"]`), as in the environments' expert trajectories.
-`to_task` gives the same row as a `Task` for the environments (TaskCraft-style task extension) and evaluation.
+Schema: `{"query": str, "golden_answer": str, "valid_hop": int, "tool": str, "domain": str}` (`answer` is
+accepted for `golden_answer`, as in the dataset card's example; `domain` is a topic). Each row becomes a
+two-turn `qa` trajectory whose thought is a template, as in the environments' expert trajectories; `to_task`
+gives the row as a `Task` for the environments and evaluation.
 """
 
 from __future__ import annotations
@@ -37,7 +31,7 @@ def load(spec: str = HUB_ID, *, splits: list[str] | None = None, config: str | N
 
 
 def _fields(row: RawRow) -> tuple[str, str, int, dict[str, str]]:
-    """(question, answer, hops, {"tool", "topic"}) of a row, or a RowRejected naming the bad field."""
+    """(question, answer, hops, {"tool", "topic"})."""
     data = row.data
     query = require_str(row, "query").strip()
     gold = require_str(row, "golden_answer" if "golden_answer" in data or "answer" not in data else "answer").strip()
@@ -72,7 +66,7 @@ def convert(row: RawRow) -> Trajectory:
 
 
 def to_task(row: RawRow) -> Task:
-    """The row as an environment/evaluation task (answer = golden_answer, difficulty by hops)."""
+    """The row as an environment/evaluation task, its difficulty by hops."""
     query, gold, hop, extra = _fields(row)
     difficulty = "easy" if hop <= 1 else "medium" if hop == 2 else "hard"
     return Task(id=f"{NAME}/{_rid(row)}", domain=DOMAIN, instruction=query, answer=gold, difficulty=difficulty,
