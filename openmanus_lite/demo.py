@@ -1,23 +1,13 @@
-"""`python -m openmanus_lite demo`: the kit's result, start to finish, on the embedded default model.
+"""`python -m openmanus_lite demo`: untrained -> LoRA SFT (`cpu_30min`) -> multi-turn GRPO, each evaluated on the
+same held-out dev tasks, on the embedded default model; a run folder with report.md at the end.
 
-    prepare the model (convert the embedded checkpoint once) and the data (merge the sample data,
-    synthesize the SFT recipe's expert and recovery episodes in the six environments); before it, the machine's
-    matmul rate (a few seconds) says how many tokens SFT will train and what as many gave on record
-      -> evaluate the untrained model -> LoRA SFT (`cpu_30min`: 30 minutes) -> evaluate
-      -> multi-turn GRPO (outcome reward) where SFT has mixed outcomes -> evaluate
-      -> run folder with report.md (tables, 95% intervals, plots, time per stage, the command)
-
-Planned at 45 minutes on a 2-core CPU: prepare 1, the untrained model's evaluation 5 (it plays every episode
-to its turn limit), SFT 30, the trained checkpoints' evaluations 1.5 each, GRPO 6 (DemoConfig; SFT and GRPO stop
-at their limits, the others are plans). Each stage runs in a fresh Python process (its peak memory its own, not
-piled on the stages before it), writes its result into the run folder and records itself, its time and its peak in
-`state.json`, so an interrupted demo re-run with the same `--output_dir` (or `--resume`) continues
-where it stopped and the report's total counts every attempt. `--quick` runs the same pipeline on the tiny test
-model in a minute or so.
+Each stage runs in a fresh Python process (its peak memory its own) and records itself in `state.json`, so a re-run
+with the same `--output_dir` (or `--resume`) continues where it stopped. `--quick`: the tiny test model.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -32,7 +22,6 @@ from openmanus_lite.peak_memory import PeakMemory, release_memory, run_in_fresh_
 from openmanus_lite.splits import DEMO_EVAL_SUITE, DEMO_GRPO_SEED
 
 STAGES = ("prepare", "eval_untrained", "sft", "eval_sft", "grpo", "eval_grpo")
-"""The demo's stages in order; each is recorded in state.json when it finishes."""
 
 CHECKPOINTS = {"untrained": "untrained", "sft": "SFT", "grpo": "GRPO"}
 """Evaluated checkpoints (eval_<key> stages) and their column names in the report."""
@@ -42,65 +31,52 @@ GRPO_DOMAIN_RULES = {
     "success": "domains where the SFT evaluation had at least one success",
     "all": "every domain of the demo",
 }
-"""Which domains GRPO trains on (DemoConfig.grpo_domains). With the outcome reward alone a group of
-samples that all fail (or all succeed) has no advantage to learn from, and the SFT evaluation is the
-best guess of where groups will mix: a domain at 0/n would spend rollouts on all-zero groups, one at
-n/n mostly on all-one groups. `all` is for --quick, whose tiny model never succeeds."""
+"""Which domains GRPO trains on. With the outcome reward alone a group whose samples all fail (or all succeed) has
+no advantage to learn from, and the SFT evaluation is the best guess of where groups will mix. `all` is for
+--quick, whose tiny model never succeeds."""
 
 REPORT = "report.md"
 
 
 @dataclass
 class DemoConfig:
-    """What the demo does. The defaults are planned at 45 minutes on a 2-core CPU (`planned_minutes`): SFT is the
-    `cpu_30min` recipe (30 minutes), GRPO has 6, the untrained model's 60 episodes are planned at 5 (measured 5.2:
-    it plays every episode to its turn limit with full-length replies), a trained checkpoint's at 1.5 (measured
-    1.0-1.2; an evaluation is never cut short) and the model and data at 1."""
+    """What the demo does, planned at 45 minutes on a 2-core CPU (`planned_minutes`). The untrained model's
+    evaluation is planned at 5 (measured 5.2: it plays every episode to its turn limit), a trained one's at 1.5
+    (measured 1.0-1.2). The fields left at None are the recipe's."""
 
     preset: str = "cpu"
     model: str | None = None
-    """None: the preset's model (the embedded SmolLM2-135M-Instruct for `cpu`)."""
+    """None: the preset's model."""
     domains: tuple[str, ...] = ("os", "db", "web", "kg", "household", "ecommerce")
     recipe: str = "cpu_30min"
-    """The SFT data and settings (openmanus_lite/recipes/cpu_30min.py: the sft_train split, which leaves out every
-    held-out task of the kit, the dev suite included); the fields below left at None are its."""
+    """The SFT data and settings (its sft_train split leaves out every held-out task, the dev suite included)."""
     train_per_domain: int | None = None
-    """Training tasks per domain for SFT (None: the recipe's 250, household x3 and web x2, plus recovery episodes)."""
     eval_per_domain: int = 10
-    """Tasks per domain from the frozen dev suite (easy, splits.DEMO_EVAL_SUITE) for each evaluated checkpoint:
-    60 episodes per checkpoint on the six domains, the same tasks for every checkpoint."""
+    """Easy tasks per domain from the frozen dev suite, the same for every evaluated checkpoint."""
     eval_max_turns: int | None = None
-    """Turn limit of training prompts and evaluation; None: the recipe's, per domain (envs.EASY_TURN_LIMITS)."""
+    """Turn limit of training prompts and evaluation."""
     sft_minutes: float | None = None
-    """SFT's time limit (training time); None: the recipe's (30)."""
     sft_max_length: int | None = None
-    """None: the recipe's (1024)."""
     prepare_minutes: float = 1.0
-    """Planned minutes of the prepare stage (converting the model once, merging and synthesizing the data);
-    a plan for the report, not a limit."""
+    """Planned minutes for the report, not limits: an evaluation always plays every task, so the checkpoints
+    compare on the same tasks."""
     eval_minutes: float = 1.5
-    """Planned minutes of a trained checkpoint's evaluation (loading it and playing its episodes); a plan, not a
-    limit: an evaluation always plays every task, so the checkpoints compare on the same tasks."""
     untrained_eval_minutes: float = 5.0
-    """Planned minutes of the untrained model's evaluation (a plan, as above)."""
     grpo_minutes: float = 6.0
-    """GRPO's time limit (training time; the trainer stops after the step that passes it)."""
+    """GRPO's time limit (training time); `grpo_steps` caps it only when the steps are very fast."""
     grpo_steps: int = 60
-    """Step cap of GRPO; the minutes are the limit unless the steps are very fast."""
     grpo_domains: str = "mixed"
-    """Which domains GRPO trains on: a key of GRPO_DOMAIN_RULES. With `mixed` and no such domain GRPO is skipped."""
+    """A key of GRPO_DOMAIN_RULES; GRPO is skipped when no domain qualifies."""
     grpo_rewards: str = "env_outcome"
-    """The reward spec (rewards/): the environment's outcome alone (shaped terms were reward-hacked; grpo.py)."""
+    """The outcome alone: shaped terms were reward-hacked (train/configs.py DEFAULT_REWARDS)."""
     grpo_tasks_per_domain: int = 24
     grpo_num_generations: int = 4
     grpo_max_turns: int | None = 7
-    """The most turns of a GRPO episode: each domain gets the smaller of its evaluation limit and this (os and db
-    keep their 5, web's 9 and household's 16 become 7, so one step's 8 episodes stay short on a CPU); None: the
-    evaluation's limits as they are."""
+    """Caps each domain's evaluation limit (web's 9 and household's 16 become 7) so one step's 8 episodes stay
+    short on a CPU; None: no cap."""
     seed: int = 0
 
     def sft_recipe(self):
-        """The recipe with this config's preset, domains, seed, turn limit and the SFT fields given."""
         from openmanus_lite.recipes import get_recipe
 
         changes = {k: v for k, v in (("tasks_per_domain", self.train_per_domain), ("max_minutes", self.sft_minutes),
@@ -111,23 +87,19 @@ class DemoConfig:
 
     def planned_minutes(self) -> dict[str, float]:
         """Minutes per stage: the limits of SFT and GRPO, the plans of the others."""
-        sft = self.sft_minutes if self.sft_minutes is not None else self.sft_recipe().max_minutes
-        return {"prepare": self.prepare_minutes, "eval_untrained": self.untrained_eval_minutes, "sft": float(sft or 0.0),
-                "eval_sft": self.eval_minutes, "grpo": self.grpo_minutes, "eval_grpo": self.eval_minutes}
+        return {"prepare": self.prepare_minutes, "eval_untrained": self.untrained_eval_minutes,
+                "sft": float(self.sft_recipe().max_minutes or 0.0), "eval_sft": self.eval_minutes,
+                "grpo": self.grpo_minutes, "eval_grpo": self.eval_minutes}
 
     def to_json(self) -> dict[str, Any]:
         return json.loads(json.dumps(asdict(self)))
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "DemoConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
         if unknown:
             raise ValueError(f"config.json has settings this version does not know: {unknown}")
-        kw = dict(d)
-        if "domains" in kw:
-            kw["domains"] = tuple(kw["domains"])
-        return cls(**kw)
+        return cls(**{**d, **({"domains": tuple(d["domains"])} if "domains" in d else {})})
 
     @classmethod
     def quick(cls) -> "DemoConfig":
@@ -145,11 +117,8 @@ class ConfigMismatch(ValueError):
 
 @dataclass
 class RunState:
-    """Which stages are done, their results and times, and every invocation (persisted after each stage).
-
-    `done[stage]`: {"result", "seconds"} of the attempt that finished plus "interrupted_s", the time of earlier
-    attempts that did not (an exception or Ctrl-C); `interrupted[stage]`: that time while the stage is unfinished.
-    `runs`: one entry per invocation (argv, machine, start time)."""
+    """Finished stages (`done`: result, seconds, and `interrupted_s`, the time of failed attempts before), the time of
+    unfinished ones (`interrupted`) and every invocation (`runs`), so that a resumed demo's total counts them all."""
 
     path: Path
     done: dict[str, Any] = field(default_factory=dict)
@@ -169,19 +138,16 @@ class RunState:
         tmp.replace(self.path)
 
     def stage_seconds(self, name: str) -> float:
-        """Every recorded second of a stage: the attempt that finished and the interrupted ones."""
         d = self.done.get(name)
         return (float(d["seconds"]) + float(d.get("interrupted_s", 0.0)) if d else 0.0) + self.interrupted.get(name, 0.0)
 
     def total_seconds(self) -> float:
-        """The demo's time across every invocation: the sum of the stages' recorded times (not any one
-        process's clock, which after a resume misses the earlier runs)."""
+        """The stages' recorded times, not this process's clock, which misses the runs before a resume."""
         return sum(self.stage_seconds(s) for s in set(self.done) | set(self.interrupted))
 
 
 def _stage(state: RunState, name: str, fresh_process: bool, fn: Callable[..., Any], *args: Any) -> Any:
-    """Run stage `name` as `fn(*args)` unless an earlier run finished it, and record its result, time and peak memory.
-    `fresh_process`: in a new Python process, so that it starts on nothing the earlier stages left behind."""
+    """`fn(*args)` unless an earlier run finished stage `name`; records its result, time and peak memory."""
     if name in state.done:
         print(f"[demo] {name}: done in an earlier run, skipped")
         return state.done[name]
@@ -200,9 +166,8 @@ def _stage(state: RunState, name: str, fresh_process: bool, fn: Callable[..., An
         raise
     seconds = round(time.perf_counter() - t0, 1)
     if not fresh_process:
-        # In one process the finished stage's model, trainer and caches sit in reference cycles until a full
-        # collection, and glibc keeps freed heap pages unless trimmed; without this GRPO started on top of the
-        # earlier stages' leftovers (a demo was OOM-killed at 24 GB). A fresh process leaves nothing here.
+        # the stage's model sits in reference cycles and glibc keeps freed pages: without this a one-process demo
+        # was OOM-killed at 24 GB
         release_memory()
     state.done[name] = {"result": result, "seconds": seconds, "interrupted_s": state.interrupted.pop(name, 0.0),
                         "peak_memory": peak}
@@ -254,11 +219,9 @@ def machine_line(info: Mapping[str, Any]) -> str:
 
 
 SFT_PACE = {"matmul_gflops": 413.0, "tokens_per_s": 241.9}
-"""One machine's bf16 matmul rate (engine.speed.matmul_gflops) next to the SFT tokens/s it trained: the demo expects
-as many tokens/s per GFLOP/s (LoRA SFT at 31.5% of the rate). An idle 2-core AMD EPYC with native bf16, 2026-12-04:
-`python -m openmanus_lite sft --recipe cpu_60min_agentbench` (cpu_30min's settings, its data plus AgentBench-style db
-tasks) trained 870,996 tokens in 60.0 minutes alone on the machine; the probe, alone too, read 411-415 GFLOP/s. A demo's
-report shows its own SFT tokens/s beside the expected ones."""
+"""One machine's bf16 matmul rate next to the SFT tokens/s it trained; the demo expects as many tokens/s per GFLOP/s.
+An idle 2-core AMD EPYC with native bf16, 2026-12-04: `sft --recipe cpu_60min_agentbench` trained 870,996 tokens in
+60.0 minutes; the probe read 411-415 GFLOP/s."""
 
 SFT_RECORDS = {"cpu_30min": (
     # (training tokens, steps, success on the demo's 60 held-out dev tasks), 2-core AMD EPYC with native bf16, the
@@ -267,13 +230,13 @@ SFT_RECORDS = {"cpu_30min": (
     (299_252, 252, "48.3% [36.2, 60.7]"),  # `sft --recipe cpu_30min --max_minutes 22.6` then the demo's evaluation
     (355_162, 301, "55.0% [42.5, 66.9]"),  # `make demo` on a clean clone of 1d72366, 196.5 tokens/s
 )}
-"""What the demo's SFT gave on record after how many training tokens: on a slower machine the same 30 minutes hold
-fewer tokens, and the result follows the tokens, not the minutes."""
+"""The demo's SFT results on record by training tokens: a slower machine's 30 minutes hold fewer tokens, and the
+result follows the tokens, not the minutes."""
 
 
 def measure_speed(cfg: DemoConfig) -> dict[str, Any] | None:
-    """The matmul rate in the dtype SFT trains in (bf16 where native, else float32; a few seconds) and the SFT
-    tokens/s it predicts, for a recipe with records on its own preset's CPU model; else None."""
+    """The matmul rate in SFT's dtype (a few seconds) and the tokens/s it predicts, for a recipe with records run on
+    its own preset's CPU model; else None."""
     from openmanus_lite.recipes import get_recipe
 
     if cfg.recipe not in SFT_RECORDS or cfg.model or cfg.preset != get_recipe(cfg.recipe).preset:
@@ -290,8 +253,7 @@ def measure_speed(cfg: DemoConfig) -> dict[str, Any] | None:
 
 
 def expectation_lines(cfg: DemoConfig, speed: Mapping[str, Any]) -> list[str]:
-    """What SFT should train here and what as much training gave on record; on a CPU without native bf16 that it
-    says so; on a machine slower than the best record's, how long that result takes here."""
+    """What SFT should train here, what as much gave on record, and on a slower machine how long the best takes."""
     rate, minutes = speed["expected_tokens_per_s"], cfg.planned_minutes()["sft"]
     tokens, records = rate * 60 * minutes, SFT_RECORDS[cfg.recipe]
     best_tokens, best_steps, best = records[-1]
@@ -311,7 +273,6 @@ def expectation_lines(cfg: DemoConfig, speed: Mapping[str, Any]) -> list[str]:
 
 
 def command_line(argv: list[str]) -> str:
-    """The command as a user types it."""
     return shlex.join(["python", "-m", "openmanus_lite", "demo", *argv])
 
 
@@ -319,9 +280,8 @@ def command_line(argv: list[str]) -> str:
 
 
 def stage_prepare(cfg: DemoConfig, preset, run_dir: Path) -> dict[str, Any]:
-    """The model checkpoint (the embedded default is converted once, the tiny one built once) and the SFT data:
-    the shipped samples (and the real samples when present) merged, plus the recipe's expert and recovery
-    episodes on training tasks, none of them a held-out task of the kit (checked against the evaluation's)."""
+    """The model checkpoint and the SFT data: the merged samples plus the recipe's expert and recovery episodes,
+    checked disjoint from the evaluation's tasks."""
     from openmanus_lite.data import MergeConfig, SourceSpec, merge, write_jsonl
     from openmanus_lite.models import resolve_model_name
     from openmanus_lite.recipes import recipe_tasks, recipe_trajectories
@@ -331,9 +291,8 @@ def stage_prepare(cfg: DemoConfig, preset, run_dir: Path) -> dict[str, Any]:
     print(f"[demo] model: {model}")
     specs = [SourceSpec(p.name, str(p)) for p in sorted(SAMPLES_DIR.iterdir()) if p.is_dir()]
     if REAL_SAMPLES_DIR.is_dir():
-        real = {"agentinstruct": "agentinstruct", "agenttraj_l": "agenttraj_l", "openmanus_rl": "openmanus_rl"}
-        specs += [SourceSpec(src, str(REAL_SAMPLES_DIR / folder), label=f"real_{src}") for folder, src in real.items()
-                  if (REAL_SAMPLES_DIR / folder).is_dir()]
+        specs += [SourceSpec(src, str(REAL_SAMPLES_DIR / src), label=f"real_{src}")
+                  for src in ("agentinstruct", "agenttraj_l", "openmanus_rl") if (REAL_SAMPLES_DIR / src).is_dir()]
     merged = merge(specs, MergeConfig(seed=cfg.seed, strict=False, rejected_path=run_dir / "rejected.jsonl"))
     (run_dir / "merge_report.txt").write_text(merged.report.summary())
     six = [t for t in merged.splits.get("train", []) if t.domain in cfg.domains]
@@ -381,8 +340,7 @@ def stage_eval(cfg: DemoConfig, preset, run_dir: Path, label: str, model_path: s
 
 
 def stage_sft(cfg: DemoConfig, preset, run_dir: Path, train_file: str) -> dict[str, Any]:
-    """LoRA SFT with the recipe's settings: its dtype ('auto': bf16 on a CPU with native bf16), LoRA and time
-    limit. Another preset than the recipe's (--quick: cpu_debug) keeps that preset's step budget."""
+    """LoRA SFT with the recipe's settings; another preset than the recipe's (--quick) keeps its step budget."""
     from openmanus_lite.recipes import get_recipe, recipe_dataset, recipe_preset
     from openmanus_lite.train.data import load_trajectories
     from openmanus_lite.train.sft import run_sft, save_merged
@@ -405,8 +363,7 @@ def stage_sft(cfg: DemoConfig, preset, run_dir: Path, train_file: str) -> dict[s
 
 
 def select_grpo_domains(result, domains, rule: str = "mixed") -> tuple[list[str], dict[str, str]]:
-    """(domains GRPO trains on, the reason each other domain is left out) from the SFT evaluation `result`
-    (a BenchmarkResult) under `rule` (GRPO_DOMAIN_RULES)."""
+    """(domains GRPO trains on, why each other one is left out) from the SFT evaluation under `rule`."""
     if rule not in GRPO_DOMAIN_RULES:
         raise ValueError(f"grpo_domains must be one of {sorted(GRPO_DOMAIN_RULES)}, got {rule!r}")
     chosen, reasons = [], {}
@@ -437,12 +394,11 @@ def grpo_turn_limits(cfg: DemoConfig, domains) -> int | dict[str, int] | None:
 
 
 GRPO_GROUPS_PER_STEP = 2
-"""Groups of `grpo_num_generations` episodes in each GRPO optimizer step of the demo (its generation batch)."""
+"""Groups of `grpo_num_generations` episodes in each GRPO optimizer step of the demo."""
 
 
 def _signal_text(grpo: dict) -> str:
-    """How many GRPO groups carried a signal: a group whose episodes all earn the same reward has no advantage and
-    teaches nothing (issue #40)."""
+    """A group whose episodes all earn the same reward has no advantage and teaches nothing (issue #40)."""
     if not grpo.get("groups"):
         return ""
     return (f" {grpo['groups_with_signal']} of {grpo['groups']} groups carried a signal (rewards that differ within "
@@ -450,8 +406,7 @@ def _signal_text(grpo: dict) -> str:
 
 
 def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval: dict) -> dict[str, Any]:
-    """Multi-turn GRPO with the outcome reward, on the domains `select_grpo_domains` picks from the SFT
-    evaluation (GRPO learns only from groups with mixed outcomes); skipped when it picks none."""
+    """Multi-turn GRPO with the outcome reward on the domains `select_grpo_domains` picks; skipped when none."""
     from openmanus_lite.eval import BenchmarkResult
     from openmanus_lite.splits import check_disjoint, training_tasks
 
@@ -486,10 +441,7 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     )
     result = run_grpo(model, tok, dataset, gcfg, rollout_func=rollout, resume=True)
     fig = plot_reward_curves(result.log_history, title="GRPO rewards (multi-turn)")
-    fig.savefig(run_dir / "grpo_rewards.png", dpi=120, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
+    _save_figure(fig, run_dir / "grpo_rewards.png")
     merged_dir = save_merged(result.trainer.model, tok, run_dir / "grpo_model")
     rewards = [h.get("reward") for h in result.log_history if "reward" in h]
     shares = [h["signal/group_share"] for h in result.log_history if "signal/group_share" in h]
@@ -506,13 +458,16 @@ def _plot_losses(history: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = [h["step"] for h in history if "loss" in h]
-    losses = [h["loss"] for h in history if "loss" in h]
+    logged = [h for h in history if "loss" in h]
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(steps, losses)
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss")
-    ax.set_title("SFT loss")
+    ax.plot([h["step"] for h in logged], [h["loss"] for h in logged])
+    ax.set(xlabel="step", ylabel="training loss", title="SFT loss")
+    _save_figure(fig, path)
+
+
+def _save_figure(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
@@ -540,7 +495,7 @@ def success_table(cfg: DemoConfig, results: Mapping[str, Any]) -> str:
 
 
 def time_table(cfg: DemoConfig, state: RunState) -> str:
-    """Markdown: each stage's limit or plan and its recorded minutes (interrupted attempts included), and the total."""
+    """Markdown: each stage's limit or plan, its recorded minutes (interrupted attempts included) and peak."""
     from openmanus_lite.eval import markdown_table
 
     plan = cfg.planned_minutes()
@@ -567,8 +522,7 @@ def time_table(cfg: DemoConfig, state: RunState) -> str:
 
 
 def _peak_cell(peak: Mapping[str, Any]) -> str:
-    """A stage's `PeakMemory.as_dict()` in GB: resident memory, GPU memory allocated when there was a GPU, and a
-    note where the OS gave only the process's lifetime peak instead of the stage's own."""
+    """A stage's `PeakMemory.as_dict()` in GB, saying so where the OS gave only the process's lifetime peak."""
     if peak.get("rss_gb") is None:
         return ""
     cell = f"{peak['rss_gb']:.1f}"
@@ -578,13 +532,11 @@ def _peak_cell(peak: Mapping[str, Any]) -> str:
 
 
 def verdict_lines(results: Mapping[str, Any]) -> list[str]:
-    """What the comparison says, pairwise along the pipeline: the change in mean success, the tasks gained and
-    lost (paired exact sign test) and whether the 95% intervals overlap."""
+    """Each checkpoint against the one before: the change, the paired sign test and the intervals' overlap."""
     from openmanus_lite.eval import sign_tests
 
     lines = []
-    items = list(results.items())
-    for (la, a), (lb, b) in zip(items, items[1:]):
+    for (la, a), (lb, b) in itertools.pairwise(results.items()):
         ra, rb = a.row(), b.row()
         test = sign_tests(a, b).iloc[-1]
         diff = 100 * (rb.success_rate - ra.success_rate)
@@ -718,10 +670,8 @@ def _check_config(cfg: DemoConfig, run_dir: Path, state: RunState) -> None:
 
 
 def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None, fresh_processes: bool = True) -> Path:
-    """Run (or continue) the demo in `run_dir`; `argv`: the command-line options, recorded for the report.
-    `fresh_processes`: each stage in a new Python process (`peak_memory.run_in_fresh_process`): in one process the
-    later stages peaked 1-2 GB higher on what the earlier ones left (issue #41); False saves the few seconds each
-    process takes to import the training stack."""
+    """Run (or continue) the demo in `run_dir`; `argv` is recorded for the report. `fresh_processes`: in one process
+    the later stages peaked 1-2 GB higher on what the earlier ones left (issue #41)."""
     from openmanus_lite.train.presets import get_preset
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -758,6 +708,5 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None, fres
 
 def latest_run() -> Path | None:
     """The newest run folder in runs/ without a report (unfinished), else None."""
-    runs = sorted(p for p in RUNS_DIR.glob("demo-*") if (p / "state.json").is_file()) if RUNS_DIR.is_dir() else []
-    unfinished = [p for p in runs if not (p / REPORT).is_file()]
+    unfinished = sorted(p for p in RUNS_DIR.glob("demo-*") if (p / "state.json").is_file() and not (p / REPORT).is_file())
     return unfinished[-1] if unfinished else None

@@ -1,17 +1,8 @@
 """Peak memory of a stage, one way for every stage: the process's resident memory on a CPU, torch's allocated
-and reserved memory on a GPU.
+and reserved memory on a GPU (`PeakMemory`, or `run_in_fresh_process` for a stage in a new Python process).
 
-Linux lets a process reset its resident high-water mark (`/proc/self/clear_refs`), so a stage's peak is its own,
-not the largest of every stage before it; elsewhere the lifetime peak (`getrusage`) is reported and said so.
-Measurements nest (the demo's stage around a trainer's own): an inner reset hands the mark it erases to the
-measurements around it, so an outer peak is never lower than the inner one or than what came before it.
-
-    with PeakMemory() as peak:
-        run_stage()
-    print(peak.summary())          # "peak 3.1 GB resident"
-    record = peak.as_dict()        # {"rss_gb": 3.1, "rss_kind": "stage", ...}
-
-    result, record = run_in_fresh_process(run_stage, arg)   # the same, in a new Python process
+Linux lets a process reset its resident high-water mark, so a stage's peak is its own; elsewhere the lifetime peak
+is reported and said so. An inner measurement's reset hands the mark it erases to the ones around it.
 """
 
 from __future__ import annotations
@@ -35,12 +26,10 @@ _CLEAR_REFS = Path("/proc/self/clear_refs")
 
 def _status_kb(field: str) -> int | None:
     try:
-        for line in _STATUS.read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
+        return next((int(line.split()[1]) for line in _STATUS.read_text().splitlines()
+                     if line.startswith(field + ":")), None)
     except (OSError, ValueError, IndexError):
         return None
-    return None
 
 
 def reset_peak_rss() -> bool:
@@ -92,17 +81,13 @@ TRIM_ENV = "OPENMANUS_TRIM_EVERY_STEPS"
 
 
 def trim_every_steps() -> int:
-    """How often a trainer hands glibc's freed heap pages back to the OS (0: never): OPENMANUS_TRIM_EVERY_STEPS,
-    default 20. Training frees activations of a new size every step and glibc keeps the freed pages resident:
-    15 steps of the demo's SFT held 7.0-7.9 GB between steps, 1.4-1.6 GB when trimmed after each step. It frees
-    memory for the rest of the machine between steps; it does not lower a run's peak, which the largest batches
-    set (issue #41, docs/RESULTS.md). A trim costs about a second (the next step faults the pages back in), so it
-    runs every 20 steps, not every step."""
+    """How often a trainer trims glibc's heap (OPENMANUS_TRIM_EVERY_STEPS, default 20; 0: never). glibc keeps the
+    freed activations resident: the demo's SFT held 7.0-7.9 GB between steps, 1.4-1.6 GB trimmed each step. It frees
+    memory for the machine, not the run's peak (issue #41); a trim costs about a second, hence every 20 steps."""
     return _trim_setting(TRIM_ENV, "20", int, "a number of steps")
 
 
 def _trim_setting(env: str, default: str, kind: type, what: str):
-    """A trim interval from the environment: `kind` of the value (0 or less: never), or an error saying what to give."""
     value = os.environ.get(env, default).strip()
     try:
         return max(kind(0), kind(value))
@@ -122,11 +107,9 @@ TRIM_SECONDS_ENV = "OPENMANUS_TRIM_EVERY_SECONDS"
 
 
 class HeapTrim:
-    """Calls `trim_heap` at most every `seconds` of wall time, for loops outside a trainer whose allocations change
-    size every call (evaluation's decoding batches of new lengths): glibc keeps their freed pages, and the process
-    grows over an evaluation. 60 untrained episodes of the demo peaked at 6.16 GB without, 4.91 GB with a trim every
-    20 s, in 384 and 364 s (benchmarks/memory.py --stages eval --episodes 60 --settings defaults,trim_every_20s).
-    `seconds` None: OPENMANUS_TRIM_EVERY_SECONDS (default 20; 0: never)."""
+    """Calls `trim_heap` at most every `seconds` (None: OPENMANUS_TRIM_EVERY_SECONDS, default 20; 0: never), for loops
+    outside a trainer whose allocations change size every call: 60 untrained episodes of the demo peaked at 6.16 GB
+    without, 4.91 GB with (benchmarks/memory.py --stages eval --episodes 60 --settings defaults,trim_every_20s)."""
 
     def __init__(self, seconds: float | None = None) -> None:
         self.seconds = _trim_setting(TRIM_SECONDS_ENV, "20", float, "seconds") if seconds is None else max(0.0, seconds)
@@ -190,13 +173,10 @@ class PeakMemory:
 
 
 def run_in_fresh_process(fn: Any, *args: Any) -> tuple[Any, dict[str, Any]]:
-    """`fn(*args)` in a new Python process (spawned, not forked): (its result, its peak memory as
-    `PeakMemory.as_dict()`). Why: a model's stage leaves reference cycles, allocator caches and heap pages that no
-    collection or trim hands back, so in one process each stage starts on the last one's leftovers (the demo's later
-    stages peaked 1-2 GB above the same stage in a fresh process; issue #41). `fn` and `args` travel by pickle (a
-    module-level function, plain data) and so does the result; torch's thread count goes with them. An error in the
-    child is raised here with the child's traceback; Ctrl-C reaches both processes. As with any spawned process, a
-    script that calls this must guard its top level with `if __name__ == "__main__":`."""
+    """(`fn(*args)`'s result, its `PeakMemory.as_dict()`) from a new spawned process: a model's stage leaves memory
+    no collection or trim hands back, and the demo's later stages peaked 1-2 GB higher in one process (issue #41).
+    `fn`, `args` and the result travel by pickle; the child's error is raised here with its traceback. A calling
+    script must guard its top level with `if __name__ == "__main__":`."""
     torch = sys.modules.get("torch")
     threads = torch.get_num_threads() if torch is not None else None
     with tempfile.TemporaryDirectory(prefix="openmanus_stage_") as tmp:

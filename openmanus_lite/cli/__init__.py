@@ -1,10 +1,6 @@
-"""`python -m openmanus_lite <command> ...`: one entry point for every stage.
-
-Each command is `main(argv) -> int` in the module named below; this file only dispatches, so importing it
-stays cheap. It also holds the one boundary for user errors (`command`, around every command's `main`): a
-`UserError` (or a missing file, or a file that is not UTF-8 text) becomes one line on stderr and exit code 2;
-`--debug` (before or after the command) shows the traceback instead. Any other exception is a bug and keeps
-its traceback.
+"""`python -m openmanus_lite <command> ...`: dispatch to each command's `main(argv) -> int` (imported only when run),
+inside one boundary for user errors (`command`): a `UserError`, missing file or non-UTF-8 file becomes one line on
+stderr and exit code 2 (`--debug`: the traceback); any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations

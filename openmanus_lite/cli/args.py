@@ -1,14 +1,7 @@
-"""Command-line conventions shared by every command, the ones TRL and transformers users know.
-
-- Every `--x_y` option also answers to `--x-y` (transformers' `HfArgumentParser` accepts both).
-- A setting has TRL's name everywhere (`--output_dir`, `--learning_rate`, ...); the kit's older spellings
-  (`--out`, `--lr`, `--steps`, ...) still work for one release, with a notice.
-- A training command owns only its data, model and output options: every other `--key value` is a field of
-  its config (TRL's SFTConfig, GRPOConfig, DPOConfig or RewardConfig with the kit's few fields,
-  train/configs.py), read by `HfArgumentParser` (`run_settings`). `--config run.yaml` holds any option (the
-  command line wins over the file, as with TRL's `TrlParser`).
-
-Nothing heavy is imported here, so `--help` stays fast; `run_settings` imports transformers.
+"""Command-line conventions shared by every command, the ones TRL and transformers users know: `--x_y` or `--x-y`,
+TRL's setting names (the kit's older spellings still work for one release, with a notice), any field of a training
+command's config as `--key value` (`run_settings`), and `--config run.yaml` under the command line. Nothing heavy is
+imported here, so `--help` stays fast.
 """
 
 from __future__ import annotations
@@ -38,8 +31,7 @@ REPORT_TO = ("none", "tensorboard", "trackio", "wandb")
 
 
 def style(examples: Sequence[str]) -> dict[str, Any]:
-    """The kit's parser settings: no prefix matching (`--out` must not silently mean `--output_dir`), and a
-    `--help` that ends with example lines. For `ArgumentParser(...)` and subparsers' `add_parser(...)`."""
+    """No prefix matching (`--out` must not silently mean `--output_dir`), and a `--help` ending with examples."""
     return dict(allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
                 epilog="examples:\n" + "\n".join(f"  {e}" for e in examples))
 
@@ -71,8 +63,7 @@ def normalize_argv(argv: Sequence[str], prog: str, deprecated: Mapping[str, str]
 
 
 def expand_config(argv: Sequence[str], parser: argparse.ArgumentParser, *, insert_at: int = 0) -> list[str]:
-    """Replace `--config FILE` (YAML or JSON, a mapping of option names to values) by the options it
-    holds, placed before the command line's own options so that those win."""
+    """Replace `--config FILE` (a YAML mapping of options) by its options, before the command line's so those win."""
     pre = argparse.ArgumentParser(prog=parser.prog, add_help=False, allow_abbrev=False)
     pre.add_argument("--config")
     found, argv = pre.parse_known_args(argv)
@@ -111,8 +102,7 @@ def expand_config(argv: Sequence[str], parser: argparse.ArgumentParser, *, inser
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None, *, passthrough: bool = False,
           config: bool = False, deprecated: Mapping[str, str] = DEPRECATED) -> tuple[argparse.Namespace, list[str]]:
-    """Parse with the kit's conventions; returns (args, the options left for the trainer's config).
-    Without `passthrough`, leftover options are an error, as in plain argparse."""
+    """(args, the options left for the trainer's config); without `passthrough` leftovers are an error."""
     argv = normalize_argv(sys.argv[1:] if argv is None else argv, parser.prog, deprecated)
     if config:
         sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
@@ -128,8 +118,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None, *, passth
 
 @contextlib.contextmanager
 def user_input():
-    """A ValueError or KeyError raised inside is a mistake in what the user gave (a setting, a name, a file's
-    content), reported as a UserError: one line, no traceback."""
+    """A ValueError or KeyError raised inside is the user's mistake, reported as a one-line UserError."""
     try:
         yield
     except (ValueError, KeyError) as e:
@@ -137,8 +126,7 @@ def user_input():
 
 
 def add_training_options(p: argparse.ArgumentParser | Any, config_name: str, defaults: str) -> None:
-    """The options every training command shares: its config's fields, --config, the rerun rule (one for the
-    training commands, train/run_folder.py), tracking and the Hub (spelled as in TrainingArguments)."""
+    """The options every training command shares: --config, the rerun rule, tracking and the Hub."""
     g = p.add_argument_group("training settings", textwrap.fill(
         f"Any field of {config_name} (train/configs.py: TRL's config with the kit's few fields) as --name value, "
         f"e.g. --learning_rate 1e-4 --max_steps 50 --adam_beta2 0.95; defaults: {defaults}.", 100))
@@ -165,9 +153,8 @@ def _report_to(text: str) -> str | list[str]:
 
 
 def run_settings(args: argparse.Namespace, extras: Sequence[str], config_cls: type, command: str) -> dict[str, Any]:
-    """The fields of `config_cls` (a TRL config dataclass) given as `--key value` options, typed as
-    `HfArgumentParser` types them: only the keys given. Fails before any work when a key is unknown (naming the
-    close matches), the tracker is not installed or a push could not happen."""
+    """The fields of `config_cls` given as `--key value`, typed by `HfArgumentParser`. Fails before any work when a
+    key is unknown (naming close matches), the tracker is not installed or a push could not happen."""
     import dataclasses
     import importlib.util
 
@@ -201,8 +188,7 @@ def run_settings(args: argparse.Namespace, extras: Sequence[str], config_cls: ty
 
 
 def push_saved(args: argparse.Namespace, saved: Mapping[str, str | Path]) -> None:
-    """Push what a command saved ({"merged": dir, "adapter": dir, ...}) when --push_to_hub is set; a failed
-    upload ends the command with exit code 1 (the files stay on disk, the message says how to upload them)."""
+    """Push what a command saved ({"merged": dir, ...}) with --push_to_hub; a failed upload exits with code 1."""
     if not args.push_to_hub:
         return
     from openmanus_lite.hub import HubPushError, push_outputs

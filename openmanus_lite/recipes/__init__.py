@@ -1,21 +1,14 @@
-"""Training recipes as code: the data and SFT settings that produced a figure, in one named object.
+"""Training recipes as code: the data and SFT settings that produced a figure, in one named, frozen object.
 
-A recipe bundles what a run is made of: the data (domains, training tasks per domain and their
-weights, recovery episodes, turn limits, difficulty, the `splits.py` split the tasks come from),
-the SFT settings (schedule, batch, length, learning rate, time or epoch budget, spelled with TRL's
-SFTConfig field names), the model's dtype and LoRA, and the hardware preset it runs on. Each recipe
-lives in its own short module of this package, every setting commented with its reason and the figure
-behind it (like nanoGPT's config/*.py). A recipe is a plain frozen record: nothing here imports TRL until
-`recipe.sft_config()` builds the config.
+A recipe names its data (domains, tasks per domain and their weights, recovery episodes, turn limits, the
+`splits.py` split), its SFT settings (TRL's SFTConfig names), the model's dtype and LoRA, and its hardware preset.
+Each lives in its own short module of this package, every setting commented with its reason and figure.
+Nothing here imports TRL until `recipe.sft_config()` builds the config.
 
-    from openmanus_lite.recipes import get_recipe, recipe_trajectories, recipe_dataset
     r = get_recipe("cpu_60min")
     trajs, info = recipe_trajectories(r)            # expert + recovery episodes on the recipe's tasks
     ds, report = recipe_dataset(r, tok, trajs)      # tokenized SFT data
-    cfg = r.sft_config(output_dir="runs/mine")      # an SFTRunConfig: TRL's SFTConfig + the time budget
-
-Users: `python -m openmanus_lite sft --recipe cpu_60min`, notebook 04, the demo (`cpu_30min`) and
-`benchmarks/sft_learning.py` (its defaults are `cpu_60min`).
+    cfg = r.sft_config(output_dir="runs/mine")      # an SFTRunConfig
 """
 
 from __future__ import annotations

@@ -1,25 +1,19 @@
-"""The trainers' configs: TRL's own config classes, each with the few fields the kit adds.
-
-TRL pairs each trainer with a config dataclass (SFTTrainer / SFTConfig, GRPOTrainer / GRPOConfig,
-DPOTrainer / DPOConfig, RewardTrainer / RewardConfig). The kit's trainers take those classes too: any
-TRL field works as TRL documents it. The subclasses here add only what the kit owns, with help text in
-the field metadata so `HfArgumentParser` reads them like TRL's own fields:
+"""The trainers' configs: TRL's own config classes, each with the few fields the kit adds (help text in the field
+metadata, so `HfArgumentParser` reads them like TRL's own):
 
     SFTRunConfig     time budget (max_minutes, mark_minutes, clock), lr_scheduler_type="cosine_by_time", resume
     GRPORunConfig    mode (single / multi / tool), rewards by name, episode budgets, turn limits, sample printing
     DPORunConfig     time budget, the fresh LoRA adapter, how the start checkpoint loads
     RewardRunConfig  time budget, LoRA (the ORM's RewardConfig; the PRM trains with the same TrainingArguments)
 
-A few defaults differ from TRL's, for reasons the kit owns: bf16 / fp16 unset mean the device's choice
-(engine/precision.py), gradient checkpointing is off (Unsloth's LoRA models bring their own), SFT data is
-pre-tokenized with per-turn loss masks (so no packing or padding-free batching, and TRL must not re-mask).
-
-Importing this module imports TRL (after unsloth). Presets and recipes hold their settings as plain
-mappings spelled with these field names and build a config only when asked (`preset.sft_config(...)`).
+Defaults that differ from TRL's: bf16 / fp16 unset mean the device's choice, gradient checkpointing is off (Unsloth's
+LoRA models bring their own), and SFT data is pre-tokenized with per-turn loss masks (no packing, no re-masking).
+Importing this module imports TRL (after unsloth).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import warnings
@@ -32,10 +26,8 @@ from openmanus_lite.errors import UserError
 
 def import_trl():
     """`trl`, imported after unsloth when unsloth is installed (TRL's CPU kernels need its patch)."""
-    try:
+    with contextlib.suppress(Exception):
         import unsloth  # noqa: F401
-    except Exception:
-        pass
     import trl
 
     return trl
@@ -50,10 +42,9 @@ DEFAULT_REWARDS = {
     "multi": "env_outcome",
     "tool": "env_outcome invalid_action:0.25",
 }
-"""Reward spec per mode when none is given. Multi-turn rewards the outcome alone (issue #28, docs/RESULTS.md "Multi-turn
-GRPO in the environments"): with `env_outcome react_format:0.25 invalid_action:0.25` a tidy one-turn answer out-earned
-failed multi-turn attempts and held-out db success fell 10/50 -> 0/50 (the policy stopped querying), while
-`env_outcome` alone took it 10/50 -> 24/50 (benchmarks/grpo_learning.py --part multi)."""
+"""Multi-turn rewards the outcome alone (issue #28): with `react_format:0.25 invalid_action:0.25` added, a tidy
+one-turn answer out-earned failed multi-turn attempts and held-out db success fell 10/50 -> 0/50; `env_outcome`
+alone took it to 24/50 (benchmarks/grpo_learning.py --part multi)."""
 
 
 def _help(text: str) -> dict[str, str]:
@@ -65,20 +56,9 @@ def _default(base: type, name: str, value: Any) -> Any:
     return field(default=value, metadata=base.__dataclass_fields__[name].metadata)
 
 
-def _kit_sets(config: Any, required: dict[str, tuple[Any, str]]) -> None:
-    """Refuse a setting the kit needs at one value, saying why."""
-    wrong = {k: why for k, (value, why) in required.items() if getattr(config, k) != value}
-    if wrong:
-        raise ValueError("the kit sets these trainer settings itself: " + "; ".join(f"{k}: {w}" for k, w in wrong.items()))
-
-
-PUSH = (False, "the kit uploads its final adapter / merged model itself (--push_to_hub --hub_model_id)")
-
-
 @dataclass
 class _KitConfig:
-    """What every kit config adds: a time budget and lean LoRA inputs; and does before TRL's `__post_init__`:
-    precision from the device."""
+    """What every kit config adds: a time budget and lean LoRA inputs."""
 
     max_minutes: float | None = field(default=None, metadata=_help(
         "Stop (with a final save, where the config saves) after this many minutes of training time; SFT does not "
@@ -88,7 +68,9 @@ class _KitConfig:
         "float32 copy (same arithmetic; ~1.9 GB less at batch 4 x 1024 on SmolLM2-135M: train/lean_lora.py). "
         "False: PEFT's own path."))
 
-    def _kit_post_init(self) -> None:
+    def _kit_post_init(self, **required: tuple[Any, str]) -> None:
+        """Precision from the device and the kit's checks, then TRL's `__post_init__`. `required`: settings the
+        kit sets itself, {name: (value, why)}, refused at any other value."""
         fp16 = False if self.bf16 is False and self.fp16 is None else self.fp16  # bf16=False: no mixed precision
         for key, value in trainer_precision(self.bf16, fp16).trainer_kwargs().items():
             setattr(self, key, value)
@@ -104,6 +86,13 @@ class _KitConfig:
         wrong = [f"{name} must be {rule}, got {getattr(self, name)}" for name, ok, rule in rules if not ok]
         if wrong:
             raise UserError("; ".join(wrong))
+        required = {"push_to_hub": (False, "the kit uploads its final adapter / merged model itself (--push_to_hub "
+                                           "--hub_model_id)"), **required}
+        refused = {k: why for k, (value, why) in required.items() if getattr(self, k) != value}
+        if refused:
+            raise ValueError("the kit sets these trainer settings itself: "
+                             + "; ".join(f"{k}: {w}" for k, w in refused.items()))
+        super().__post_init__()
 
 
 @dataclass
@@ -139,12 +128,10 @@ class SFTRunConfig(_KitConfig, trl.SFTConfig):
         self.data_seed = self.seed if self.data_seed is None else self.data_seed
         if self.include_num_input_tokens_seen in ("no", False):
             self.include_num_input_tokens_seen = "non_padding"
-        self._kit_post_init()
         masks = "the data is pre-tokenized with per-turn loss masks, which it would mix"
-        _kit_sets(self, {"push_to_hub": PUSH, "packing": (False, masks), "padding_free": (False, masks),
-                         "assistant_only_loss": (False, "the loss mask comes from the data's per-turn train flags"),
-                         "include_num_input_tokens_seen": ("non_padding", "the kit reports tokens per second from it")})
-        super().__post_init__()
+        self._kit_post_init(packing=(False, masks), padding_free=(False, masks),
+                            assistant_only_loss=(False, "the loss mask comes from the data's per-turn train flags"),
+                            include_num_input_tokens_seen=("non_padding", "the kit reports tokens per second from it"))
 
 
 @dataclass
@@ -218,10 +205,8 @@ class GRPORunConfig(_KitConfig, trl.GRPOConfig):
             raise ValueError("use_vllm is set but vLLM is not installed (pip install vllm), or leave use_vllm unset")
         if self.use_vllm:
             self.vllm_mode = "colocate"
-        self._kit_post_init()
-        _kit_sets(self, {"push_to_hub": PUSH, "reward_weights": (None, "give weights in rewards (--reward_funcs), "
-                                                                      "e.g. accuracy:2 format; run_grpo sets them")})
-        super().__post_init__()
+        self._kit_post_init(reward_weights=(None, "give weights in rewards (--reward_funcs), e.g. accuracy:2 format; "
+                                                  "run_grpo sets them"))
 
     @property
     def reward_spec(self) -> str:
@@ -246,9 +231,7 @@ class DPORunConfig(_KitConfig, trl.DPOConfig):
     def __post_init__(self):
         if self.lora_r <= 0:
             raise ValueError("DPO here trains a LoRA adapter (its reference is the adapter-free SFT model): lora_r > 0")
-        self._kit_post_init()
-        _kit_sets(self, {"push_to_hub": PUSH, "save_strategy": ("no", "the kit saves the policy at the end (save_merged / save_adapter)")})
-        super().__post_init__()
+        self._kit_post_init(save_strategy=("no", "the kit saves the policy at the end (save_merged / save_adapter)"))
 
 
 @dataclass
@@ -265,9 +248,7 @@ class RewardRunConfig(_KitConfig, trl.RewardConfig):
     save_strategy: str = _default(trl.RewardConfig, "save_strategy", "no")
 
     def __post_init__(self):
-        self._kit_post_init()
-        _kit_sets(self, {"push_to_hub": PUSH, "save_strategy": ("no", "the kit saves the reward model (rm.save)")})
-        super().__post_init__()
+        self._kit_post_init(save_strategy=("no", "the kit saves the reward model (rm.save)"))
 
 
 def vllm_available() -> bool:

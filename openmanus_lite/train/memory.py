@@ -1,40 +1,16 @@
-"""Memory estimate per preset and stage (GPU memory on a card, resident memory on a CPU), from the model's shape and
-the preset's numbers.
+"""Memory estimate per preset and stage (GPU memory on a card, resident memory on a CPU): arithmetic on what each
+stage keeps, from the model's shape and the preset's numbers, since no GPU has run the kit's GPU presets yet.
 
-No GPU has run the kit's GPU presets yet, so this is arithmetic on what the stage keeps in memory:
+Counted: weights at their bit width (nf4 with double quantization for the projections, 16-bit beside them);
+trainable parameters, gradients and AdamW moments in float32 (8-bit AdamW: 2 bytes); activations (with gradient
+checkpointing the layer-boundary states plus one layer's working set, which Unsloth's offloading over-counts);
+logits where a loss materialises them, capped as Unsloth's fused/chunked losses cap them on a GPU; a generation
+batch's KV cache; a 0.5 GB CUDA context allowance; on a CPU the imported stack and the evaluation's prefix cache.
 
-- weights at their bit width: nf4 (0.5 byte per quantized weight plus its constants: with double
-  quantization one 8-bit absmax per 64 weights and one float32 per 256 of those, 0.127 bits a weight)
-  for the seven projections of every layer, 16-bit embeddings / norms / biases beside them; or all of
-  them at 16 or 32 bits;
-- trainable parameters (the LoRA adapters, or every weight without LoRA) in float32, their float32
-  gradients and the optimizer state: AdamW's two float32 moments (8 bytes), or 2 bytes with 8-bit AdamW;
-- activations: with gradient checkpointing the hidden state at every layer boundary (batch x length x
-  hidden, 16-bit) plus one layer's working set while it is recomputed; without it every layer's working
-  set (per token: ~10 x hidden + 3 x kv width + 4 x intermediate values). Unsloth's "unsloth" checkpointing
-  offloads the boundary states to CPU RAM, so the boundary term over-counts there;
-- logits: a loss that materialises them takes (compute bytes + 4 + 4) per logit (the logits, their float32
-  copy for the log-softmax and its gradient) for every token the loss sees (DPO, reward models, CPU runs).
-  On a GPU Unsloth chunks them: its fused cross-entropy (unsloth_zoo/fused_losses, SFT) caps its working
-  set at min(4 GiB, half the memory left), and its GRPO trainer autotunes mini-batches and logit chunks
-  (unsloth/models/rl_replacements.py); both are counted with that cap, an approximation for GRPO;
-- the KV cache of a generation batch (2 x layers x kv heads x head dim x 16-bit per token), one prefill
-  layer's working set, and the float32 next-token logits of the batch;
-- the CUDA context (driver, cuBLAS / Triton kernels): an allowance of 0.5 GB, not measured here;
-- on a CPU, resident memory: the imported stack (Python, torch, transformers, TRL, Unsloth: 1.17 GB measured after
-  `import_trl()`) and, for evaluation, the prefix cache at its bound (half of `generation.kv_budget()`), with the
-  decoding batch's keys/values capped at the other half.
-
-Checked against Unsloth's published minimum VRAM for QLoRA / 16-bit LoRA ("Unsloth Requirements",
-unsloth.ai/docs/get-started/fine-tuning-for-beginners/unsloth-requirements, rows 3B and 8B, assumed here to be
-Llama 3.2 3B and Llama 3.1 8B, which the table does not say): `python -m openmanus_lite presets
---published` prints both. At batch 1 x 512 tokens, r=16 on all projections, 8-bit AdamW: 3B QLoRA 3.5 GB
-published vs 4.2 estimated (+20%), 3B LoRA 8.0 vs 8.4 (+5%), 8B QLoRA 6.0 vs 7.9 (+32%), 8B LoRA 22.0 vs
-18.3 (-17%). The published rows name no batch or length and are "absolute minimum"; the 8B QLoRA row is about
-its weights alone (6.2 GB here with the CUDA context), so the estimate errs high for QLoRA, as a fit check should.
-On a CPU it reads low: the cpu preset's SFT step at batch 4 x 768 tokens is 6.6 GiB here against a measured
-10.5 GiB process peak (docs/RESULTS.md, benchmarks/train_throughput.py; the imported libraries now count as "runtime"):
-eager CPU attention and the allocator keep more than this count, which assumes fused attention as on a GPU.
+Against Unsloth's published minimum VRAM (`presets --published`; batch 1 x 512, r=16, 8-bit AdamW): 3B QLoRA 3.5 GB
+published vs 4.2 estimated, 3B LoRA 8.0 vs 8.4, 8B QLoRA 6.0 vs 7.9, 8B LoRA 22.0 vs 18.3, so it errs high for
+QLoRA, as a fit check should. On a CPU it reads low (6.6 GiB against a measured 10.5 GiB SFT peak): eager CPU
+attention and the allocator keep more than fused attention, which this assumes.
 """
 
 from __future__ import annotations
@@ -123,7 +99,6 @@ def shape_from_config(name: str, cfg: dict[str, Any]) -> ModelShape:
 def default_model_shape() -> ModelShape:
     """SmolLM2-135M-Instruct's shape, read from the embedded GGUF file's header (no weights are loaded)."""
     from gguf import GGUFReader
-
 
     reader = GGUFReader(default_gguf_path())
 

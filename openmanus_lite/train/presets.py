@@ -1,26 +1,15 @@
-"""Hardware presets: which model, how it is loaded, and the training knobs that fit the machine.
+"""Hardware presets: which model, how it is loaded, and each training stage's settings that fit the machine.
 
-Each preset bundles the model loading settings (`load_model` arguments) with the settings of each
-training stage, as plain mappings spelled with the TRL config's field names: `sft`, `grpo`, `dpo` and
-`reward_model`. A stage's config is built when asked, so listing presets never imports TRL:
-
-    preset = get_preset("cpu")
-    cfg = preset.sft_config(output_dir="runs/mine", learning_rate=5e-4)   # an SFTRunConfig (TRL's SFTConfig)
-    gcfg = preset.grpo_config(mode="multi", max_steps=60)                 # a GRPORunConfig (TRL's GRPOConfig)
-
-(train/configs.py has those classes: TRL's own, plus the kit's few fields). GPU presets name the card
-memory they are sized for (`memory_gb`): `python -m openmanus_lite presets --memory` estimates every stage
-against it (train/memory.py), and the precision (bf16 / fp16 / fp32) follows the device, not the preset
-(precision.py). The `assumptions` text says what the numbers were chosen for; change a preset by
-`get_preset(name).replace(...)` or by overrides when building a stage's config.
+A stage's settings are plain mappings with the TRL config's field names, built into a config only when asked
+(`preset.sft_config(learning_rate=5e-4)`), so listing presets never imports TRL. GPU presets name the card memory
+they are sized for (`memory_gb`, checked by `presets --memory`); precision follows the device, not the preset.
 
     t4         Colab T4 (16 GB, fp16 only): Qwen2.5-1.5B-Instruct in 4-bit (QLoRA)
     gpu8       an 8 GB consumer GPU: the same model, smaller batches
     cpu        this kind of machine (2 cores, no GPU): the embedded SmolLM2-135M-Instruct + LoRA
     cpu_debug  the tiny from-scratch model, full fine-tuning: seconds per run, for tests
 
-A preset says what fits the machine; a recipe (openmanus_lite/recipes) says what to train on it: the data
-and SFT settings of a measured run (`cpu_60min` on `cpu`), naming its preset.
+A preset says what fits the machine; a recipe (openmanus_lite/recipes) says what to train on it.
 """
 
 from __future__ import annotations
@@ -45,8 +34,7 @@ class Preset:
     assumptions: str
     load_in_4bit: bool = False
     dtype: str | None = None
-    """'float32', 'bfloat16', 'float16' or None: the device's choice (precision.py: bfloat16 on GPUs with native
-    bf16, float16 on a T4, float32 on CPU). 'bfloat16' on a GPU that only emulates it is refused at load."""
+    """None: the device's choice (precision.py). 'bfloat16' on a GPU that only emulates it is refused at load."""
     max_seq_length: int = 2048
     lora: LoraSpec | None = None
     """None: full fine-tuning (only sensible for the tiny model)."""
@@ -54,17 +42,14 @@ class Preset:
     max_new_tokens: int = 96
     """Tokens per generated assistant turn in evaluation and rollouts."""
     eval_batch_size: int = 32
-    """Episodes generated for in one batched forward pass."""
     sft: dict[str, Any] = field(default_factory=dict)
-    """SFTRunConfig fields (TRL's SFTConfig names): `sft_config(**overrides)` builds the config."""
     grpo: dict[str, Any] = field(default_factory=dict)
-    """GRPORunConfig fields for all three modes (`grpo_config(mode="multi")` picks the mode)."""
+    """For all three modes (`grpo_config(mode="multi")` picks the mode)."""
     dpo: dict[str, Any] = field(default_factory=lambda: dict(DPO))
     reward_model: dict[str, Any] = field(default_factory=lambda: dict(REWARD_MODEL))
     """Outcome / process reward model training (the base loads in float32; mixed precision on a GPU)."""
     memory_gb: float | None = None
-    """The GPU memory the preset is sized for (GB, as torch reports the card); None: a CPU.
-    `python -m openmanus_lite presets --memory` estimates each stage against it (train/memory.py)."""
+    """The GPU memory the preset is sized for (GB, as torch reports the card); None: a CPU."""
 
     def replace(self, **changes) -> "Preset":
         unknown = set(changes) - {f.name for f in fields(self)}
@@ -72,35 +57,28 @@ class Preset:
             raise ValueError(f"unknown preset fields {sorted(unknown)}")
         return replace(copy.deepcopy(self), **changes)
 
-    def sft_config(self, **overrides: Any):
-        """The SFT stage's SFTRunConfig (TRL's SFTConfig with the kit's fields): the preset's settings, then `overrides`."""
-        from openmanus_lite.train.configs import SFTRunConfig
+    def _config(self, class_name: str, settings: dict[str, Any], overrides: dict[str, Any]):
+        """A train/configs.py class built only when asked, so that listing presets never imports TRL."""
+        from openmanus_lite.train import configs
 
-        return SFTRunConfig(**{**self.sft, **overrides})
+        return getattr(configs, class_name)(**{**settings, **overrides})
+
+    def sft_config(self, **overrides: Any):
+        """The SFT stage's SFTRunConfig: the preset's settings, then `overrides`."""
+        return self._config("SFTRunConfig", self.sft, overrides)
 
     def grpo_config(self, **overrides: Any):
-        """The GRPO stage's GRPORunConfig (TRL's GRPOConfig with the kit's fields)."""
-        from openmanus_lite.train.configs import GRPORunConfig
-
-        return GRPORunConfig(**{**self.grpo, **overrides})
+        return self._config("GRPORunConfig", self.grpo, overrides)
 
     def dpo_config(self, **overrides: Any):
-        """The DPO stage's DPORunConfig (TRL's DPOConfig with the kit's fields)."""
-        from openmanus_lite.train.configs import DPORunConfig
-
-        return DPORunConfig(**{**self.dpo, **overrides})
+        return self._config("DPORunConfig", self.dpo, overrides)
 
     def reward_config(self, **overrides: Any):
-        """The reward models' RewardRunConfig (TRL's RewardConfig with the kit's fields)."""
-        from openmanus_lite.train.configs import RewardRunConfig
-
-        return RewardRunConfig(**{**self.reward_model, **overrides})
+        return self._config("RewardRunConfig", self.reward_model, overrides)
 
     def with_dtype(self, dtype: str | None) -> "Preset":
-        """This preset loading its weights in `dtype`: 'auto' is bfloat16 where the CPU or GPU multiplies it
-        natively, else float32 on a CPU and the GPU's choice (precision.py); a name is checked against the
-        device (bfloat16 on a CPU that emulates it is an error: ~28x slower, benchmarks/cpu_bf16.py). None:
-        unchanged. On a CPU the trainers train in the weights' dtype: bf16 weights made an SFT step 1.75x faster."""
+        """This preset loading its weights in `dtype` ('auto': bfloat16 where native; None: unchanged). Emulated
+        bfloat16 on a CPU is an error: ~28x slower (benchmarks/cpu_bf16.py), where native bf16 is 1.75x faster."""
         if dtype is None:
             return self
         from openmanus_lite.engine.precision import resolve_precision
@@ -110,31 +88,20 @@ class Preset:
     def resolve_model(self, model: str | None = None) -> str:
         """The model to load: `model` if given, else the preset's; 'tiny' is built once and cached."""
         name = model or self.model
-        if name == TINY_MODEL:
-            return str(tiny_model_path())
-        return name
+        return str(tiny_model_path()) if name == TINY_MODEL else name
 
     def load(self, model: str | None = None, *, for_training: bool = True) -> tuple[Any, Any]:
-        """(model, tokenizer) loaded with this preset's settings (LoRA attached when training). A GPU preset
-        (`memory_gb` set) on a machine where torch sees no GPU is refused, with the reason (models.require_gpu)."""
+        """(model, tokenizer) with this preset's settings (LoRA attached when training); a GPU preset needs a GPU."""
         import torch
 
         from openmanus_lite.models import load_model
 
         if self.memory_gb is not None:
             require_gpu(f"preset {self.name!r} (sized for a {self.memory_gb:.0f} GB GPU)")
-
-        dtype = getattr(torch, self.dtype) if self.dtype else None
-        lora = self.lora if for_training else None
-        return load_model(
-            self.resolve_model(model),
-            backend=self.backend,
-            load_in_4bit=self.load_in_4bit,
-            max_seq_length=self.max_seq_length,
-            lora=lora,
-            dtype=dtype,
-            full_finetuning=for_training and self.lora is None,
-        )
+        return load_model(self.resolve_model(model), backend=self.backend, load_in_4bit=self.load_in_4bit,
+                          max_seq_length=self.max_seq_length, lora=self.lora if for_training else None,
+                          dtype=getattr(torch, self.dtype) if self.dtype else None,
+                          full_finetuning=for_training and self.lora is None)
 
 
 def tiny_model_path() -> Path:
@@ -166,10 +133,8 @@ REWARD_MODEL = dict(learning_rate=1e-4, num_train_epochs=1.0, per_device_train_b
 """DPO and reward-model settings every preset starts from: LoRA r=16 on a small model, the kit's time budget unset."""
 
 GPU_GRPO_MINUTES = 30
-"""The GPU presets' GRPO time budget, an estimate not yet measured: multi-turn rollouts go through `generate`
-(no vLLM), at perhaps ~20 tokens/s per episode for a 1.5B 4-bit model on a T4, so a step of 16 episodes that run
-to their token budget takes 1-2 minutes and 500 steps would outlast a free Colab session many times; 30 minutes
-buys ~15-30 such steps (more as the policy learns to stop). benchmarks/gpu_probe.py measures the rollout rate."""
+"""The GPU presets' GRPO time budget, unmeasured: multi-turn rollouts through `generate` at perhaps ~20 tokens/s
+per episode on a T4 make a 16-episode step 1-2 minutes, so 500 steps would outlast a Colab session many times."""
 
 PRESETS: dict[str, Preset] = {
     "t4": Preset(
@@ -295,11 +260,7 @@ PRESETS: dict[str, Preset] = {
 
 
 def default_preset_name() -> str:
-    """`t4` when a CUDA GPU is present, else `cpu`: what a notebook should use unless told otherwise.
-
-    `t4` is the smallest GPU preset (16 GB, fp16), so it is the safe guess on Colab and other GPUs. A GPU that
-    torch cannot use (a driver older than torch's CUDA build) gives `cpu` with a warning saying why.
-    """
+    """`t4` (the smallest GPU preset, the safe guess) when torch can use a GPU, else `cpu`, warning why."""
     import torch
 
     if torch.cuda.is_available():

@@ -1,13 +1,8 @@
-"""When a training run stops: one callback for every trainer.
+"""When a training run stops: one callback for every trainer (SFT, GRPO, DPO, reward models).
 
-`TimeLimit` counts training time (wall seconds, or CPU seconds per torch thread when other processes share
-the CPU), stops the run at `max_minutes` with a final save, saves a checkpoint at each time mark (calling
-`on_mark`; the time it takes is not training time), keeps a loss history stamped with training time, and
-drives the "cosine_by_time" schedule. It also measures the training's peak memory (`peak_memory.PeakMemory`,
-printed at the end and kept in `peak_memory` for the run's result). SFT, GRPO, DPO and the reward models all
-attach it from their config's `max_minutes`.
-
-Where a run resumes is `train.run_folder`'s (`last_checkpoint`, `resume_checkpoint`): no trainer needed.
+`TimeLimit` counts training time (wall, or CPU seconds per torch thread when other processes share the CPU), stops
+at `max_minutes` with a final save, saves a checkpoint at each time mark (its evaluation is not training time),
+keeps a loss history, drives the "cosine_by_time" schedule and measures the training's peak memory.
 """
 
 from __future__ import annotations

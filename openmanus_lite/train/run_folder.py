@@ -1,19 +1,9 @@
 """A training command's output folder: one run at a time, and one rerun rule for sft, grpo and dpo.
 
-`claim_output_dir` is called by each command before any data or model loads:
-
-- the lock: the folder's `.run.lock` is locked by the kernel (flock) until the process ends and names the
-  holder (pid, command, start time); a second run into the folder is refused with that line. A killed run's
-  lock is released with its process, so a lock file left behind is simply taken over;
-- the rerun rule: a folder that holds a complete checkpoint of the same command is resumed from it; a
-  folder that holds anything else (another command's run, a run without a complete checkpoint, or any run
-  when resuming is switched off) is refused unless `--overwrite_output_dir`, which removes its checkpoints
-  and starts fresh.
-
-It also finds where a run resumes, for the commands and the trainers alike: `last_checkpoint` (the newest complete
-`checkpoint-N` folder, one with its trainer_state.json) and `resume_checkpoint` (a config's or caller's `resume`:
-"auto" / True / False / a path). Nothing here imports torch or transformers: the demo's own process claims its
-folder without them (issue #41: they held 0.8 GB there).
+`claim_output_dir` locks the folder (flock on `.run.lock`, released with the process, naming the holder) and
+resumes a complete checkpoint of the same command; any other non-empty folder is refused unless
+`--overwrite_output_dir`. Nothing here imports torch or transformers: the demo's own process claims its folder
+without them (issue #41: they held 0.8 GB there).
 """
 
 from __future__ import annotations
@@ -48,8 +38,8 @@ RESUME_OFF = ("false", "no", "none", "")
 
 
 def resume_checkpoint(resume: bool | str | os.PathLike | None, output_dir: str | os.PathLike) -> str | None:
-    """The checkpoint to resume from: "auto" / True: the newest in output_dir (None if there is none);
-    False / None / "no": none; a path: that checkpoint, which must exist. (Strings as a command line gives them.)"""
+    """The checkpoint to resume from: "auto" / True: the newest in output_dir; False / None / "no": none; a path:
+    that checkpoint, which must exist."""
     word = str(resume).lower()
     if word in RESUME_ON:
         return last_checkpoint(output_dir)
