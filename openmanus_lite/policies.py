@@ -1,9 +1,6 @@
-"""Policies: what chooses the next assistant turn in an episode.
-
-A policy maps a batch of conversations (and their live environments) to one assistant
-turn each. Batching is part of the interface because a model policy is only fast when
-it generates for many episodes in one forward pass; the expert and random policies read
-the environment state instead of the text.
+"""Policies: what chooses the next assistant turn, for a batch of conversations (and their live environments)
+at once, since a model is only fast generating for many episodes in one forward pass. The expert and random
+policies read the environment state instead of the text.
 """
 
 from __future__ import annotations
@@ -84,20 +81,13 @@ def as_policy(obj) -> Policy:
 
 
 class ModelPolicy:
-    """A language model as a policy: one assistant turn per conversation, batched.
+    """A language model as a policy: `(model, tokenizer)` or a checkpoint path / hub name (`models.load_model`),
+    generating through `generation.generate_turns` (greedy when `temperature` is 0). Counters for compute
+    budgets: `generated_tokens` (eos included), `model_calls` and `turns_generated`.
 
-    Wraps `(model, tokenizer)` or a checkpoint path / hub name (loaded with
-    `models.load_model`). Generation goes through `generation.generate_turns`: chat template,
-    left padding, stop at `<|im_end|>`, at most `max_new_tokens` per turn, greedy when
-    `temperature` is 0. Counters for compute budgets: `generated_tokens` (completion tokens,
-    eos included), `model_calls` (calls into the generator, i.e. act_batch / sample_batch
-    calls) and `turns_generated` (assistant turns produced).
-
-    `kv_cache=True` keeps the keys/values of earlier turns (`generation.PrefixCache`), so each
-    round of an episode encodes only the new observation instead of the whole conversation.
-    The cache empties itself when the weights change (e.g. training continues between two
-    evaluations with the same policy); pass `kv_cache=False` to encode every prompt in full, or a
-    `PrefixCache(max_bytes=...)` for another memory cap (default: half of `generation.kv_budget()`).
+    `kv_cache=True` keeps earlier turns' keys/values (`generation.PrefixCache`, emptied when the weights change),
+    so each round encodes only the new observation; False encodes every prompt in full, and a
+    `PrefixCache(max_bytes=...)` sets another memory cap (default: half of `generation.kv_budget()`).
     """
 
     def __init__(
@@ -202,10 +192,9 @@ class ModelPolicy:
 
 
 def reply_tokens(policy: object, replies: list[str], before: int) -> list[int]:
-    """Generated tokens of each reply of `policy`'s latest call, given its `generated_tokens`
-    counter `before` that call: its `last_generated_tokens` when they add up to the counter's
-    growth, else that growth shared in proportion to reply length. Evaluation (`eval.TokenMeter`)
-    and search (`search.PolicyProposer`) both charge replies this way."""
+    """Generated tokens of each reply of `policy`'s latest call (its `generated_tokens` was `before`): its
+    `last_generated_tokens` when they add up to the growth, else the growth shared by reply length. Evaluation
+    (`eval.TokenMeter`) and search (`search.PolicyProposer`) both charge replies this way."""
     delta = int(getattr(policy, "generated_tokens", 0) or 0) - before
     last = getattr(policy, "last_generated_tokens", None)
     if isinstance(last, (list, tuple)) and len(last) == len(replies) and sum(last) == delta:

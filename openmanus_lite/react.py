@@ -84,21 +84,15 @@ def format_action(action: Action) -> str:
     return _format(action.kind, action.arg, action.name)
 
 
+_FORMATS = {"bash": "bash\n```bash\n{arg}\n```", "sql": "sql\n```sql\n{arg}\n```", "call": "{name}[{arg}]",
+            "tool": "{name}({arg})", "answer": "answer({arg})", "command": "{arg}"}
+
+
 def _format(kind: str, arg: str, name: str = "") -> str:
     """The canonical text of an action given by its fields (the helpers below skip building an Action)."""
-    if kind == "bash":
-        return f"bash\n```bash\n{arg}\n```"
-    if kind == "sql":
-        return f"sql\n```sql\n{arg}\n```"
-    if kind == "call":
-        return f"{name}[{arg}]"
-    if kind == "tool":
-        return f"{name}({arg})"
-    if kind == "answer":
-        return f"answer({arg})"
-    if kind == "command":
-        return arg
-    raise ValueError(f"unknown action kind {kind!r}; expected one of {ACTION_KINDS}")
+    if kind not in _FORMATS:
+        raise ValueError(f"unknown action kind {kind!r}; expected one of {ACTION_KINDS}")
+    return _FORMATS[kind].format(arg=arg, name=name)
 
 
 def bash(cmd: str) -> str:

@@ -1,17 +1,11 @@
 """Run a policy in environments, many episodes at once, and record the episodes.
 
-Episodes advance in lock step: each round the policy gets every unfinished conversation
-in one `act_batch` call (one batched forward pass for a model), then each environment
-steps. A finished episode's slot goes to the next task at once (continuous batching), so
-every call stays `batch_size` wide until the tasks run out: with fixed chunks, a chunk of
-16 episodes ran as long as its longest one, most calls at a few rows.
-
-`run_episodes` is THE episode loop of the kit: evaluation (`eval.run_benchmark`), preference
-data, corrections and GRPO's token-level rollout (`train.env_rollout.TokenPolicy`, which may end an
-episode early with a `None` reply when its token budget runs out) all play through it. Environments
-are stepped elsewhere only where no policy chooses the turns: scripted expert episodes (`envs.run_expert`,
-the injected mistakes of `train.preferences`), TRL's tool calls (`train.tool_env`) and test-time search
-(`search`, which clones environments); all build them with `envs.make_env` and its turn limits.
+Each round the policy gets every unfinished conversation in one `act_batch` call (one batched forward pass for
+a model); a finished episode's slot goes to the next task at once, so calls stay `batch_size` wide until the
+tasks run out (with fixed chunks, a chunk ran as long as its longest episode, most calls a few rows wide).
+`run_episodes` is the kit's one episode loop: evaluation, preference data, corrections and GRPO's rollouts all
+play through it. Environments are stepped elsewhere only where no policy picks the turns: scripted expert
+episodes, TRL's tool calls and search (which clones environments).
 """
 
 from __future__ import annotations
@@ -59,8 +53,7 @@ def run_episodes(
     while active or pending:
         while pending and len(active) < batch_size:
             i = pending.pop()
-            envs[i] = make_env(tasks[i].domain, max_turns=max_turns)
-            histories[i] = [{"role": "user", "content": envs[i].reset(tasks[i])}]
+            envs[i], histories[i] = start_episode(tasks[i], max_turns)
             wall[i] = 0.0
             active.append(i)
         t0 = time.perf_counter()
@@ -71,19 +64,32 @@ def run_episodes(
         for i, reply in zip(active, replies):
             wall[i] += share
             if reply is not None:  # None: the policy ended the episode (a GRPO rollout's token budget ran out)
-                histories[i].append({"role": "assistant", "content": reply})
-                step = envs[i].step(reply)
+                step = play_turn(envs[i], histories[i], reply)
             if reply is None or step.done:
                 results[i] = episode_trajectory(tasks[i], envs[i], histories.pop(i), id=f"{policy.name}/{tasks[i].id}",
                                                 source=source or f"rollout:{policy.name}", extra={"wall_s": wall.pop(i)})
                 del envs[i]
                 bar.update(1)
             else:
-                histories[i].append({"role": "user", "content": step.observation})
                 still.append(i)
         active = still
     bar.close()
     return results  # type: ignore[return-value]
+
+
+def start_episode(task: Task, max_turns: TurnLimits = None) -> tuple[Any, list[dict]]:
+    """(a fresh environment for `task`, the conversation so far: its first observation)."""
+    env = make_env(task.domain, max_turns=max_turns)
+    return env, [{"role": "user", "content": env.reset(task)}]
+
+
+def play_turn(env: Any, messages: list[dict], text: str) -> Any:
+    """Step `env` with an assistant turn, appending it and (unless the episode ended) the observation."""
+    messages.append({"role": "assistant", "content": text})
+    step = env.step(text)
+    if not step.done:
+        messages.append({"role": "user", "content": step.observation})
+    return step
 
 
 def episode_trajectory(task: Task, env: Any, messages: list[dict], *, id: str, source: str,

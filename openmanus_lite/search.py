@@ -1,19 +1,10 @@
 """Test-time search for agents: best-of-N, beam / Tree-of-Thoughts, MCTS (UCT) and DFSDT.
 
-Every strategy plans with the environment as a simulator (`env.clone()`), proposes candidate turns
-with a *proposer* (expert, random, or a model policy sampling with temperature), ranks states with a
-*scorer*, and stops at a budget of generated tokens or model calls, so strategies compare at equal cost.
-
-A search may use what an agent sees (observations, whether the episode ended, whether its action
-parsed and was valid, its own log-probabilities or a learned value model), never the hidden success
-checker. That is enforced, not promised: it plays in a `Simulator`, whose copies have the checker
-switched off and which passes on only `observation`, `done` and `VISIBLE_INFO_KEYS`; the chosen actions
-are scored afterwards by replaying them in a fresh, unmodified environment (`evaluate`). `oracle=True`
-lifts the blindfold: terminal states valued by the true score give oracle-selected pass@k, an upper
-bound on any selector with the same samples, reported apart from real search results.
-
-Search steps environments itself, not through `rollout.run_episodes`, because it branches (clones
-environments mid-episode); `eval.run_benchmark(search=...)` scores searches like greedy episodes.
+Strategies plan on environment clones, take candidate turns from a *proposer* (expert, random or a sampling
+policy), rank states with a *scorer*, and stop at a budget of tokens or model calls, so they compare at equal
+cost. They never see the hidden checker: they play in a `Simulator` that switches it off and passes on only
+agent-visible information, and the chosen actions are scored by replaying them in a fresh environment
+(`evaluate`). `oracle=True` values terminal states by the true score: pass@k, reported apart.
 """
 
 from __future__ import annotations
@@ -29,6 +20,7 @@ from openmanus_lite.envs import make_env
 from openmanus_lite.envs.base import Env
 from openmanus_lite.policies import Messages, as_policy, reply_tokens
 from openmanus_lite.react import ParseError, parse_action, parse_step
+from openmanus_lite.rollout import play_turn, start_episode
 from openmanus_lite.schema import Task
 
 VISIBLE_INFO_KEYS = ("turn", "parsed", "valid", "action", "invalid_actions")
@@ -58,9 +50,8 @@ class View:
 
 
 class Simulator:
-    """An environment copy for planning. Unless `oracle`, its scoring is disabled and `step` returns only
-    agent-visible information. `env` is the live copy, for proposers that read state (the expert and
-    random baselines, as their `act_batch` does); search strategies themselves only call `step`."""
+    """An environment copy for planning: unless `oracle`, scoring is off and `step` returns only what an agent
+    sees. `env` is for proposers that read state (expert, random); strategies only call `step`."""
 
     def __init__(self, env: Env, oracle: bool = False):
         self.env = env
@@ -148,11 +139,9 @@ class RandomProposer:
 
 
 class PolicyProposer:
-    """Adapts a policy: the greedy candidate comes from `act_batch`; further candidates from
-    `policy.sample_batch(histories, n)` when the policy has it (a model sampling with temperature; items
-    may be str, (text, logprob) or {'text', 'logprob', 'tokens'}), else from repeated `act_batch` calls
-    (stochastic callables). Costs: the policy's `generated_tokens` counter (`policies.reply_tokens`),
-    else `approx_tokens`."""
+    """A policy as a proposer: the greedy candidate from `act_batch`, the others from `sample_batch(histories, n)`
+    (items str, (text, logprob) or {'text', 'logprob', 'tokens'}) or else repeated `act_batch` calls. Costs come
+    from the policy's `generated_tokens` counter (`policies.reply_tokens`), else `approx_tokens`."""
 
     def __init__(self, policy: Any):
         self.policy = policy
@@ -207,11 +196,9 @@ def _as_candidate(item: Any) -> Candidate:
 
 
 def as_proposer(obj: Any) -> Any:
-    """'expert', 'random', a proposer, or a policy (what `policies.as_policy` takes).
-
-    A proposer has a `name` and `propose(histories, envs, k, rng, include_greedy=True)`: k candidate turns
-    per conversation (duplicates allowed: each one was paid for); with include_greedy the first is the
-    policy's own best guess."""
+    """'expert', 'random', a proposer, or a policy (what `policies.as_policy` takes). A proposer has a `name` and
+    `propose(histories, envs, k, rng, include_greedy=True)`: k paid-for candidate turns per conversation
+    (duplicates allowed), the first the policy's own best guess with include_greedy."""
     if isinstance(obj, str):
         named = {"expert": ExpertProposer, "random": RandomProposer}
         if obj not in named:
@@ -222,10 +209,8 @@ def as_proposer(obj: Any) -> Any:
 
 @dataclass
 class Budget:
-    """A compute limit: generated tokens, model calls (candidate turns generated), or both.
-
-    `unit`: what one greedy episode costs, in the budget's own measure (tokens if set, else calls).
-    Optional; with it, beam and MCTS size their width to the budget (1 unit = greedy)."""
+    """A compute limit: generated tokens, model calls (candidate turns), or both. Optional `unit`: one greedy
+    episode's cost in the budget's own measure, by which beam and MCTS size their width."""
 
     tokens: int | None = None
     calls: int | None = None
@@ -288,8 +273,7 @@ Scorer = Callable[[Messages, View], float]
 
 
 def answer_grounding(answer: str, observations: list[str]) -> float:
-    """Fraction of the answer's items (comma-separated values) that appear in what the agent
-    observed: an answer read off the environment beats one made up."""
+    """Fraction of the answer's comma-separated items seen in the observations: read off beats made up."""
     items = [s.strip(" '\"`").lower() for s in re.split(r"[,\n]", answer.strip().strip("[](){}"))]
     items = [s for s in items if s]
     if not items:
@@ -304,8 +288,7 @@ _WORD_RE = re.compile(r"[a-z0-9]+(?:\.[0-9]+)?")
 
 
 def task_relevance(history: Messages) -> float:
-    """Fraction of the task's content words that appear in the last observation before the
-    episode ended (e.g. the product page where the agent clicked Buy Now)."""
+    """Fraction of the task's content words in the last observation (e.g. the page where it clicked Buy Now)."""
     first = history[0]["content"] if history else ""
     m = re.search(r"^Task:\s*(.+)$", first, re.MULTILINE)
     words = {w for w in _WORD_RE.findall((m.group(1) if m else "").lower()) if len(w) >= 3 and w not in _STOP}
@@ -406,9 +389,9 @@ class SearchResult:
 
 
 class _Search:
-    """One search on one task, the bookkeeping every strategy shares. Its keywords are the options every
-    strategy takes: `scorer` (see `as_scorer`), `oracle`, `seed`, `max_turns`, `prior_weight` (see `rank`)
-    and `stop_at` (stop once a finished trajectory ranks this high; None: spend the budget)."""
+    """One search on one task: the bookkeeping all strategies share, and the keywords all take (`scorer`,
+    `oracle`, `seed`, `max_turns`, `prior_weight` (see `rank`), `stop_at`: stop once a finished trajectory ranks
+    this high; None spends the budget)."""
 
     def __init__(self, task: Task, proposer: Any, budget: Budget, *, scorer: Any = None, oracle: bool = False,
                  seed: int = 0, max_turns: int | None = None, prior_weight: float = 0.05,
@@ -449,11 +432,9 @@ class _Search:
 
     def child(self, node: Node, cand: Candidate, in_place: bool = False) -> Node:
         sim = node.sim if in_place else node.sim.clone()
-        view = sim.step(cand.text)
+        history = list(node.history)
+        view = play_turn(sim, history, cand.text)
         view.logprob = None if node.logprob is None or cand.logprob is None else node.logprob + cand.logprob
-        history = node.history + [{"role": "assistant", "content": cand.text}]
-        if not view.done:
-            history.append({"role": "user", "content": view.observation})
         new = Node(sim, history, node.actions + [cand.text], view, logprob=view.logprob,
                    deviations=node.deviations + (0 if cand.greedy else 1))
         new.value = self.value(new)
@@ -469,9 +450,8 @@ class _Search:
         return float(self.scorer(node.history, node.view))
 
     def rank(self, node: Node) -> float:
-        """Value minus `prior_weight` per turn that left the policy's greedy choice: the policy's
-        own preference as a prior, so a weak scorer does not trade a greedy trajectory for an
-        equally scored lucky guess. (0 under oracle: then only the true score counts.)"""
+        """Value minus `prior_weight` per turn off the policy's greedy choice, so a weak scorer does not trade
+        a greedy trajectory for an equally scored lucky guess (weight 0 under oracle)."""
         return node.value - self.prior_weight * node.deviations
 
     def best_finished(self) -> Node | None:
@@ -482,9 +462,8 @@ class _Search:
         return self.stop_at is not None and best is not None and self.rank(best) >= self.stop_at
 
     def play_out(self, node: Node, past_budget: bool = True) -> Node:
-        """Play the proposer's greedy turns from `node` to the end of the episode on a copy. `past_budget`:
-        finish even when the budget is spent (every strategy returns a finished episode; the overspend is
-        reported); otherwise stop there (an MCTS rollout)."""
+        """Play the proposer's greedy turns from `node` on a copy to the episode's end, even past the budget
+        (every strategy returns a finished episode; the overspend is reported) unless not `past_budget` (MCTS)."""
         start = node
         while not node.done and (past_budget or not self.meter.exhausted):
             cands = self.propose([node], 1, include_greedy=True)[0]
@@ -528,11 +507,10 @@ def best_of_n(task: Task, proposer: Any, budget: Budget, *, n: int | None = None
 
 def beam_search(task: Task, proposer: Any, budget: Budget, *, beam_width: int | None = None, k: int | None = None,
                 **options: Any) -> SearchResult:
-    """Tree-of-Thoughts beam search: each turn, propose k candidates per beam (greedy first), step each in
-    a cloned env, keep the `beam_width` best unfinished states; finished ones are set aside. Stops when no
-    beam is left, the budget is spent or a finished trajectory reaches `stop_at`; returns the best finished.
-    Unset `beam_width`/`k` are sized to a budget with a unit (beam_width x k ~ the budget in greedy
-    episodes, so 1x is greedy decoding), else 2 and 3."""
+    """Tree-of-Thoughts beam search: each turn, k candidates per beam (greedy first), each stepped in a clone;
+    the `beam_width` best unfinished states go on, finished ones are set aside; returns the best finished.
+    Unset `beam_width`/`k` are sized so beam_width x k ~ the budget in greedy episodes (1x is greedy decoding),
+    else 2 and 3."""
     m = budget.multiple
     if beam_width is None:
         beam_width = 2 if m is None else max(1, int(math.sqrt(m)))
@@ -582,11 +560,10 @@ def mcts(task: Task, proposer: Any, budget: Budget, *, k: int | None = None, c_u
 
 def dfsdt(task: Task, proposer: Any, budget: Budget, *, max_children: int = 3, accept: float = 0.75,
           **options: Any) -> SearchResult:
-    """Depth-first search with backtracking (ToolLLM's DFSDT): follow the greedy turn; on an invalid action,
-    an error observation or a dead end (turn limit, or a finished episode valued below `accept`) back up
-    and try a freshly sampled sibling, up to `max_children` per state. Stops at the first acceptable
-    finished trajectory (with the heuristic scorer 0.75 accepts an answer partly read off the observations,
-    or an episode the environment ended itself), else returns the best finished one."""
+    """Depth-first search with backtracking (ToolLLM's DFSDT): follow the greedy turn; after an invalid action,
+    an error observation or a dead end (a finished episode valued below `accept`) try a sampled sibling, up to
+    `max_children` per state. Returns the first acceptable finished trajectory (the heuristic's 0.75 accepts an
+    answer partly read off the observations, or an episode the environment ended), else the best finished."""
     s = _Search(task, proposer, budget, **options)
     deepest = [s.root]
 
@@ -625,16 +602,12 @@ STRATEGIES: dict[str, Callable[..., SearchResult]] = {
 
 def replay(task: Task, actions: list[str], max_turns: int | None = None):
     """Play `actions` in a fresh, unmodified environment: (messages, last StepResult, env)."""
-    env = make_env(task.domain, max_turns=max_turns)
-    messages = [{"role": "user", "content": env.reset(task)}]
+    env, messages = start_episode(task, max_turns)
     last = None
     for a in actions:
         if env.done:
             break
-        messages.append({"role": "assistant", "content": a})
-        last = env.step(a)
-        if not last.done:
-            messages.append({"role": "user", "content": last.observation})
+        last = play_turn(env, messages, a)
     return messages, last, env
 
 

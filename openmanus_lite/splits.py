@@ -1,16 +1,9 @@
 """Every seed and split the kit builds tasks from, and the check that held-out means unseen.
 
-Tasks come from seeded generators (`envs.generate_tasks`) or from the frozen suites
-(`eval.suites`). Each use has a named split here, with the seed it draws from and its role:
-`train` (a model learns from these tasks: SFT synthesis, GRPO prompts, preference pairs, the
-tasks a model plays to collect corrections) or `heldout` (a model is measured on them:
-evaluation, the GRPO probe that picks domains, the frozen suites).
-
-The rule: no held-out task appears in any training set. Small task spaces (web, kg) repeat a
-task across seeds, so distinct seeds are not enough: `training_tasks` drops every task equal
-to one of the kit's held-out tasks (the first HELDOUT_POOL of each held-out seed, and every
-frozen suite task), and `check_disjoint` says which tasks overlap when two sets of a run meet.
-Identity is `task_key`: the domain, instruction and world (`Task.spec`) of a task.
+Each use of seeded generators (`envs.generate_tasks`) or frozen suites (`eval.suites`) has a named split with
+its seed and role, `train` or `heldout`. No held-out task may be in a training set, and small task spaces (web,
+kg) repeat tasks across seeds, so `training_tasks` drops every task equal (`task_key`: domain, instruction and
+world) to one of the kit's held-out tasks, and `check_disjoint` names the overlap when two sets of a run meet.
 """
 
 from __future__ import annotations
@@ -137,8 +130,6 @@ def check_disjoint(training: Mapping[str, Iterable[Task]], heldout: Mapping[str,
     """Raise SplitOverlapError listing the held-out tasks that a training set also has (by `task_key`).
 
     Both arguments name their task sets ({"sft_train": [...], ...}), so the error says which pair met."""
-    training = {k: list(v) for k, v in training.items()}
-    heldout = {k: list(v) for k, v in heldout.items()}
     found = overlaps(training, heldout)
     if not found:
         return

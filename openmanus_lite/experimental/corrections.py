@@ -14,15 +14,12 @@ actions); kept for that benchmark flag.
 
 from __future__ import annotations
 
-from typing import Any
-
 from openmanus_lite.envs import turn_limit
+from openmanus_lite.rollout import play_turn, start_episode
 from openmanus_lite.schema import Task, Trajectory, Turn
 from openmanus_lite.train.preferences import (
     ReplayMismatch,
     _finish_with_expert,
-    _new_env,
-    _play,
     label_step_values,
     step_labels,
 )
@@ -44,11 +41,10 @@ def corrected_episode(task: Task, episode: Trajectory, turn: int, max_turns: int
     The expert's first turn opens its thought with `recovery.RECOVERY_NOTE` when the environment rejected the
     model's turn. None when the episode ends at that turn (nothing left to correct).
     """
-    env, first = _new_env(task, max_turns)
-    messages: list[dict[str, Any]] = [{"role": "user", "content": first}]
+    env, messages = start_episode(task, max_turns)
     assistant = [m for m in episode.messages if m.role == "assistant"]
     for text in assistant[: turn + 1]:
-        _play(env, messages, text.content)
+        play_turn(env, messages, text.content)
         if env.done:
             return None
     rejected = not env.last_info.get("valid", True)

@@ -1,16 +1,9 @@
 """DPO from environment preferences, on TRL's DPOTrainer with the Unsloth / PEFT model.
 
-The policy starts from an SFT checkpoint. A LoRA adapter is trained on top of it, and the
-reference model of DPO is the same network with the adapter switched off, i.e. the SFT
-policy itself. That only holds when the SFT weights are *in* the base model, so an SFT
-checkpoint saved as a bare LoRA adapter is merged into its base once (`resolve_checkpoint`),
-and DPO trains a fresh adapter on the merged model. Without that, TRL's reference would be
-the pre-SFT base model and DPO would pull the policy back towards it.
-
-Prompts are multi-turn (the shared history up to the diverging turn), so they can be long:
-`preferences.pair_dataset` shortens them at turn boundaries to fit `max_length` (keeping the task
-message, dropping the oldest turns) and counts what it shortened or dropped, instead of
-letting the trainer cut the completion or the task statement.
+DPO trains a fresh LoRA adapter on the SFT checkpoint, and its reference is the same network with the adapter
+off. That is the SFT policy only when the SFT weights are in the base, so a bare SFT adapter is merged into its
+base once (`resolve_checkpoint`); else DPO would pull the policy back towards the pre-SFT model. Long multi-turn
+prompts are shortened at turn boundaries by `preferences.pair_dataset`, not cut by the trainer.
 """
 
 from __future__ import annotations
@@ -168,14 +161,9 @@ def run_dpo(
     eval_rows: list[dict[str, Any]] | None = None,
     resume: str | None = None,
 ) -> DPOResult:
-    """DPO on preference rows, starting from an SFT checkpoint (path) or a loaded (model, tokenizer).
-
-    A path is resolved with `resolve_checkpoint` and loaded with `load_model` plus a fresh
-    LoRA adapter (the reference is the adapter-free model = the SFT policy). A loaded
-    PEFT model is used as given (TRL then copies its adapter as the reference). `settings`: TRL's DPOConfig
-    with the kit's fields (DPORunConfig; `preset.dpo_config()`), by default the presets' DPO settings;
-    `output_dir` overrides its folder; `resume`: a checkpoint of this run to continue from.
-    """
+    """DPO on preference rows, from an SFT checkpoint path (resolved, loaded with a fresh LoRA adapter) or a
+    loaded (model, tokenizer) used as given (TRL then copies its adapter as the reference). `settings`: a
+    DPORunConfig (`preset.dpo_config()`; default the presets' DPO); `resume`: a checkpoint of this run."""
     s = run_config(settings, DPORunConfig, DPO, output_dir, "dpo")
     trl = import_trl()
     t0 = time.perf_counter()

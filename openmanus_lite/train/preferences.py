@@ -1,17 +1,9 @@
-"""Preference data from environment rollouts: no human labels, the environment is the judge.
+"""Preference data from environment rollouts: the environment, not a human, is the judge.
 
-Two episodes of one task make a preference when the environment scored them differently. The
-environments are deterministic, so two episodes that take the same actions share a conversation
-prefix up to the first turn whose *action* differs (thoughts may be worded differently). That prefix
-is the prompt; what follows is chosen (the better episode) or rejected: in a **step pair** the one
-diverging turn (DPO: where the better episode decided better), in a **trajectory pair** the rest of
-each episode (the outcome reward model). Rows are TRL's conversational preference format, which
-`DPOTrainer` and `RewardTrainer` take unchanged; every episode pair that gives none is counted by reason.
-
-Episodes come from the expert, the expert with one injected mistake (after which it carries on), and
-any policy's rollouts (`run_episodes`). `label_step_values` replays an episode and asks after each turn
-whether the expert, continuing on a clone of the environment, still solves the task: the process reward
-model's labels, and a stricter judge for step pairs.
+Two episodes of one task that scored differently share a prompt up to their first differing action; a
+**step pair** then holds the one diverging turn each (DPO), a **trajectory pair** the rest of each episode
+(the outcome RM). Rows are TRL's conversational preference format. Episodes come from the expert, the expert
+with one injected mistake, and policy rollouts; `label_step_values` gives the process RM its labels.
 """
 
 from __future__ import annotations
@@ -26,11 +18,10 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from openmanus_lite.envs import make_env
 from openmanus_lite.envs.base import Env
 from openmanus_lite.policies import Messages
 from openmanus_lite.react import Action, ParseError, format_action, format_turn, parse_step
-from openmanus_lite.rollout import episode_trajectory, run_episodes
+from openmanus_lite.rollout import episode_trajectory, play_turn, run_episodes, start_episode
 from openmanus_lite.schema import Task, Trajectory
 
 MISTAKE_KINDS = ("random", "corrupt", "skip")
@@ -65,13 +56,9 @@ def action_key(text: str, domain: str) -> str:
 
 
 def first_divergence(a: Trajectory, b: Trajectory) -> tuple[int | None, str]:
-    """(message index of the first assistant turn whose action differs, reason).
-
-    Everything before it agrees: the same observations and the same actions. The index is None
-    when there is no such turn, with the reason: `same_actions` (one episode is the other, or a
-    prefix of it), `observation_mismatch` (the same actions met different observations: different
-    tasks, turn limits or a non-deterministic environment) or `role_mismatch` (malformed episodes).
-    """
+    """(message index of the first assistant turn whose action differs, 'diverged'), or (None, why not):
+    'same_actions' (one is a prefix of the other), 'observation_mismatch' (different tasks, turn limits or a
+    non-deterministic environment) or 'role_mismatch' (malformed episodes)."""
     for i, (ta, tb) in enumerate(zip(a.messages, b.messages)):
         if ta.role != tb.role:
             return None, "role_mismatch"
@@ -251,11 +238,6 @@ def _step_value(traj: Trajectory, turn: int) -> tuple[float, int]:
 # expert take over, replay a trajectory to label each step), which a policy loop does not allow.
 
 
-def _new_env(task: Task, max_turns: int | None) -> tuple[Env, str]:
-    env = make_env(task.domain, max_turns=max_turns)
-    return env, env.reset(task)
-
-
 def _safe_expert(env: Env) -> str | None:
     """The expert's next turn, or None when the expert itself fails in this state (counted by callers)."""
     try:
@@ -264,19 +246,12 @@ def _safe_expert(env: Env) -> str | None:
         return None
 
 
-def _play(env: Env, messages: Messages, text: str) -> None:
-    messages.append({"role": "assistant", "content": text})
-    step = env.step(text)
-    if not step.done:
-        messages.append({"role": "user", "content": step.observation})
-
-
 def _finish_with_expert(env: Env, messages: Messages) -> bool:
     """The expert plays until the episode ends. False if the expert broke down in this state: the
     episode is then ended with an empty answer (and callers flag it in meta['expert_broke'])."""
     while not env.done:
         text = _safe_expert(env)
-        _play(env, messages, format_turn("I am stuck.", "answer()") if text is None else text)
+        play_turn(env, messages, format_turn("I am stuck.", "answer()") if text is None else text)
         if text is None:
             return False
     return True
@@ -284,8 +259,7 @@ def _finish_with_expert(env: Env, messages: Messages) -> bool:
 
 def expert_episode(task: Task, max_turns: int | None = None) -> Trajectory:
     """The expert's episode on `task`, recorded like a rollout."""
-    env, first = _new_env(task, max_turns)
-    messages = [{"role": "user", "content": first}]
+    env, messages = start_episode(task, max_turns)
     ok = _finish_with_expert(env, messages)
     return episode_trajectory(task, env, messages, id=f"expert/{task.id}/0", source="expert",
                               extra=None if ok else {"expert_broke": True})
@@ -297,13 +271,10 @@ _TOKEN = re.compile(r"\w+")
 
 
 def corrupt_turn(text: str, domain: str, rng: random.Random) -> str:
-    """A plausible but different version of an assistant turn: the kind of slip a model makes.
-
-    Tries, in random order: change a number in the action (wrong id, count or index), drop a letter
-    from a name, cut the action short, answer prematurely, drop the `Act:` label (a format error);
-    returns the first whose action differs. A changed number or name changes in the thought too
-    (`_retell`): a model's slip is in its reasoning as well, so a recovery must correct the thought.
-    """
+    """A plausible but different version of an assistant turn, the kind of slip a model makes: in random order,
+    a changed number, a dropped letter, a cut-short action, a premature answer or a missing `Act:` label; the
+    first whose action differs. Changed numbers and names change in the thought too (`_retell`), as a model's
+    slip is in its reasoning as well, so a recovery must correct the thought."""
     parsed = parse_step(text, domain)
     original = action_key(text, domain)
     if isinstance(parsed, ParseError):
@@ -333,11 +304,8 @@ def _with_arg(thought: str, action: Action, arg: str | None, retell: bool = Fals
 
 
 def _retell(thought: str, old: str, new: str) -> str:
-    """`thought` with each word or number that changed from `old` to `new` changed the same way.
-
-    A number is changed only after the word before it ("pot 1" -> "pot 2" leaves "countertop 1"
-    alone). Arguments whose words do not line up (a cut-short action) leave the thought as it is.
-    """
+    """`thought` with each word or number changed from `old` to `new` changed the same way; a number only after
+    the word before it ("pot 1" -> "pot 2" leaves "countertop 1" alone); unaligned arguments change nothing."""
     a, b = _TOKEN.findall(old), _TOKEN.findall(new)
     if len(a) != len(b):
         return thought
@@ -381,7 +349,7 @@ def skipped_step(env: Env) -> str | None:
 
 def _typical_turn(task: Task, max_turns: int | None, rng: random.Random) -> int | None:
     """The first turn of the expert's episode at which the environment has its typical slip, or None."""
-    env, _ = _new_env(task, max_turns)
+    env, _ = start_episode(task, max_turns)
     while not env.done:
         due = _safe_expert(env)
         if due is None:
@@ -395,13 +363,11 @@ def _typical_turn(task: Task, max_turns: int | None, rng: random.Random) -> int 
 def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, ...] = MISTAKE_KINDS,
                      max_turns: int | None = None, expert_turns: int | None = None, repeats: int = 1
                      ) -> list[Trajectory]:
-    """`n` expert episodes with one injected mistake each, at a random turn; the expert carries on after it.
+    """`n` expert episodes with one injected mistake each (kinds in turn), at a random turn; the expert carries on.
 
-    The kinds take turns in the order of `kinds`; a skip where there is nothing to skip becomes a
-    corrupted turn. A rejected mistake is played again, up to `repeats` times in a row, as a model
-    stuck in a loop does. meta['mistake'] = {'turn', 'kind' played, 'valid' (the environment accepted
-    it), 'played' (times in a row)}; no 'valid' and 'played' when the episode ended before the turn.
-    Some of these episodes still succeed: whether a mistake was recoverable is the environment's call.
+    A skip with nothing to skip becomes a corrupted turn; a rejected mistake is played again up to `repeats` times
+    in a row, as a model stuck in a loop does. meta['mistake'] = {'turn', 'kind' played, 'valid', 'played'} (the
+    last two absent when the episode ended before the turn). Whether a mistake was recoverable is the env's call.
     """
     unknown = [k for k in kinds if k not in ALL_MISTAKE_KINDS]
     if unknown:
@@ -417,15 +383,14 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
         if kind == "typical":
             typical_at = _typical_turn(task, max_turns, rng)
             kind, at = ("random", at) if typical_at is None else (kind, typical_at)
-        env, first = _new_env(task, max_turns)
-        messages = [{"role": "user", "content": first}]
+        env, messages = start_episode(task, max_turns)
         broke = False
         for _ in range(at):
             text = _safe_expert(env)
             if text is None or env.done:
                 broke = text is None
                 break
-            _play(env, messages, text)
+            play_turn(env, messages, text)
         mistake: dict[str, Any] = {"turn": at, "kind": kind}
         if not env.done and not broke:
             if kind == "random":
@@ -437,10 +402,10 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
                 text = skipped_step(env) if kind == "skip" else None
                 if text is None or action_key(text, task.domain) == action_key(due, task.domain):
                     text, mistake["kind"] = corrupt_turn(due, task.domain, rng), "corrupt"  # nothing to skip here
-            _play(env, messages, text)
+            play_turn(env, messages, text)
             mistake["valid"], mistake["played"] = bool(env.last_info.get("valid")), 1  # a detour, or a failed action
             while mistake["played"] < repeats and not mistake["valid"] and not env.done:
-                _play(env, messages, text)
+                play_turn(env, messages, text)
                 mistake["played"] += 1
         extra: dict[str, Any] = {"mistake": mistake}
         if not _finish_with_expert(env, messages) or broke:
@@ -458,10 +423,7 @@ class ReplayMismatch(RuntimeError):
 
 
 def expert_value(env: Env) -> tuple[float, int]:
-    """(score the expert reaches continuing from this state, turns it needs), on a clone.
-
-    The state itself is untouched. An expert that breaks down scores 0.
-    """
+    """(score the expert reaches continuing from this state, turns it needs), on a clone; a breakdown scores 0."""
     if env.done:
         return float(env.last_info.get("score", 0.0)), 0
     sim = env.clone()
@@ -475,18 +437,16 @@ def expert_value(env: Env) -> tuple[float, int]:
 
 
 def label_step_values(task: Task, traj: Trajectory, max_turns: int | None = None) -> list[float]:
-    """Replay `traj` in a fresh environment; after each assistant turn, the expert-continuation value.
+    """Replay `traj` in a fresh environment and return the expert-continuation value after each assistant turn.
 
-    Stores in meta, per assistant turn, 'step_values' (the score the expert reaches from the state
-    after it; after the final turn, the episode's own) and 'step_remaining' (the turns the expert
-    needed from there), plus 'start_remaining' (from the initial state). Returns the values; raises
-    ReplayMismatch when the recorded observations are not reproduced (wrong task or turn limit).
+    Stores in meta 'step_values' and 'step_remaining' (the expert's turns still needed) per assistant turn, and
+    'start_remaining'; raises ReplayMismatch when the recorded observations are not reproduced.
     """
     if task.id != traj.meta.get("task_id", task.id):
         raise ValueError(f"trajectory {traj.id!r} is for task {traj.meta.get('task_id')!r}, not {task.id!r}")
-    env, first = _new_env(task, max_turns or traj.meta.get("max_turns"))
+    env, opening = start_episode(task, max_turns or traj.meta.get("max_turns"))
     msgs = traj.messages
-    if not msgs or msgs[0].role != "user" or msgs[0].content != first:
+    if not msgs or msgs[0].role != "user" or msgs[0].content != opening[0]["content"]:
         raise ReplayMismatch(f"trajectory {traj.id!r}: its first message is not what the environment shows for task "
                              f"{task.id!r} (different task, max_turns or environment version?)")
     start_remaining = expert_value(env)[1]
@@ -532,9 +492,8 @@ def prm_rows(episodes: Iterable[Trajectory], label: str = "progress") -> list[di
 def collect_episodes(tasks: list[Task], *, policy: Any = None, samples_per_task: int = 2, mistakes_per_task: int = 2,
                      mistake_kinds: tuple[str, ...] = PAIR_MISTAKE_KINDS, max_turns: int | None = None, seed: int = 0,
                      batch_size: int = 32, progress: bool = False) -> tuple[list[Trajectory], Counter]:
-    """A pool of episodes per task from the three sources, labelled with step values; (episodes, counts per
-    source and of episodes that did not replay). Rollouts need a sampling policy for variety: a greedy
-    policy repeats itself, and identical episodes give no pairs."""
+    """(episodes from the three sources labelled with step values, counts per source and of unreplayable ones).
+    Rollouts need a sampling policy: a greedy one repeats itself, and identical episodes give no pairs."""
     repeated = sorted(tid for tid, n in Counter(t.id for t in tasks).items() if n > 1)
     if repeated:
         raise ValueError(f"task ids must be unique (pairs are made per task id); repeated: {repeated[:5]}")
@@ -570,12 +529,9 @@ def collect_episodes(tasks: list[Task], *, policy: Any = None, samples_per_task:
 
 def fit_prompt(prompt: Messages, completions: list[Messages], count_tokens: Callable[[Messages], int],
                max_tokens: int) -> Messages | None:
-    """Shorten a multi-turn prompt so prompt + the longest completion fits `max_tokens`.
-
-    Keeps the task message and drops the oldest assistant/observation turns after it, two at a time,
-    so the prompt still ends on the latest observation; None when even the task message does not fit.
-    Why not let the trainer truncate: TRL's `keep_start` cuts the completion, `keep_end` the task.
-    """
+    """The prompt without its oldest turn pairs after the task message, so it + the longest completion fits
+    `max_tokens`; None when even the task message does not fit. Not the trainer's truncation: TRL's
+    `keep_start` cuts the completion, `keep_end` the task."""
     head = 2 if prompt and prompt[0]["role"] == "system" else 1  # the system and task messages stay
     current = list(prompt)
     while max(count_tokens(current + c) for c in completions) > max_tokens:
@@ -595,11 +551,8 @@ def chat_token_counter(tokenizer: Any) -> Callable[[Messages], int]:
 
 
 def pair_dataset(rows: list[dict[str, Any]], tokenizer: Any, max_length: int) -> tuple[Any, Counter]:
-    """A `datasets.Dataset` of {prompt, chosen, rejected} that fits `max_length` tokens, for DPO and the ORM.
-
-    Returns (dataset, counts): rows kept, shortened (`fit_prompt` dropped the oldest turns of the
-    prompt) and dropped_too_long (not even the task message plus the completion fits).
-    """
+    """(a `datasets.Dataset` of {prompt, chosen, rejected} within `max_length` tokens for DPO and the ORM,
+    counts of rows kept, shortened by `fit_prompt` and dropped_too_long)."""
     import datasets
 
     count = chat_token_counter(tokenizer)
@@ -679,10 +632,8 @@ def build_preference_data(tasks: list[Task], *, judge: str = "step_value", tie_b
                           prm_label: str = "progress", max_pairs_per_task: int | None = None, seed: int = 0,
                           **collect: Any) -> PreferenceData:
     """Collect episodes (`collect_episodes` takes the other keywords) and turn them into DPO, ORM and PRM data.
-
-    Step pairs are judged by `judge` ('step_value' by default: the environment's expert decides whether
-    the diverging turn itself was the better one); trajectory pairs always by the episodes' outcomes.
-    """
+    Step pairs are judged by `judge` (by default the expert judges the diverging turn itself), trajectory pairs
+    by outcome."""
     episodes, ep_counts = collect_episodes(tasks, seed=seed, **collect)
     steps = make_pairs(episodes, level="step", judge=judge, tie_break=tie_break,
                        max_pairs_per_task=max_pairs_per_task, seed=seed)

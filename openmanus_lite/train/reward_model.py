@@ -1,28 +1,15 @@
-"""Reward models learned from the environment: an outcome RM and a step-level process RM.
+"""Reward models learned from the environment, both heads on the (SFT) language model.
 
-**Outcome reward model (ORM).** A sequence-classification head on the (SFT) language model,
-trained with TRL's `RewardTrainer` (Bradley-Terry loss) on trajectory pairs: for one task,
-the episode the environment scored higher against the one it scored lower. Its score of a
-finished episode ranks candidates where the hidden checker is unavailable: best-of-N
-selection in `search.py`, and a GRPO reward (`orm`, registered here).
-
-**Process reward model (PRM).** A token-classification head on the same network, trained
-with transformers' `Trainer` (TRL dropped its PRMTrainer; this is the maintained head and
-trainer). Each assistant turn carries a 0/1 label from the environment
-(`preferences.step_labels`: did the turn keep the task solvable for the expert, and did it
-bring the expert's finish closer). The label sits on the `<|im_end|>` token that closes the
-turn and on the one that closes the observation after it, so a history ending either way
-is scored; a causal model sees only the prefix there, so one forward pass scores every step
-of a history. As a search value it aggregates the step probabilities (min by default).
-
-Both wrap the classifier in a scorer with the `search.py` signature
-`(history, view) -> float` in [0, 1], a batched `score_conversations`, and `as_reward_func()`
-with TRL's reward signature. Histories longer than `max_length` keep the task message and the
-most recent turns.
+The outcome RM (a 1-logit sequence head, TRL's `RewardTrainer` on trajectory pairs) ranks finished episodes
+where the hidden checker is unavailable: best-of-N in `search.py` and the GRPO reward `orm`. The process RM (a
+2-class token head, transformers' `Trainer`: TRL dropped its PRMTrainer) labels each assistant turn with
+`preferences.step_labels` on the `<|im_end|>` tokens closing the turn and the observation after it, so one
+causal forward pass scores every step. Both are `search.py` scorers `(history, view) -> float` in [0, 1].
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -40,7 +27,7 @@ from openmanus_lite.train.presets import REWARD_MODEL
 from openmanus_lite.train.run_control import TimeLimit
 
 RM_MARKER = "openmanus_rm.json"
-AGGREGATES = ("min", "mean", "prod", "last")
+AGGREGATES = {"min": min, "mean": lambda p: sum(p) / len(p), "prod": math.prod, "last": lambda p: p[-1]}
 
 
 def RMSettings(**old: Any) -> RewardRunConfig:  # noqa: N802  (the old class name)
@@ -59,12 +46,9 @@ def _head(kind: str) -> tuple[Any, int]:
 
 
 def _load_head(base: str, kind: str, lora: LoraSpec | None, dtype=None):
-    """(model, tokenizer): the base LM with a fresh 1-logit sequence head (orm) or 2-class token head (prm).
-
-    With LoRA the frozen base is loaded in `dtype` (the trainer's precision: half the memory of
-    float32 in bf16/fp16, so the SFT policy and both heads fit a 16 GB card at 1.5B) and the trained
-    weights (adapter, head) are kept in float32, as mixed precision needs (fp16's gradient scaler
-    refuses half-precision trainable weights). Without LoRA every weight trains: float32."""
+    """(model, tokenizer, path): the base LM with a fresh `_head(kind)`. With LoRA the frozen base is in `dtype`
+    (the trainer's precision: the SFT policy and both heads fit 16 GB at 1.5B) and the trained weights in
+    float32, which fp16's gradient scaler needs; without LoRA everything trains in float32."""
     import torch
 
     path = resolve_checkpoint(base)
@@ -153,14 +137,11 @@ class _RewardModel:
     def _forward(self, batch_ids: list[list[int]]):
         """Logits for right-padded sequences (the classification heads read the last non-pad token)."""
         import torch
+        from torch.nn.utils.rnn import pad_sequence
 
-        width = max(len(x) for x in batch_ids)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.full((len(batch_ids), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for i, x in enumerate(batch_ids):
-            ids[i, : len(x)] = torch.tensor(x)
-            mask[i, : len(x)] = 1
+        rows = [torch.tensor(x, dtype=torch.long) for x in batch_ids]
+        ids = pad_sequence(rows, batch_first=True, padding_value=self.tokenizer.pad_token_id)
+        mask = pad_sequence([torch.ones_like(r) for r in rows], batch_first=True)
         device = next(self.model.parameters()).device
         with torch.no_grad():
             out = self.model(input_ids=ids.to(device), attention_mask=mask.to(device))
@@ -237,7 +218,7 @@ def _as_messages(x: Any, role: str) -> Messages:
     if isinstance(x, str):
         return [{"role": role, "content": x}]
     if isinstance(x, dict):
-        return [{"role": x.get("role", role), "content": str(x.get("content") or "")}]
+        x = [x]
     return [{"role": m.get("role", role), "content": str(m.get("content") or "")} for m in x]
 
 
@@ -279,7 +260,7 @@ class ProcessRewardModel(_RewardModel):
 
     def __init__(self, model, tokenizer, *, aggregate: str = "min", **kw):
         if aggregate not in AGGREGATES:
-            raise ValueError(f"aggregate must be one of {AGGREGATES}, got {aggregate!r}")
+            raise ValueError(f"aggregate must be one of {tuple(AGGREGATES)}, got {aggregate!r}")
         super().__init__(model, tokenizer, **kw)
         self.aggregate = aggregate
 
@@ -301,15 +282,7 @@ class ProcessRewardModel(_RewardModel):
         return [list(v) for v in self._scored(conversations, encode, read)]
 
     def value(self, step_probs: list[float]) -> float:
-        if not step_probs:
-            return 0.5
-        if self.aggregate == "min":
-            return min(step_probs)
-        if self.aggregate == "mean":
-            return sum(step_probs) / len(step_probs)
-        if self.aggregate == "prod":
-            return math.prod(step_probs)
-        return step_probs[-1]
+        return AGGREGATES[self.aggregate](step_probs) if step_probs else 0.5
 
     def score_conversations(self, conversations: list[Messages]) -> list[float]:
         return [self.value(p) for p in self.step_probabilities(conversations)]
@@ -359,8 +332,6 @@ def _char_to_token(offsets):
     starts = [s for s, _ in offsets]
 
     def find(ch: int) -> int | None:
-        import bisect
-
         i = bisect.bisect_right(starts, ch) - 1
         if i < 0:
             return None
@@ -450,7 +421,7 @@ def pair_accuracy(rm: _RewardModel, rows: list[dict[str, Any]]) -> dict[str, Any
     for r in rows:
         convs += [r["prompt"] + r["chosen"], r["prompt"] + r["rejected"]]
     scores = rm.raw_scores(convs) if isinstance(rm, OutcomeRewardModel) else rm.score_conversations(convs)
-    wins = [1.0 if a > b else 0.5 if a == b else 0.0 for a, b in zip(scores[0::2], scores[1::2])]
+    wins = [_win(a, b) for a, b in zip(scores[0::2], scores[1::2])]
     by_reason: dict[str, list[float]] = {}
     for r, w in zip(rows, wins):
         by_reason.setdefault(str(r.get("reason", "all")), []).append(w)
@@ -461,24 +432,20 @@ def pair_accuracy(rm: _RewardModel, rows: list[dict[str, Any]]) -> dict[str, Any
 def step_accuracy(prm: ProcessRewardModel, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Held-out step labels: accuracy, balanced accuracy and ROC AUC of P(label 1) at each step."""
     probs = prm.step_probabilities([r["messages"] for r in rows])
-    ys, ps = [], []
-    for r, p in zip(rows, probs):
-        for y, q in zip(r["step_labels"], p):
-            ys.append(int(y))
-            ps.append(q)
-    if not ys:
+    steps = [(int(y), q) for r, p in zip(rows, probs) for y, q in zip(r["step_labels"], p)]
+    if not steps:
         return {"n": 0}
-    pred = [int(q >= 0.5) for q in ps]
-    pos = [q for y, q in zip(ys, ps) if y == 1]
-    neg = [q for y, q in zip(ys, ps) if y == 0]
-    tpr = sum(1 for y, p in zip(ys, pred) if y == 1 and p == 1) / len(pos) if pos else None
-    tnr = sum(1 for y, p in zip(ys, pred) if y == 0 and p == 0) / len(neg) if neg else None
-    auc = None
-    if pos and neg:
-        auc = sum((1.0 if a > b else 0.5 if a == b else 0.0) for a in pos for b in neg) / (len(pos) * len(neg))
+    pos = [q for y, q in steps if y == 1]
+    neg = [q for y, q in steps if y == 0]
+    hit_pos, hit_neg = sum(q >= 0.5 for q in pos), sum(q < 0.5 for q in neg)
+    both = bool(pos and neg)
     return {
-        "n": len(ys), "positive_rate": len(pos) / len(ys),
-        "accuracy": sum(1 for y, p in zip(ys, pred) if y == p) / len(ys),
-        "balanced_accuracy": (tpr + tnr) / 2 if tpr is not None and tnr is not None else None,
-        "auc": auc,
+        "n": len(steps), "positive_rate": len(pos) / len(steps), "accuracy": (hit_pos + hit_neg) / len(steps),
+        "balanced_accuracy": (hit_pos / len(pos) + hit_neg / len(neg)) / 2 if both else None,
+        "auc": sum(_win(a, b) for a in pos for b in neg) / (len(pos) * len(neg)) if both else None,
     }
+
+
+def _win(a: float, b: float) -> float:
+    """1 when a ranks above b, a half for a tie: the pairwise accuracy both evaluations report."""
+    return 1.0 if a > b else 0.5 if a == b else 0.0

@@ -243,7 +243,7 @@ def test_a_corrupted_name_or_number_is_corrupted_in_the_thought_too():
 def test_a_skipped_step_is_the_experts_turn_after_next_and_leaves_the_state_alone():
     task = generate_tasks("household", 1, seed=5)[0]
     expert = [m.content for m in P.expert_episode(task).messages if m.role == "assistant"]
-    env, _ = P._new_env(task, None)
+    env, _ = P.start_episode(task, None)
     assert P.skipped_step(env) == expert[1]
     assert env.turn == 0 and env.expert_action() == expert[0]
     for text in expert[:-1]:
