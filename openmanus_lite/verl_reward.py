@@ -3,10 +3,8 @@
 Point verl at it with
     custom_reward_function.path=<site-packages>/openmanus_lite/verl_reward.py
     custom_reward_function.name=compute_score
-Rows written by `verl_export` carry their grader: environment rows hold the whole task as
-JSON in `ground_truth` (the environment replays the response and its checker scores it);
-trajectory rows hold a final answer, scored by the `answer_match` reward (agent answers:
-answer(...), Final Answer: [...], <answer> text; LaTeX golds as open-r1's `accuracy`).
+Environment rows (`verl_export`) are replayed in their environment and scored by its checker; trajectory rows hold
+a final answer, scored by the `answer_match` reward.
 """
 
 from __future__ import annotations
@@ -24,15 +22,11 @@ _ASSISTANT_TURN = re.compile(r"<\|im_start\|>assistant\n(.*?)(?:<\|im_end\|>|$)"
 
 def split_assistant_turns(solution_str: str) -> list[str]:
     """The assistant turns of a decoded response: chat-marked segments, else the whole text."""
-    turns = _ASSISTANT_TURN.findall(solution_str or "")
-    if turns:
-        return turns
-    return [(solution_str or "").split("<|im_end|>")[0]]
+    return _ASSISTANT_TURN.findall(solution_str or "") or [(solution_str or "").split("<|im_end|>")[0]]
 
 
 def score_env_response(task_json: str, solution_str: str) -> float:
-    """Replay the response's assistant turns in a fresh environment (`search.replay`, the kit's replay of
-    fixed turns); the checker's final score, 0.0 when the turns end before the episode does."""
+    """The checker's final score of the response's turns replayed in a fresh environment (0.0 if it does not end)."""
     _, last, _ = replay(Task.from_json(task_json), split_assistant_turns(solution_str))
     return float(last.info.get("score", 0.0)) if last is not None and last.done else 0.0
 

@@ -1,15 +1,8 @@
 """Grouped-query attention without copying keys and values (the CPU decoding bottleneck).
 
-transformers' `sdpa` attention expands the keys/values of a grouped-query model to the number of query heads
-(`repeat_kv`) whenever an attention mask is passed, and batched generation always passes one (left padding).
-On CPU that copy dominated evaluation: SmolLM2-135M (9 query heads, 3 key/value heads) spent about half of its
-decoding time in it, 133 ms against 9 ms per layer call at 60 rows x 600 positions.
-`scaled_dot_product_attention(..., enable_gqa=True)` computes the same attention without the copy.
-
-One-token decoding steps take a second shortcut: torch's CPU flash kernel is slow for a single query (bf16,
-batch 32, 300 cached tokens: 4.7-4.9 ms per layer call), while the same attention as two grouped matmuls takes
-0.3-0.6 ms; over 30 layers that was most of a decode step (54% of a torch profile of
-`benchmarks/generation_throughput.py`'s batch-32 case; docs/RESULTS.md).
+transformers' `sdpa` copies a grouped-query model's keys/values to every query head whenever a mask is passed
+(always, with left padding): about half of SmolLM2-135M's CPU decoding time. `enable_gqa=True` avoids the copy, and
+one-token steps run as two grouped matmuls (0.3-0.6 ms against 4.7 ms per layer in torch's CPU flash kernel).
 """
 
 from __future__ import annotations
@@ -57,9 +50,7 @@ def _one_query_attention(query: Any, key: Any, value: Any, attention_mask: Any, 
 
 
 def use_grouped_attention(model: Any) -> bool:
-    """Switch a CPU model with grouped-query sdpa attention to NAME (registered with transformers, with sdpa's
-    mask); True when switched. Only on CPU: on a GPU, transformers' own choice (flash / memory-efficient
-    kernels) stays. `load_model` calls it."""
+    """Switch a CPU model with grouped-query sdpa attention to NAME; True when switched (a GPU keeps its kernels)."""
     config = getattr(model, "config", None)
     if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
         return False

@@ -1,17 +1,10 @@
 """The kit's decoding loop: one forward pass per step over a Hugging Face causal LM, many turns at once.
 
-Why not `model.generate`: profiled on a 2-core CPU (benchmarks/generation_throughput.py, docs/RESULTS.md),
-an episode turn's cost was (1) one-query attention steps in torch's CPU flash kernel (most of a decode
-step; `attention.py` now does them as grouped matmuls), (2) the prompt prefill, most of which is the
-domain's instructions that every episode of the domain shares, and the padding of prompts of unequal
-length, (3) rows that already stopped still computed until the slowest row stops, and (4) float32 matmuls
-on CPUs that run bf16 about four times faster. This loop is fed prompts whose shared prefixes are already
-cached (`generation.PrefixCache`), prefills the rest in groups of similar length (`prefill_groups`),
-appends keys/values into a preallocated buffer, drops stopped rows from the batch, computes logits for the
-last position only, and keeps the chosen token's log-probability as it is produced.
-
-Sampling is temperature + top-p over the raw logits, as TRL's GRPO generation does: logit processors of
-the model's own generation config (e.g. a repetition penalty) are not applied.
+Why not `model.generate` (profiled on a 2-core CPU, docs/RESULTS.md): a turn's cost was one-query attention steps
+(attention.py), the prefill of shared instructions and padding, stopped rows computing on, and float32 on CPUs with
+4x faster bf16. This loop takes cached shared prefixes (`generation.PrefixCache`), prefills in groups of similar
+length, writes keys/values into a preallocated buffer and drops stopped rows. Sampling is temperature + top-p over
+the raw logits, as TRL's GRPO generation does (no generation-config processors).
 """
 
 from __future__ import annotations
@@ -23,24 +16,19 @@ import torch
 import torch.nn.functional as F
 from transformers.cache_utils import Cache, DynamicLayer
 
-KV = list[tuple[torch.Tensor, torch.Tensor]]
-"""Keys and values per layer."""
+KV = list[tuple[torch.Tensor, torch.Tensor]]  # keys and values per layer
 
 
 class BufferLayer(DynamicLayer):
-    """One layer's keys/values in a preallocated [batch, heads, capacity, dim] buffer.
-
-    DynamicLayer concatenates the whole cache with each new token (a copy of every layer's keys and
-    values per step); here a step writes one column in place and the layer exposes a view of the
-    filled part. The buffer doubles if a call outgrows it."""
+    """One layer's keys/values in a preallocated [batch, heads, capacity, dim] buffer: a step writes one column in
+    place instead of DynamicLayer's copy of the whole cache. The buffer doubles if a call outgrows it."""
 
     def __init__(self, capacity: int):
         super().__init__()
         self.capacity, self.length = max(1, int(capacity)), 0
 
     def _allocate(self, k: torch.Tensor, v: torch.Tensor, rows: int) -> None:
-        """Zeroed buffers of `rows` rows shaped like k / v (zeros, not uninitialised memory: masked-out gaps
-        stay finite, since a masked NaN would still poison the weighted sum)."""
+        """Zeroed buffers of `rows` rows shaped like k / v (zeros: a masked NaN would still poison the sum)."""
         self._k, self._v = (t.new_zeros((rows, t.shape[1], self.capacity, t.shape[-1])) for t in (k, v))
         self.dtype, self.device, self.is_initialized = k.dtype, k.device, True
 
@@ -48,8 +36,7 @@ class BufferLayer(DynamicLayer):
         if not self.is_initialized:
             self._allocate(key_states, value_states, key_states.shape[0])
         elif key_states.dtype != self._k.dtype:
-            # reused keys/values were seeded in another dtype than the model computes in (a model with
-            # mixed parameter dtypes): the model's own dtype wins
+            # reused keys/values seeded in another dtype (mixed parameter dtypes): the model's own dtype wins
             self._k, self._v = self._k.to(key_states.dtype), self._v.to(value_states.dtype)
             self.dtype = key_states.dtype
         end = self.length + key_states.shape[-2]
@@ -64,8 +51,8 @@ class BufferLayer(DynamicLayer):
         return self.keys, self.values
 
     def place_rows(self, index: torch.Tensor, part: BufferLayer, head: int, width: int, batch: int) -> None:
-        """Write `part` (a prefill of rows `index`: `head` reused positions, then its new ones) into this layer
-        of `batch` rows and `width` positions: the reused ones first, the new ones last, zeros between."""
+        """Write `part` (rows `index`' prefill: `head` reused positions, then new ones) into this layer of `batch`
+        rows and `width` positions: reused first, new last, zeros between."""
         k, v = part._k[:, :, :part.length], part._v[:, :, :part.length]
         if not self.is_initialized:
             self.capacity, self.length = max(self.capacity, width), width
@@ -126,13 +113,9 @@ def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float) -> tor
 def decode(model: Any, input_ids: torch.Tensor, attention: torch.Tensor, past: KV | None, rows: list[Row], *,
            stop_ids: set[int], temperature: float, top_p: float, return_logprobs: bool,
            on_finish: Callable[[Row, KV], None] | None = None) -> None:
-    """Decode `rows` (filled in place) from one batch laid out [pad | reused prefix | pad | new tokens].
-
-    `input_ids` and `attention` cover both blocks; `past` holds the reused prefix's keys/values per layer
-    ([rows, heads, width_past, dim]), or None; the list is emptied once they are copied in. `on_finish(row, kv)`
-    runs when a row stops, with its keys/values (on the CPU) of prompt + reply but the last reply token (never
-    fed): that is how turns are kept for the next turn's prefix reuse.
-    """
+    """Decode `rows` (filled in place) from one batch laid out [pad | reused prefix | pad | new tokens]; `past` (the
+    prefix's keys/values per layer, or None) is emptied once copied in. `on_finish(row, kv)` gets a stopped row's
+    keys/values (CPU) of prompt + reply but the last token, for the next turn's prefix reuse."""
     steps = max(r.limit for r in rows)
     layers = [BufferLayer(attention.shape[1] + steps) for _ in range(int(text_config(model).num_hidden_layers))]
     cache = Cache(layers=layers)
@@ -175,9 +158,8 @@ def decode(model: Any, input_ids: torch.Tensor, attention: torch.Tensor, past: K
 
 
 def prefill_groups(new_counts: list[int], waste: float = 0.25) -> list[list[int]]:
-    """Rows (indices into `new_counts`) grouped so that padding each group to its longest row adds at most
-    `waste` of its real tokens. One padded prefill of a batch whose prompts differ in length after their
-    shared prefix (19 to 112 new tokens in a batch of 32 first turns) computes 2.3x the tokens it needs."""
+    """Rows grouped so that padding each group to its longest row adds at most `waste` of its real tokens (one
+    padded prefill of 32 first turns of 19 to 112 new tokens computed 2.3x the tokens it needed)."""
     groups: list[list[int]] = []
     total = 0
     for i in sorted(range(len(new_counts)), key=lambda i: new_counts[i]):
@@ -192,10 +174,8 @@ def prefill_groups(new_counts: list[int], waste: float = 0.25) -> list[list[int]
 
 
 def _prefill(model, input_ids, attention, past, layers) -> torch.Tensor:
-    """Encode each row's tokens after its reused prefix into `layers`; the last position's logits per row.
-
-    Rows are encoded in groups of similar length (`prefill_groups`), each padded only to its own longest
-    row, and their keys/values placed into the batch layout [pad | prefix | pad | new tokens]."""
+    """Encode each row's new tokens into `layers` in groups of similar length (`prefill_groups`); the last
+    position's logits per row."""
     head = past[0][0].shape[2] if past is not None else 0
     batch, width = attention.shape
     positions = (attention.cumsum(-1) - 1).clamp(min=0)

@@ -1,19 +1,9 @@
-"""Batched generation of ONE assistant turn for many conversations at once.
+"""Batched generation of the next assistant turn (stopped at `<|im_end|>`) for many conversations at once.
 
-Evaluation, search and GRPO rollouts all need, for each conversation, the next assistant turn stopped at
-`<|im_end|>`, for many episodes per forward pass. Prompts are rendered with the chat template, grouped by
-length, left-padded and decoded greedily or by sampling, the model in inference mode for the call (train
-mode again after, if it was: on this stack, generating in train mode with gradient checkpointing on gives
-garbage).
-
-Multi-turn episodes re-send the whole conversation every turn. A `PrefixCache` keeps the keys/values
-of earlier turns so only the new tokens are encoded (ModelPolicy uses one): on CPU this is most of an
-evaluation's cost (a 16-turn household episode re-reads its first turns 16 times without it).
-
-Keys/values are bounded by one memory budget (`kv_budget`, 2 GiB unless OPENMANUS_KV_BUDGET_GB says otherwise):
-the prefix cache (host memory) keeps at most half of it, and on a CPU a decoding batch takes as many conversations
-(up to `batch_size`) as fit their keys/values in the other half, so a long episode shrinks the batch instead of
-growing the process (a GPU preset's `eval_batch_size` is sized to its card instead: train/memory.py).
+The model runs in inference mode for the call: generating in train mode with gradient checkpointing on gives garbage.
+A `PrefixCache` keeps earlier turns' keys/values so a multi-turn episode encodes only its new tokens (most of a CPU
+evaluation's cost). Keys/values share one budget (`kv_budget`): half for the prefix cache, half for a CPU decoding
+batch, so a long episode shrinks the batch instead of growing the process (a GPU preset sizes its batch to its card).
 """
 
 from __future__ import annotations
@@ -42,8 +32,7 @@ ENGINES = ("loop", "generate", "vllm")
 
 
 def kv_budget() -> int | None:
-    """Bytes of keys/values a generation may hold (prefix cache + decoding buffer; module doc), from
-    OPENMANUS_KV_BUDGET_GB (default 2); "none" restores the unbudgeted engine: fixed batches, a 2 GiB cache."""
+    """Bytes of keys/values a generation may hold, from OPENMANUS_KV_BUDGET_GB (default 2); "none": no budget."""
     text = os.environ.get(KV_BUDGET_ENV, "").strip().lower()
     if text in ("none", "off"):
         return None
@@ -60,9 +49,9 @@ def kv_bytes_per_token(model: Any, dtype: Any) -> int:
 
 def budget_batches(order: list[int], lengths: list[int], limits: list[int], batch_size: int,
                    token_bytes: int, budget: int | None) -> list[list[int]]:
-    """`order` cut into batches of at most `batch_size` rows whose keys/values stay within `budget` (None: no
-    bound): while a batch is prefilled it holds the reused prefixes it is seeded from and the decoding buffer, so
-    rows x (2 x longest prompt + longest limit) x `token_bytes`. A row alone always makes a batch."""
+    """`order` cut into batches of at most `batch_size` rows within `budget` bytes (None: no bound). A prefilling
+    batch holds its reused prefixes and the decoding buffer: rows x (2 x longest prompt + longest limit) x
+    `token_bytes`. A row alone always makes a batch."""
     batches: list[list[int]] = []
     longest = 0
     for i in order:
@@ -80,20 +69,14 @@ def budget_batches(order: list[int], lengths: list[int], limits: list[int], batc
 
 @dataclass
 class GenerationResult:
-    """One entry per input conversation, in input order.
-
-    `completion_ids` is always filled; `prompt_ids` and `logprobs` when requested. Completion ids end with
-    the eos id (`<|im_end|>`) when generation stopped there, and are cut at the token limit otherwise.
-    `logprobs[i][j]` is the log-probability of completion token j at the sampling temperature (logits /
-    temperature, before top-p truncation): the quantity TRL's GRPO trainer computes for its own ratios.
-    """
+    """One entry per input conversation, in input order. `logprobs` are at the sampling temperature, before
+    top-p: the quantity TRL's GRPO trainer computes for its own ratios."""
 
     texts: list[str]
     prompt_ids: list[list[int]] | None = None
     completion_ids: list[list[int]] | None = None
     logprobs: list[list[float]] | None = None
-    stopped: list[bool] = field(default_factory=list)
-    """True where the turn ended with eos, False where it hit `max_new_tokens`."""
+    stopped: list[bool] = field(default_factory=list)  # ended with eos, not at `max_new_tokens`
 
     @property
     def num_generated_tokens(self) -> int:
@@ -158,15 +141,10 @@ def stop_ids(tokenizer: Any) -> list[int]:
 
 
 class PrefixCache:
-    """Keys/values of earlier turns, reused when a conversation comes back one turn longer.
-
-    In a multi-turn episode each prompt is the previous prompt + the model's reply + the new observation, so
-    re-encoding it costs the sum of all prefix lengths (quadratic in turns); with a cache only the new tokens
-    are encoded. Reuse extends over the longest common token prefix with any entry (keys/values of a prefix
-    depend on that prefix only), at least `min_reuse` tokens, and the least recently used entries are dropped
-    beyond `max_bytes` (default: half of `kv_budget()`, or 2 GiB without a budget). Shared entries
-    (`share_prefixes`) hold a prefix several prompts share, not one conversation's turns.
-    """
+    """Keys/values of earlier turns, reused when a conversation comes back one turn longer (without it re-encoding
+    is quadratic in turns). Reuse covers the longest common token prefix with any entry, at least `min_reuse`
+    tokens; least recently used entries go beyond `max_bytes` (default: half of `kv_budget()`, else 2 GiB).
+    Shared entries (`share_prefixes`) hold a prefix several prompts share."""
 
     def __init__(self, max_bytes: int | None = None, min_reuse: int = 16):
         budget = kv_budget()
@@ -224,15 +202,10 @@ class PrefixCache:
 
 
 class ChosenLogprobs:
-    """A logits processor that keeps only the log-probability of each chosen token.
-
-    `output_logits=True` keeps one float32 [batch, vocab] row per generated step until `generate` returns
-    (Qwen2.5's vocabulary: 16 rows x 256 steps is about 2.5 GB). A processor sees each step's scores before
-    the token is chosen, and the token chosen at step t is the last column of `input_ids` at step t + 1: so
-    each call turns the previous step's log-softmax into one number per row and keeps only the current one.
-    `finish` reads the last step's token from the returned sequences. The scores come after the processors
-    of the model's generation config (e.g. a repetition penalty) and before temperature / top-p.
-    """
+    """A logits processor that keeps only the log-probability of each chosen token: `output_logits=True` would keep
+    a float32 [batch, vocab] row per step (Qwen2.5: 16 rows x 256 steps is ~2.5 GB). The token chosen at step t is
+    the last column of `input_ids` at step t + 1, so each call keeps one step's log-softmax; `finish` reads the last
+    token from the returned sequences."""
 
     def __init__(self, temperature: float = 1.0):
         if temperature <= 0:
@@ -265,14 +238,9 @@ def generate_turns(model: Any, tokenizer: Any, conversations: list[Messages], *,
                    temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None, batch_size: int = 16,
                    max_prompt_tokens: int | None = None, return_ids: bool = False, return_logprobs: bool = False,
                    kv_cache: PrefixCache | None = None, engine: str | None = None) -> GenerationResult:
-    """Generate the next assistant turn for every conversation.
-
-    temperature 0 means greedy. `seed` makes sampling reproducible (it seeds torch once per call).
-    `batch_size` conversations decode together, grouped by prompt length so little padding is wasted.
-    `max_prompt_tokens` keeps only the last tokens of an over-long prompt (left truncation keeps the most
-    recent observation). `kv_cache` reuses the keys/values of earlier turns of the same conversations
-    (PrefixCache). `engine` forces a generator (`select_engine`).
-    """
+    """The next assistant turn of every conversation. temperature 0 is greedy; `seed` seeds torch once per call;
+    `max_prompt_tokens` keeps an over-long prompt's last tokens (the most recent observation); `kv_cache` reuses
+    earlier turns (PrefixCache); `engine` forces a generator (`select_engine`)."""
     prompts = render_prompts(tokenizer, conversations) if conversations else []
     if max_prompt_tokens:
         prompts = [p[-max_prompt_tokens:] for p in prompts]
@@ -287,9 +255,8 @@ def generate_from_ids(model: Any, tokenizer: Any, prompts: list[list[int]], *,
                       max_new_tokens: int | list[int] = 128, temperature: float = 0.0, top_p: float = 1.0,
                       seed: int | None = None, batch_size: int = 16, return_logprobs: bool = False,
                       kv_cache: PrefixCache | None = None, engine: str | None = None) -> GenerationResult:
-    """`generate_turns` on prompts that are already token ids (multi-turn RL rollouts continue the exact
-    sampled ids instead of re-rendering text). `max_new_tokens` may be one limit per prompt (a rollout's
-    remaining token budget); each row is cut at its own."""
+    """`generate_turns` on token ids (RL rollouts continue the exact sampled ids); `max_new_tokens` may be one limit
+    per prompt (a rollout's remaining budget)."""
     prompts = [list(p) for p in prompts]
     if not prompts:
         return GenerationResult([], [], [], [] if return_logprobs else None, [])
@@ -315,12 +282,10 @@ def generate_from_ids(model: Any, tokenizer: Any, prompts: list[list[int]], *,
 
 
 def reply_logprobs(model: Any, tokenizer: Any, conversations: list[Messages]) -> list[float]:
-    """The model's mean log-probability per token of each conversation's assistant replies (teacher-forced, at
-    temperature 1, each reply's end-of-turn token included): how sure the policy itself is of an episode, the
-    picker best-of-N uses without a reward model (`eval.scaling`). Greedy and sampled episodes score on one scale,
-    which log-probabilities recorded while sampling (at the sampling temperature) would not. Runs on the copy the
-    decoding loop uses, one conversation per forward pass with logits only at the reply positions (a 3,000-token
-    episode's full logits would be ~0.6 GB). A conversation without an assistant reply scores -inf."""
+    """Mean teacher-forced log-probability (temperature 1, end-of-turn tokens included) of each conversation's
+    assistant replies: best-of-N's picker without a reward model (`eval.scaling`), on one scale for greedy and
+    sampled episodes. Logits only at reply positions (full logits of a 3,000-token episode: ~0.6 GB); a
+    conversation without a reply scores -inf."""
     dtype = _loop_dtype(model, _device_type(model), False)
     runner = inference_copy(model, dtype) if dtype is not None else model
     device = next(runner.parameters()).device
@@ -332,8 +297,7 @@ def reply_logprobs(model: Any, tokenizer: Any, conversations: list[Messages]) ->
             if not turns:
                 out.append(-math.inf)
                 continue
-            # each reply sits right after its prompt (the chat template renders conversations prefix-consistently:
-            # the prefix cache relies on the same); the reply tokens are those the decoding loop would produce
+            # the chat template renders prefix-consistently (as the prefix cache relies on): replies follow prompts
             prompts = render_prompts(tokenizer, [conv[:i] for i in turns])
             replies = [tokenizer(conv[i]["content"], add_special_tokens=False)["input_ids"] + [end] for i in turns]
             ids = prompts[-1] + replies[-1]
@@ -351,8 +315,7 @@ def reply_logprobs(model: Any, tokenizer: Any, conversations: list[Messages]) ->
 
 @dataclass(frozen=True)
 class EngineChoice:
-    """Which generator runs a call (one of ENGINES), in which dtype (of the inference copy; None: the model's
-    own), and why (logged once per model and choice)."""
+    """Which generator (ENGINES) runs a call, in which dtype (None: the model's own), and why (logged once)."""
 
     name: str
     dtype: Any = None
@@ -360,12 +323,10 @@ class EngineChoice:
 
 
 def select_engine(model: Any, engine: str | None = None, *, return_logprobs: bool = False) -> EngineChoice:
-    """The generator for `model`: "vllm" when Unsloth attached its vLLM engine (`fast_inference=True`), the
-    model's own "generate" for an Unsloth model on a GPU (its patched inference path) or a model with
-    sliding-window or linear-attention layers, the kit's decoding "loop" (decoding.py) otherwise. On a CPU with
-    native bf16 the loop runs a bf16 copy of float32 weights (about 4x the matmul rate,
-    benchmarks/generation_throughput.py), except when log-probabilities are requested: those must match what the
-    trainer recomputes in its own dtype. `engine` (or the OPENMANUS_ENGINE environment variable) forces one."""
+    """"vllm" when Unsloth attached its vLLM engine, the model's own "generate" for an Unsloth model on a GPU or a
+    model with sliding-window / linear-attention layers, else the kit's decoding "loop" (on a bf16 copy where the
+    CPU has native bf16, unless log-probabilities must match the trainer's dtype). `engine` or OPENMANUS_ENGINE
+    forces one."""
     forced = engine or os.environ.get("OPENMANUS_ENGINE") or None
     if forced not in (None, *ENGINES):
         raise ValueError(f"unknown generation engine {forced!r}; choose one of {ENGINES}")
@@ -404,9 +365,8 @@ def _device_type(model: Any) -> str:
 
 
 def _loop_dtype(model: Any, device: str, return_logprobs: bool) -> Any:
-    """bf16 for a float32 model, or a LoRA-adapted one (its merged copy decodes without the adapters' extra
-    matmuls), on a CPU with native bf16, unless OPENMANUS_INFERENCE_DTYPE=model (the model's own dtype: for
-    checking that bf16 inference does not change results, docs/RESULTS.md)."""
+    """bf16 for a float32 or LoRA-adapted model on a CPU with native bf16; OPENMANUS_INFERENCE_DTYPE=model keeps
+    the model's dtype (to check that bf16 inference does not change results)."""
     setting = os.environ.get("OPENMANUS_INFERENCE_DTYPE", "auto")
     if setting not in ("auto", "model"):
         raise ValueError(f"OPENMANUS_INFERENCE_DTYPE={setting!r}: choose 'auto' or 'model'")
@@ -425,12 +385,9 @@ FINGERPRINT_ELEMENTS = 1 << 22
 
 
 def weights_fingerprint(model: Any) -> tuple:
-    """Changes when the weights change: parameter version counters plus sums of the trainable parameters.
-    Version counters alone miss optimizer steps on this stack (fused AdamW updates in place without bumping
-    `_version`), hence the sums. Beyond FINGERPRINT_ELEMENTS trainable elements (full fine-tuning) each
-    parameter is summed over an even stride of its elements: summing all 135M of SmolLM2 in float64 took
-    about 0.25 s, twice per generation call; an optimizer step moves every sampled element it touches, and
-    weight decay touches them all."""
+    """Changes when the weights change: version counters, plus sums of the trainable parameters since fused AdamW
+    updates in place without bumping `_version`. A full model is summed over an even stride (all 135M elements
+    took ~0.25 s per call; weight decay moves every sampled element anyway)."""
     params = list(model.parameters())
     trainable = [p for p in params if p.requires_grad]
     sums = ()
@@ -446,13 +403,9 @@ _INFERENCE_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # mo
 
 
 def inference_copy(model: Any, dtype: Any) -> Any:
-    """The model's weights (LoRA merged) as a plain model of `dtype`, refreshed only when the weights changed.
-
-    The copy is built once per model (`models.empty_model`), and later refreshes copy the merged weights into it
-    in place. Never `copy.deepcopy(model)`: inside a trainer the model's attributes reach the trainer's
-    state, and a deep copy per GRPO step grew a demo run by gigabytes per step until it was killed. The
-    training model is never touched: merging in place and unmerging after would leave float rounding in
-    the trained weights."""
+    """The model's weights (LoRA merged) as a plain model of `dtype`, built once (`models.empty_model`) and
+    refreshed in place when the weights changed. Never `copy.deepcopy`: it reaches the trainer's state (gigabytes
+    per GRPO step); never merge in place: unmerging leaves float rounding in the trained weights."""
     from openmanus_lite.models import empty_model
 
     key = (weights_fingerprint(model), dtype)
@@ -463,11 +416,7 @@ def inference_copy(model: Any, dtype: Any) -> Any:
     clone = cached[1] if fits else empty_model(model, dtype).eval().requires_grad_(False)
     missing, unexpected = clone.load_state_dict(merged_state_dict(model), strict=False)
     # tied parameters (one embedding matrix) appear once in a state dict and are filled by the tie
-    seen, tied = set(), set()
-    for name, param in clone.named_parameters(remove_duplicate=False):
-        if id(param) in seen:
-            tied.add(name)
-        seen.add(id(param))
+    tied = {n for n, _ in clone.named_parameters(remove_duplicate=False)} - {n for n, _ in clone.named_parameters()}
     if unexpected or [k for k in missing if k not in tied]:
         raise RuntimeError(f"inference copy: weights do not fit the model (missing {missing[:3]}, "
                            f"unexpected {unexpected[:3]})")
@@ -476,8 +425,7 @@ def inference_copy(model: Any, dtype: Any) -> Any:
 
 
 def merged_state_dict(model: Any) -> dict[str, Any]:
-    """The base model's state dict with the active LoRA adapters merged in (new tensors for the merged
-    weights; the model is not modified). A model without adapters: its own state dict."""
+    """The base model's state dict with the active LoRA adapters merged into new tensors (the model is untouched)."""
     if not hasattr(model, "peft_config") or not hasattr(model, "get_base_model"):
         return dict(model.state_dict())
     from peft.tuners.lora import LoraLayer
@@ -507,8 +455,8 @@ def merged_state_dict(model: Any) -> dict[str, Any]:
 
 def _generate_hf(model, dtype, loop, prompts, limits, stop, pad_id, temperature, top_p, batch_size,
                  return_logprobs, kv_cache) -> list[Row]:
-    """The loop (`loop`) or `generate` engine over length-sorted batches within the key/value budget, reusing
-    cached prefixes; the loop always shares prefixes (a call-local cache when the caller keeps none)."""
+    """The loop or `generate` engine over length-sorted batches within the key/value budget; the loop always
+    shares prefixes (in a call-local cache when the caller keeps none)."""
     runner = inference_copy(model, dtype) if dtype is not None else model
     param = next(runner.parameters())
     cache = kv_cache if kv_cache is not None else PrefixCache() if loop else None
@@ -537,8 +485,8 @@ def _generate_hf(model, dtype, loop, prompts, limits, stop, pad_id, temperature,
 
 def _generate_batch(model, input_ids, attention, past, rows, stop, pad_id, temperature, top_p, return_logprobs,
                     kv_cache, prompts) -> None:
-    """One batch through the model's own `generate` (with a DynamicCache of the reused prefixes); fills `rows`
-    and keeps each row's keys/values of prompt + reply (all but the last reply token) in `kv_cache`."""
+    """One batch through the model's own `generate`; keeps each row's prompt + reply but its last token in
+    `kv_cache`."""
     sample = bool(temperature) and temperature > 0
     recorder = ChosenLogprobs(temperature if sample else 1.0) if return_logprobs else None
     out = model.generate(
@@ -565,9 +513,7 @@ def _generate_batch(model, input_ids, attention, past, rows, stop, pad_id, tempe
 
 
 def _generate_vllm(model, prompts, limits, stop, temperature, top_p, seed, return_logprobs) -> list[Row]:
-    """Unsloth's vLLM engine with the current LoRA weights (`load_lora(..., load_tensors=True)` hands vLLM the
-    in-memory adapter, so each call sees the latest training step). Log-probabilities are vLLM's own (its
-    `logprobs_mode`), the chosen token's only."""
+    """Unsloth's vLLM engine, handed the in-memory LoRA adapter so each call sees the latest training step."""
     from vllm import SamplingParams
 
     sample = bool(temperature) and temperature > 0
@@ -590,13 +536,9 @@ def _generate_vllm(model, prompts, limits, stop, temperature, top_p, seed, retur
 
 
 def share_prefixes(model: Any, prompts: list[list[int]], cache: PrefixCache, pad_id: int) -> int:
-    """Encode once the prefixes that several prompts share and the cache lacks (a domain's instructions,
-    the history that n sampled continuations share), so each prompt then encodes only its own tokens.
-
-    Prompts are sorted; a run of neighbours that share at least `cache.min_reuse` tokens beyond what
-    is already cached gets its common prefix encoded, and runs within it that share still more get theirs
-    (encoded after, reusing the parent): a trie built level by level. Returns the total length of the
-    prefixes it cached (tokens a parent already held are counted again in each child)."""
+    """Encode once the uncached prefixes several prompts share (a domain's instructions, the history of n sampled
+    continuations): runs of sorted neighbours sharing `cache.min_reuse` more tokens, then runs within them (a trie,
+    level by level, each reusing its parent). Returns the total length of the prefixes cached."""
     levels: list[list[list[int]]] = []
     _plan_prefixes(sorted(list(p) for p in prompts), 0, cache, levels, 0)
     # a level is empty when all of its prefixes were cached before (their children are not)
@@ -621,8 +563,7 @@ def _plan_prefixes(seqs: list[list[int]], base: int, cache: PrefixCache, levels:
 
 
 def _encode_prefixes(model: Any, prefixes: list[list[int]], cache: PrefixCache, pad_id: int) -> int:
-    """One prefill of `prefixes` (reusing cached parents); each prefix's keys/values kept as a shared entry
-    (the prefill fed every prefix token; the one "generated" token is never fed)."""
+    """One prefill of `prefixes` (reusing cached parents), each kept as a shared entry."""
     idx = list(range(len(prefixes)))
     input_ids, attention, past, _ = _batch_inputs(prefixes, idx, pad_id, cache, next(model.parameters()), full=True)
     decode(model, input_ids, attention, past, [Row(i, 1) for i in idx], stop_ids=set(), temperature=0.0, top_p=1.0,
@@ -632,14 +573,9 @@ def _encode_prefixes(model: Any, prefixes: list[list[int]], cache: PrefixCache, 
 
 def _batch_inputs(prompts: list[list[int]], idx: list[int], pad_id: int, cache: PrefixCache | None, param: Any,
                   full: bool = False):
-    """(input ids, mask, reused keys/values per layer or None, cache matches) for rows `idx`, on `param`'s device
-    (keys/values in its dtype).
-
-    With reuse the layout per row is [pad | cached prefix | pad | new tokens]: the cached block is as wide
-    as the longest reused prefix, the new block as the longest remainder; the mask marks the holes, and
-    position ids (from the mask) stay those of the unpadded sequence. Every row encodes at least one token.
-    `full`: the prompts themselves are being cached, so their tokens are not counted as encoded or reused.
-    """
+    """(input ids, mask, reused keys/values per layer or None, cache matches) for rows `idx` on `param`'s device.
+    Each row is [pad | cached prefix | pad | new tokens], the mask marking the holes so positions stay those of the
+    unpadded sequence; every row encodes at least one token. `full`: caching the prompts, so nothing is counted."""
     matched = [cache.match(prompts[i]) if cache is not None else (None, 0) for i in idx]
     reuse = [0 if eid is None else min(common, len(prompts[i]) - 1) for i, (eid, common) in zip(idx, matched)]
     head = max(reuse)

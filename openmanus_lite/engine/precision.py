@@ -1,17 +1,9 @@
 """One decision of the training and compute dtype from the device, used by every loader and trainer.
 
-Why one function: `torch.cuda.is_bf16_supported()` defaults to `including_emulation=True` and says
-True on a T4 (compute capability 7.5), where bfloat16 is only emulated. Unsloth loads the model in
-float16 there and its rewritten trainers then refuse a bf16 run, and TRL turns `bf16=None` into
-True. So bfloat16 is chosen only where the GPU multiplies it natively (capability >= 8.0, Ampere
-and newer); older GPUs get float16; a CPU gets float32 (or bfloat16 where the CPU is native and
-the caller asked for it: `cpu_bf16=True`; benchmarks/cpu_bf16.py measured emulated bf16 ~28x slower).
-
-An explicit request the device cannot do natively:
-  - bfloat16 on a GPU without native bf16 (T4, V100): a ValueError (Unsloth's trainers refuse it
-    anyway, after minutes of loading);
-  - float16 on a CPU: a ValueError (no float16 mixed precision on CPU);
-  - bfloat16 on a CPU that emulates it: a warning (it runs, slowly), or a ValueError with `strict=True`.
+Why: `torch.cuda.is_bf16_supported()` says True on a T4, where bf16 is only emulated, and Unsloth's trainers then
+refuse the run. So bf16 only where the device multiplies it natively (GPUs from Ampere; a CPU when asked, emulated
+bf16 measured ~28x slower); older GPUs get float16, a CPU float32. A request the device cannot do natively is a
+ValueError, except emulated bf16 on a CPU: a warning (a ValueError with `strict=True`).
 """
 
 from __future__ import annotations
@@ -20,8 +12,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-NATIVE_BF16_CAPABILITY = (8, 0)
-"""CUDA compute capability from which bfloat16 matrix products run natively (Ampere)."""
+NATIVE_BF16_CAPABILITY = (8, 0)  # CUDA compute capability with native bf16 matmuls (Ampere)
 
 _NAMES = {"float32": "float32", "fp32": "float32", "float": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
           "float16": "float16", "fp16": "float16", "half": "float16"}
@@ -29,15 +20,13 @@ _NAMES = {"float32": "float32", "fp32": "float32", "float": "float32", "bfloat16
 
 @dataclass(frozen=True)
 class Precision:
-    """What to load and train in. `dtype`: weights and 4-bit compute dtype for the loaders.
-    `bf16` / `fp16`: the mixed-precision flags for TRL / transformers trainer configs (on a CPU they
-    stay False unless a trainer setting asked for them: the CPU trains in the weights' dtype)."""
+    """What to load and train in: `dtype` for the loaders, `bf16` / `fp16` for trainer configs (False on a CPU unless
+    asked for: the CPU trains in the weights' dtype)."""
 
     dtype: Any
     bf16: bool
     fp16: bool
-    device: str
-    """'cuda' or 'cpu'."""
+    device: str  # 'cuda' or 'cpu'
 
     @property
     def name(self) -> str:
@@ -49,10 +38,7 @@ class Precision:
 
 
 def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX), as oneDNN reports it.
-
-    Why: elsewhere torch emulates bfloat16 and a training step is many times slower than in float32
-    (benchmarks/cpu_bf16.py), so bf16 training pays only on a CPU where this is True."""
+    """Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX), as oneDNN reports it."""
     import torch
 
     try:
@@ -69,11 +55,8 @@ def gpu_has_native_bf16() -> bool:
 
 
 def resolve_precision(requested: Any = None, *, cpu_bf16: bool = False, strict: bool = False) -> Precision:
-    """The `Precision` for this device. `requested`: None / 'auto' (choose), a dtype name or a torch.dtype.
-
-    `cpu_bf16`: with 'auto' on a CPU, take bfloat16 where the CPU has it natively (default: float32,
-    the measured choice of the cpu preset). `strict`: emulated bfloat16 on a CPU is an error, not a warning.
-    """
+    """The `Precision` for this device. `requested`: None / 'auto', a dtype name or a torch.dtype. `cpu_bf16`: auto
+    takes native CPU bf16 (default float32, the cpu preset's measured choice). `strict`: emulated CPU bf16 raises."""
     import torch
 
     name = None
@@ -108,11 +91,8 @@ def resolve_precision(requested: Any = None, *, cpu_bf16: bool = False, strict: 
 
 
 def trainer_precision(bf16: bool | None = None, fp16: bool | None = None) -> Precision:
-    """The precision for a trainer config from its `bf16` / `fp16` settings (None = auto).
-
-    True asks for that precision (refused where the device cannot do it natively, see the module
-    doc); False rules it out: `bf16=False` on an Ampere GPU trains in fp16, both False in float32.
-    """
+    """The precision for a trainer's `bf16` / `fp16` settings (None = auto): True asks for it, False rules it out
+    (`bf16=False` on an Ampere GPU trains in fp16, both False in float32)."""
     if bf16 and fp16:
         raise ValueError("bf16 and fp16 are both True: choose one (or leave both unset for the device's choice)")
     if bf16 or fp16:

@@ -1,8 +1,7 @@
 """The machine's own dense matmul rate, the yardstick for training and decoding speed (issue #41).
 
-Why: 2-core machines of the same name differ up to 2x (the same SFT recipe trained 217.6 tokens/s on one AMD EPYC
-and 431 on another), so tokens/s alone says little about the code. As a share of what this machine multiplies in
-the same run it does, and the demo predicts its SFT pace from the rate before it trains.
+Why: 2-core machines of the same name differ up to 2x, so tokens/s alone says little about the code; a share of
+the machine's own rate does, and the demo predicts its SFT pace from it.
 """
 
 from __future__ import annotations
@@ -10,14 +9,12 @@ from __future__ import annotations
 import statistics
 import time
 
+# (in, out) of one SmolLM2-135M decoder layer's projections (q, k, v, o, gate, up, down): most of its compute
 LAYER_SHAPES = ((576, 576), (576, 192), (576, 192), (576, 576), (576, 1536), (576, 1536), (1536, 576))
-"""(in, out) of one SmolLM2-135M decoder layer's seven projections (q, k, v, o, gate, up, down): the products that
-take most of the default model's training and decoding time."""
 
 
 def matmul_dtype(device: str = "cpu"):
-    """What the kit multiplies in on `device`: bfloat16 where it is native, else float32 on a CPU (float16 on a GPU
-    without native bf16), as `engine.precision` decides for training and inference."""
+    """What the kit multiplies in on `device`, as `engine.precision` decides."""
     import torch
 
     from openmanus_lite.engine.precision import cpu_has_native_bf16, resolve_precision
@@ -28,9 +25,8 @@ def matmul_dtype(device: str = "cpu"):
 
 
 def matmul_gflops(dtype=None, tokens: int = 2048, seconds: float = 2.0, device: str = "cpu") -> float:
-    """Median GFLOP/s of passes through one default-model layer's products (`tokens` x in @ in x out) in `dtype`
-    (None: `matmul_dtype`), timed for about `seconds` after a warm-up pass, with torch's current threads.
-    The median, not the best pass: a share of it should see the same noise as the workload measured beside it."""
+    """Median GFLOP/s of passes through one default-model layer's products in `dtype` (None: `matmul_dtype`), over
+    about `seconds` after a warm-up. The median: a share of it should see the workload's noise."""
     import torch
 
     dtype = dtype or matmul_dtype(device)
@@ -54,18 +50,16 @@ def matmul_gflops(dtype=None, tokens: int = 2048, seconds: float = 2.0, device: 
 
 
 def matmul_params(model) -> int:
-    """Parameters that take part in a matrix product per token: every linear layer's in x out (the tied output
-    head counted once, the embedding lookup not at all; LoRA adapters included; 4-bit layers at full size)."""
+    """Parameters in a matrix product per token: every linear layer's in x out (embedding lookups excluded)."""
     import torch
 
     return sum(m.in_features * m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear))
 
 
 def training_flops_per_token(params: int, full: bool = False, recompute: bool = False) -> int:
-    """FLOPs of one training token: 2 x params forward, 2 x params for the inputs' gradients (backward runs through
-    every layer), 2 x params more for the weights' gradients in full fine-tuning only (LoRA's frozen weights take
-    none: 4 x params, the count used for the kit's LoRA SFT), and 2 x params more where gradient checkpointing
-    recomputes the forward. Attention scores are left out (about a tenth more at the recipes' ~700-token rows)."""
+    """FLOPs of one training token: 2 x params forward, 2 for the inputs' gradients, 2 for the weights' gradients in
+    full fine-tuning only (LoRA's frozen weights take none), 2 more when checkpointing recomputes the forward.
+    Attention scores are left out (about a tenth more at ~700-token rows)."""
     return 2 * params * (2 + full + recompute)
 
 

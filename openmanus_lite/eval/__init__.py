@@ -1,10 +1,7 @@
-"""Benchmark evaluation: frozen suites, per-domain metrics with confidence intervals,
-comparison of policies and checkpoints, and plots.
+"""Benchmark evaluation: frozen suites, per-domain metrics with confidence intervals, comparisons and plots.
 
-`run_benchmark` is the kit's one evaluation (`make_policy` turns 'expert', 'random', 'latest:sft' or a checkpoint
-into a policy): notebooks, the demo, the `eval` CLI and the benchmark
-scripts all score policies with it, on a frozen suite or on generated tasks, greedily or with a
-test-time search strategy (`search=`; the strategies live in `openmanus_lite.search`)."""
+`run_benchmark` is the kit's one evaluation: notebooks, the demo, the `eval` CLI and the benchmarks all score
+policies with it, greedily or with a test-time search strategy (`search=`)."""
 
 from openmanus_lite.eval.benchmark import BenchmarkResult, TokenMeter, load_result, make_policy, run_benchmark
 from openmanus_lite.eval.compare import (

@@ -1,15 +1,9 @@
 """Run a policy on a benchmark suite and keep everything: numbers per cell, and every episode.
 
-`run_benchmark` plays one episode per task through `rollout.run_episodes` (lock-step
-batches, so a model policy generates for the whole batch in one call), or with `search=`
-searches each task with a `search` strategy, and returns a `BenchmarkResult`: per-task records
-with full trajectories, and a summary table per domain x difficulty with Wilson intervals. Results round-trip through JSON (everything)
-and CSV (the per-task numbers, enough to rebuild the table and compare runs).
-
-Token counting is optional: a policy that generates text may expose a cumulative
-`generated_tokens` counter, and optionally `last_generated_tokens` (one count per reply
-of its latest `act_batch`). When only the counter exists, a batch's tokens are shared
-among its replies in proportion to their length.
+`run_benchmark` plays one episode per task in lock-step batches (`rollout.run_episodes`), or searches each task
+(`search=`), and returns a `BenchmarkResult`: per-task records with trajectories and a summary per domain x
+difficulty. Results round-trip through JSON (everything) and CSV (the per-task numbers). Tokens are counted when a
+policy exposes `generated_tokens` (see `policies.reply_tokens`).
 """
 
 from __future__ import annotations
@@ -38,7 +32,7 @@ CSV_FIELDS = ["policy", "suite", "task_id", "domain", "difficulty", "success", "
 
 @dataclass
 class BenchmarkResult:
-    """One policy on one suite. `label` names it in comparisons (defaults to the policy name)."""
+    """One policy on one suite; `label` names it in comparisons (default: the policy name)."""
 
     policy: str
     suite: str
@@ -66,8 +60,7 @@ class BenchmarkResult:
         return None if not counts or any(c is None for c in counts) else sum(counts)
 
     def table(self, level: str = "all"):
-        """The summary as a pandas DataFrame, a row per summary row at `level` (`metrics.LEVELS`; default: every
-        domain x difficulty cell and the pooled rows). `compare.comparison_frame` stacks these of several runs."""
+        """The summary rows at `level` (`metrics.LEVELS`) as a pandas DataFrame."""
         import pandas as pd
 
         df = pd.DataFrame([s.to_dict() for s in select_rows(self.summary, level)])
@@ -75,8 +68,7 @@ class BenchmarkResult:
         return df
 
     def by_domain(self) -> dict[str, dict[str, float]]:
-        """The pooled row of each domain (and 'all') as plain numbers, the form benchmarks keep in JSON:
-        n, success rate with its 95% Wilson interval, valid-action rate, mean turns."""
+        """The pooled row of each domain (and 'all') as plain numbers, the form benchmarks keep in JSON."""
         out = {}
         for domain in [*dict.fromkeys(r.domain for r in self.records), ALL]:
             row = self.row(domain)
@@ -183,9 +175,8 @@ class TokenMeter:
 
 def make_policy(spec: Any, *, max_new_tokens: int = 96, temperature: float = 0.0, batch_size: int = 32,
                 seed: int = 0) -> Any:
-    """A policy from what a user names: 'expert', 'random' (seeded), a model ('default' for the embedded
-    default, 'latest:sft' / 'latest:grpo' for the newest such checkpoint under runs/, a checkpoint path or a
-    hub name: loaded here), or a policy object / `(messages) -> str` callable, used as it is."""
+    """A policy from what a user names: 'expert', 'random' (seeded), a model (`models.resolve_model_name`: loaded
+    here), or a policy object / `(messages) -> str` callable, used as it is."""
     if not isinstance(spec, str) or spec == "expert":
         return as_policy(spec)
     if spec == "random":
@@ -199,19 +190,13 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
                   progress: bool = True, seed: int = 0, label: str | None = None,
                   meta: dict[str, Any] | None = None, search: str | None = None,
                   budget: Any = None, search_options: dict[str, Any] | None = None) -> BenchmarkResult:
-    """Play one episode per task of `suite` and summarise: the kit's one evaluation.
+    """Play one episode per task of `suite` (a `Suite`, a frozen suite name or a task list; `domains` /
+    `difficulties` / `limit` take a subset) and summarise: the kit's one evaluation. `policy`: anything
+    `make_policy` takes, given up to `batch_size` conversations per call.
 
-    `suite` is a `Suite`, a frozen suite name ('dev', 'test', 'agentbench_db') or a task
-    list (generated tasks, held-out splits); `domains`/`difficulties`/`limit` take a subset.
-    `policy` is anything `make_policy` takes; a model policy (anything with `act_batch`) gets up to
-    `batch_size` conversations per call.
-
-    With `search` (a strategy of `search.STRATEGIES`: best_of_n, beam, mcts, dfsdt) each task is
-    searched instead of played greedily, within `budget` (a `search.Budget`, or task -> Budget);
-    `policy` is then anything `search.as_proposer` takes, and `search_options` go to the strategy
-    (n, beam_width, scorer, oracle, ...). Records carry the search's cost, so tables, comparisons and
-    plots apply unchanged. `meta["peak_memory"]` is the evaluation's peak memory (peak_memory.PeakMemory).
-    """
+    With `search` (one of `search.STRATEGIES`) each task is searched within `budget` (a `search.Budget`, or task ->
+    Budget) by `search.as_proposer(policy)`, `search_options` going to the strategy. `meta["peak_memory"]` is the
+    evaluation's peak memory."""
     with PeakMemory() as peak:
         result = _run_suite(policy, suite, domains=domains, difficulties=difficulties, limit=limit,
                             max_turns=max_turns, batch_size=batch_size, progress=progress, seed=seed, label=label,

@@ -1,9 +1,7 @@
 """Several policies or checkpoints side by side, and which tasks flipped between two runs.
 
-A difference of a few points between two checkpoints on 60 tasks is often noise; the
-table shows each rate with its Wilson interval, `flipped_tasks` lists the tasks that
-changed outcome, which is where to look before believing an aggregate, and `sign_tests` gives
-the paired exact sign test on those changes, per domain and overall.
+A few points between two checkpoints on 60 tasks is often noise: tables show Wilson intervals, `flipped_tasks` the
+tasks that changed outcome, `sign_tests` the paired exact sign test on those changes.
 """
 
 from __future__ import annotations
@@ -35,8 +33,7 @@ def comparison_frame(results, level: str = "domain"):
 
 
 def comparison_table(results, level: str = "domain", digits: int = 1):
-    """The results table for reading: rows = domain (x difficulty), columns = policies, cells = `rate_cell`'s
-    'successes/n: rate% [low, high]'. `comparison_markdown` writes the same cells as Markdown."""
+    """Rows = domain (x difficulty), columns = policies, cells = `rate_cell`'s 'successes/n: rate% [low, high]'."""
     df = comparison_frame(results, level)
     if df.empty:
         return df
@@ -48,35 +45,33 @@ def comparison_table(results, level: str = "domain", digits: int = 1):
 
 
 def flipped_tasks(a: BenchmarkResult, b: BenchmarkResult):
-    """Tasks both runs attempted whose success differs: `gained` (b solves, a did not) or `lost`.
-
-    Tasks present in only one run are listed with change `only_in_<label>`, so nothing is
-    dropped silently when two runs used different subsets.
-    """
+    """Tasks both runs attempted whose success differs: `gained` (b solves, a did not) or `lost`; a task in only one
+    run has change `only_in_<label>`, so nothing is dropped silently when the runs used different subsets."""
     import pandas as pd
 
     ra, rb = a.by_task(), b.by_task()
     la, lb = a.label, b.label
     if la == lb:
         la, lb = f"{la} (a)", f"{lb} (b)"
+
+    def row(x, y, change):
+        first = x or y
+        return {"task_id": first.task_id, "domain": first.domain, "difficulty": first.difficulty,
+                la: x and x.success, lb: y and y.success, "change": change}
+
     rows = []
     for tid, x in ra.items():
         y = rb.get(tid)
         if y is None:
-            rows.append({"task_id": tid, "domain": x.domain, "difficulty": x.difficulty, la: x.success, lb: None,
-                         "change": f"only_in_{la}"})
+            rows.append(row(x, None, f"only_in_{la}"))
         elif x.success != y.success:
-            rows.append({"task_id": tid, "domain": x.domain, "difficulty": x.difficulty, la: x.success,
-                         lb: y.success, "change": "gained" if y.success else "lost"})
-    for tid, y in rb.items():
-        if tid not in ra:
-            rows.append({"task_id": tid, "domain": y.domain, "difficulty": y.difficulty, la: None, lb: y.success,
-                         "change": f"only_in_{lb}"})
+            rows.append(row(x, y, "gained" if y.success else "lost"))
+    rows += [row(None, y, f"only_in_{lb}") for tid, y in rb.items() if tid not in ra]
     return pd.DataFrame(rows, columns=["task_id", "domain", "difficulty", la, lb, "change"])
 
 
 def flip_counts(a: BenchmarkResult, b: BenchmarkResult) -> dict[str, int]:
-    """How many common tasks b gained and lost relative to a, and how many both solve/fail."""
+    """How many common tasks b gained and lost relative to a, and how many both solve / fail."""
     ra, rb = a.by_task(), b.by_task()
     common = [t for t in ra if t in rb]
     out = {"common": len(common), "gained": 0, "lost": 0, "both_solved": 0, "both_failed": 0}
@@ -88,8 +83,7 @@ def flip_counts(a: BenchmarkResult, b: BenchmarkResult) -> dict[str, int]:
 
 
 def sign_test(gained: int, lost: int) -> float:
-    """Two-sided exact sign test on the discordant pairs (1.0 when there are none): the chance of a
-    split at least this uneven if each changed task were equally likely to go either way."""
+    """Two-sided exact sign test on the discordant pairs (1.0 when there are none)."""
     if gained < 0 or lost < 0:
         raise ValueError(f"gained and lost must be counts >= 0, got {gained}, {lost}")
     n = gained + lost
@@ -100,8 +94,7 @@ def sign_test(gained: int, lost: int) -> float:
 
 
 def sign_tests(a: BenchmarkResult, b: BenchmarkResult):
-    """The paired sign test of b against a on the tasks both ran, one row per domain and one for all
-    (`ALL`): common tasks, gained, lost, and the two-sided p-value."""
+    """The paired sign test of b against a on their common tasks, one row per domain and one for `ALL`."""
     import pandas as pd
 
     ra, rb = a.by_task(), b.by_task()
@@ -137,10 +130,8 @@ def rate_cell(row, digits: int = 1) -> str:
 
 def comparison_markdown(results, domains: Iterable[str] | None = None, *, pooled_label: str = "all domains",
                         invalid_actions: bool = True, digits: int = 1) -> str:
-    """A Markdown table of success per domain: one row per domain, then the pooled row over every
-    episode (`pooled_label`; with the same number of tasks per domain its rate is the mean of the
-    domains'), then invalid actions per action taken; one column per result, each cell
-    'successes/n: rate% [95% Wilson interval]'. `results`: a list or {label: result}."""
+    """A Markdown table of `rate_cell`s: a row per domain, the pooled row (`pooled_label`), then invalid actions
+    per action taken; one column per result (`results`: a list or {label: result})."""
     results = _as_list(results)
     if domains is None:
         domains = list(dict.fromkeys(r.domain for res in results for r in res.records))

@@ -1,9 +1,7 @@
 """Per-task records and the summary statistics of a benchmark run.
 
-A success rate from 50 episodes is a noisy number, so every rate comes with a 95% Wilson
-score interval (it stays inside [0, 1] and behaves at 0% and 100%, unlike the normal
-approximation). Summaries are plain dataclasses computed from the per-task records, so a
-result loaded back from JSON or CSV summarises exactly as the original run did.
+A success rate from 50 episodes is noisy, so every rate comes with a 95% Wilson score interval (inside [0, 1] even
+at 0% and 100%). Summaries are computed from the records, so a result loaded from JSON or CSV summarises alike.
 """
 
 from __future__ import annotations
@@ -12,8 +10,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable
 
-ALL = "all"
-"""The label of a pooled row (all domains, or all difficulties of a domain)."""
+ALL = "all"  # the label of a pooled row (all domains, or all difficulties of a domain)
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
@@ -33,12 +30,8 @@ def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tup
 
 @dataclass
 class TaskRecord:
-    """The outcome of one episode (or one search) on one benchmark task.
-
-    `generated_tokens` is None when the policy does not count tokens (expert, random,
-    plain callables). `trajectory` is the full conversation as a `Trajectory.to_dict()`
-    (None when the record was loaded from CSV, which keeps only the numbers).
-    """
+    """The outcome of one episode (or search) on one task. `generated_tokens` is None when the policy does not count
+    tokens; `trajectory` (a `Trajectory.to_dict()`) is None when loaded from CSV."""
 
     task_id: str
     domain: str
@@ -64,11 +57,8 @@ class TaskRecord:
         if missing:
             raise ValueError(f"task record {d.get('task_id', '<no id>')!r} lacks field(s) {missing}")
         kw = {k: v for k, v in d.items() if k in names}
-        kw["success"] = _as_bool(kw["success"])
-        kw["score"] = float(kw["score"])
-        kw["turns"] = int(kw["turns"])
-        kw["invalid_actions"] = int(kw["invalid_actions"])
-        kw["wall_s"] = float(kw.get("wall_s") or 0.0)
+        kw.update(success=_as_bool(kw["success"]), score=float(kw["score"]), turns=int(kw["turns"]),
+                  invalid_actions=int(kw["invalid_actions"]), wall_s=float(kw.get("wall_s") or 0.0))
         for opt in ("generated_tokens", "model_calls"):
             v = kw.get(opt)
             kw[opt] = None if v is None or (isinstance(v, float) and math.isnan(v)) or v == "" else int(v)
@@ -99,10 +89,8 @@ class GroupSummary:
     ci_high: float
     mean_score: float
     mean_turns: float
-    invalid_action_rate: float
-    """Invalid actions per action taken (all turns of all episodes in the group)."""
-    generated_tokens: int | None
-    """Total generated tokens of the group; None when the policy does not count them."""
+    invalid_action_rate: float  # per action taken
+    generated_tokens: int | None  # None when the policy does not count them
     tokens_per_episode: float | None
     wall_s: float
 
@@ -111,7 +99,7 @@ class GroupSummary:
 
 
 def summarize_group(records: list[TaskRecord], domain: str, difficulty: str) -> GroupSummary:
-    """Statistics of one group of records (which must be non-empty)."""
+    """Statistics of one non-empty group of records."""
     if not records:
         raise ValueError(f"no records for domain={domain!r}, difficulty={difficulty!r}")
     n = len(records)
@@ -121,39 +109,23 @@ def summarize_group(records: list[TaskRecord], domain: str, difficulty: str) -> 
     counted = [r.generated_tokens for r in records if r.generated_tokens is not None]
     tokens = sum(counted) if len(counted) == n else None
     return GroupSummary(
-        domain=domain,
-        difficulty=difficulty,
-        n=n,
-        successes=k,
-        success_rate=k / n,
-        ci_low=lo,
-        ci_high=hi,
-        mean_score=sum(r.score for r in records) / n,
-        mean_turns=turns / n,
+        domain=domain, difficulty=difficulty, n=n, successes=k, success_rate=k / n, ci_low=lo, ci_high=hi,
+        mean_score=sum(r.score for r in records) / n, mean_turns=turns / n,
         invalid_action_rate=(sum(r.invalid_actions for r in records) / turns) if turns else 0.0,
-        generated_tokens=tokens,
-        tokens_per_episode=(tokens / n) if tokens is not None else None,
-        wall_s=sum(r.wall_s for r in records),
-    )
+        generated_tokens=tokens, tokens_per_episode=(tokens / n) if tokens is not None else None,
+        wall_s=sum(r.wall_s for r in records))
 
 
 def summarize(records: Iterable[TaskRecord]) -> list[GroupSummary]:
-    """Rows per domain x difficulty, then per domain (`all` difficulties), then overall.
-
-    Order follows first appearance of each domain and difficulty in the records, so a
-    table reads in suite order.
-    """
+    """Rows per domain x difficulty, then per domain (`all` difficulties), then overall, in suite order."""
     records = list(records)
     if not records:
         return []
-    domains: list[str] = []
     by_cell: dict[tuple[str, str], list[TaskRecord]] = {}
     for r in records:
-        if r.domain not in domains:
-            domains.append(r.domain)
         by_cell.setdefault((r.domain, r.difficulty), []).append(r)
     rows = []
-    for d in domains:
+    for d in dict.fromkeys(r.domain for r in records):
         cells = [(diff, recs) for (dom, diff), recs in by_cell.items() if dom == d]
         rows += [summarize_group(recs, d, diff) for diff, recs in cells]
         if len(cells) > 1:
@@ -176,9 +148,8 @@ def find_row(rows: list[GroupSummary], domain: str = ALL, difficulty: str = ALL)
                    f"have {[(r.domain, r.difficulty) for r in rows]}")
 
 
+# which rows a table shows: pooled per domain, domain x difficulty cells, the pooled overall row, or every row
 LEVELS = ("domain", "cell", "overall", "all")
-"""Which summary rows a table shows: pooled per domain, domain x difficulty cells, the pooled overall row, or
-every row (cells and pooled rows, in `summarize`'s order)."""
 
 
 def select_rows(rows: list[GroupSummary], level: str) -> list[GroupSummary]:
@@ -191,9 +162,8 @@ def select_rows(rows: list[GroupSummary], level: str) -> list[GroupSummary]:
         pooled = [r for r in rows if r.domain == ALL]
         return pooled or rows[-1:]
     if level == "domain":
-        domains = list(dict.fromkeys(r.domain for r in rows if r.domain != ALL))
         out = []
-        for d in domains:
+        for d in dict.fromkeys(r.domain for r in rows if r.domain != ALL):
             mine = [r for r in rows if r.domain == d]
             pooled = [r for r in mine if r.difficulty == ALL]
             out += pooled or mine[:1]

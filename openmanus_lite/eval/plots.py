@@ -1,7 +1,4 @@
-"""Plots of benchmark results (grouped bars with Wilson error bars, scaling curves) and of reward distributions.
-
-matplotlib is imported inside the functions so that importing the eval package stays cheap.
-"""
+"""Plots of benchmark results and reward distributions (matplotlib imported lazily: importing eval stays cheap)."""
 
 from __future__ import annotations
 
@@ -49,12 +46,8 @@ def plot_comparison(results, level: str = "domain", ax=None, title: str | None =
 
 
 def plot_scaling(frame, ax=None, title: str | None = None, path: str | Path | None = None, baseline: float | None = None):
-    """Success rate vs compute budget, one line per strategy with a 95% CI band.
-
-    `frame` has columns strategy, budget (multiple of one greedy episode), success_rate,
-    ci_low, ci_high (as `scaling_frame` in the benchmark script returns). `baseline` draws
-    the single-episode (greedy) success rate as a dashed line.
-    """
+    """Success rate vs compute budget, one line per strategy with a 95% CI band (`frame`: columns strategy, budget,
+    success_rate, ci_low, ci_high); `baseline` draws the greedy success rate dashed."""
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -83,9 +76,8 @@ def plot_scaling(frame, ax=None, title: str | None = None, path: str | Path | No
 
 
 def plot_reward_distributions(data, by: str = "source", bins: int = 10, cols: int = 3):
-    """One histogram panel per reward column of `data` (a DataFrame from rewards.reward_table, with a
-    `by` column naming where each row came from), bins spanning each reward's registered
-    range, one colour per source. Returns the matplotlib figure."""
+    """One histogram per reward column of `data` (rewards.reward_table's, with a `by` column naming each row's source)
+    over the reward's registered range, one colour per source."""
     import matplotlib.pyplot as plt
     import numpy as np
 

@@ -1,10 +1,8 @@
 """Test-time scaling: success rate vs compute budget for each search strategy.
 
-The unit of compute is what one greedy episode of the same policy costs on the same task
-(generated tokens; for the expert and random baselines, a tokenizer-free count). Every
-strategy gets 1x, 2x, 4x, 8x ... of that per task, so "search beats greedy" is judged at
-equal and at larger cost. Oracle-selected best-of-N (pass@k) is computed separately as an
-upper bound and never mixed into the real curves.
+The unit of compute is one greedy episode's generated tokens on the same task; every strategy gets 1x, 2x, 4x ...
+of it, so "search beats greedy" is judged at equal and larger cost. Oracle best-of-N (pass@k) is an upper bound,
+kept apart from the real curves.
 """
 
 from __future__ import annotations
@@ -26,14 +24,12 @@ UNLIMITED = 10**12
 @dataclass
 class ScalingResult:
     greedy: BenchmarkResult
-    runs: dict[tuple[str, float], BenchmarkResult] = field(default_factory=dict)
-    """(strategy, multiplier) -> result; oracle runs are keyed 'best_of_n-oracle'."""
+    runs: dict[tuple[str, float], BenchmarkResult] = field(default_factory=dict)  # (strategy, multiplier) -> result
     unit_tokens: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
 
     def frame(self, domain: str = ALL):
-        """One row per (strategy, budget): success rate with CI, and the cost actually spent
-        (median over tasks, as a multiple of the task's greedy episode)."""
+        """One row per (strategy, budget): success rate with CI, and the median cost spent (x the greedy episode)."""
         import pandas as pd
 
         rows = []
@@ -47,8 +43,7 @@ class ScalingResult:
         return pd.DataFrame(rows)
 
     def summary(self) -> dict[str, Any]:
-        """The figures a RESULT line reports: curves, and search minus greedy at equal (1x)
-        and at the best larger budget, per strategy."""
+        """Curves, and search minus greedy at equal (1x) and at the best larger budget, per strategy."""
         greedy = self.greedy.success_rate()
         curves: dict[str, dict[str, float]] = {}
         for (strategy, mult), res in self.runs.items():
@@ -86,15 +81,12 @@ def episode_pools(greedy: BenchmarkResult, samples: list[BenchmarkResult]) -> di
 
 def best_of_n_from_pools(pools: dict[str, list[TaskRecord]], sizes, scores: dict[str, dict[str, list[float]]], *,
                          suite_name: str = "tasks", oracle: bool = True) -> dict[tuple[str, float], BenchmarkResult]:
-    """Best-of-N for every N of `sizes` and every picker, from one pool of episodes per task (`episode_pools`).
+    """Best-of-N for every N of `sizes` and every picker, from one pool of episodes per task (`episode_pools`): every
+    picker and N judge the same episodes, so differences are the pickers', not sampling noise.
 
-    Why pools: every picker and every N then judge the same episodes, so their differences are the pickers'
-    and not sampling noise, and nothing is generated twice. `scores[picker][task_id]` holds one score per
-    pooled episode (e.g. an ORM's, or `generation.reply_logprobs`); the first N episodes compete, the highest
-    wins, ties go to the earlier one (the greedy episode first). Returns {("best_of_n[picker]", N): result},
-    plus ("best_of_n-oracle", N) with `oracle` (success if any of the N succeeded: pass@N, an upper bound).
-    Each record is the chosen episode's, with the generated tokens of all N episodes: what playing them cost.
-    """
+    `scores[picker][task_id]` holds one score per pooled episode; of the first N the highest wins, ties to the
+    earlier. Returns {("best_of_n[picker]", N): result}, plus ("best_of_n-oracle", N) (pass@N) with `oracle`. Each
+    record is the chosen episode's, with the generated tokens of all N."""
     out: dict[tuple[str, float], BenchmarkResult] = {}
     for name, per_task in scores.items():
         for tid, pool in pools.items():
@@ -104,26 +96,19 @@ def best_of_n_from_pools(pools: dict[str, list[TaskRecord]], sizes, scores: dict
     for n in sorted(int(x) for x in sizes):
         if n < 1 or any(len(pool) < n for pool in pools.values()):
             raise ValueError(f"best-of-{n} needs at least {n} pooled episodes per task")
-        for name, per_task in scores.items():
-            records = []
-            for tid, pool in pools.items():
-                s = per_task[tid][:n]
-                best = max(range(n), key=lambda j: (s[j], -j))
-                records.append(_chosen(pool, best, n))
-            out[(f"best_of_n[{name}]", float(n))] = BenchmarkResult(
-                policy=name, suite=suite_name, records=records, label=f"best_of_n[{name}]@{n}")
+        picks = {(f"best_of_n[{name}]", name): [max(range(n), key=lambda j, s=per_task[tid]: (s[j], -j))
+                                                for tid in pools] for name, per_task in scores.items()}
         if oracle:
-            records = []
-            for pool in pools.values():
-                wins = [j for j in range(n) if pool[j].success]
-                records.append(_chosen(pool, wins[0] if wins else 0, n))
-            out[("best_of_n-oracle", float(n))] = BenchmarkResult(
-                policy="oracle", suite=suite_name, records=records, label=f"best_of_n-oracle@{n}")
+            picks[("best_of_n-oracle", "oracle")] = [next((j for j in range(n) if pool[j].success), 0)
+                                                     for pool in pools.values()]
+        for (key, policy), chosen in picks.items():
+            records = [_chosen(pool, j, n) for pool, j in zip(pools.values(), chosen)]
+            out[(key, float(n))] = BenchmarkResult(policy=policy, suite=suite_name, records=records, label=f"{key}@{n}")
     return out
 
 
 def random_pick_rates(pools, sizes) -> dict[str, float] | None:
-    """What picking blindly gets: the expected success of a uniform pick among each pool's first N episodes."""
+    """The expected success of a uniform pick among each pool's first N episodes."""
     pools = list(pools)
     if not pools:
         return None
@@ -140,10 +125,8 @@ def run_scaling(tasks: list[Task], proposer: Any, *, strategies=("best_of_n", "b
                 multipliers=(1, 2, 4, 8), oracle: bool = True, max_turns: int | None = None, seed: int = 0,
                 progress: bool = True, strategy_kwargs: dict[str, dict] | None = None,
                 suite_name: str = "tasks", greedy: BenchmarkResult | None = None) -> ScalingResult:
-    """Greedy episodes first (their token cost is each task's unit), then every strategy at
-    every multiple of the unit; with `oracle`, also oracle best-of-N (pass@k) at each multiple.
-    `greedy`: the greedy episodes when already played (e.g. batched by `run_benchmark`, as the pooled
-    best-of-N of `best_of_n_from_pools` needs them too), with token counts."""
+    """Greedy episodes first (each task's unit of tokens), then every strategy at every multiple of the unit, and
+    with `oracle` oracle best-of-N. `greedy`: the greedy episodes when already played, with token counts."""
     proposer = as_proposer(proposer)
     suite = Suite(suite_name, list(tasks))
     t0 = time.perf_counter()

@@ -8,13 +8,9 @@ Layout under the top-level `data/benchmark/` (`paths.DATA_DIR`; the wheel carrie
     agentbench_db/dev.jsonl       AgentBench dbbench dev tasks, imported by the DB environment
     agentbench_os/dev.jsonl       AgentBench OS dev tasks the virtual shell hosts (envs/agentbench_os.py)
 
-Each line is a `Task.to_dict()`. A benchmark number is only comparable across checkpoints
-if the tasks are the same, so loading reads these files and checks their hashes; it never
-calls a task generator (generators may change; the frozen tasks must not). `freeze_suites`
-writes them once, refuses to overwrite, and keeps only tasks the expert solves. From a clone it
-writes into the package folder by default; an installed package (site-packages may be read-only,
-and an upgrade replaces it) needs an explicit output folder, which `load_suite(root=...)` and
-`eval verify --root` then read.
+Each line is a `Task.to_dict()`. Numbers compare across checkpoints only on the same tasks, so loading checks the
+hashes and never calls a generator. `freeze_suites` writes them once, keeping tasks the expert solves; an installed
+package needs an explicit output folder, which `load_suite(root=...)` then reads.
 """
 
 from __future__ import annotations
@@ -35,17 +31,13 @@ from openmanus_lite.schema import Task
 
 SUITE_DIR = DATA_DIR / "benchmark"
 MANIFEST_NAME = "MANIFEST.json"
-TASKS_PER_CELL = 20
-"""Tasks per (split, domain, difficulty): 3 difficulties x 20 = 60 per domain and split."""
+TASKS_PER_CELL = 20  # per (split, domain, difficulty): 60 per domain and split
 AGENTBENCH_DB_SUITE = "agentbench_db"
+# tokens per turn beyond the evaluation default (96): AgentBench DB's INSERTs name up to nine columns and values, and
+# a turn cut before its ```sql block closes is rejected (7 of 60 dev episodes of `cpu_60min_agentbench`)
 TURN_TOKENS = {AGENTBENCH_DB_SUITE: 256}
-"""Tokens per turn a suite needs beyond the evaluation default (96): AgentBench DB's INSERT and UPDATE statements
-name up to nine columns and their values, over 96 tokens with the thought before them; cut there, the ```sql block
-never closes and the turn is rejected (7 of the 60 dev episodes of the `cpu_60min_agentbench` checkpoint)."""
-
+# the seeds the frozen suites were made from, distinct from every seed of `splits.SPLITS`
 SUITE_SEEDS = {"dev": 91001, "test": 92002}
-"""Generator seeds the frozen suites were made from (`eval freeze`); the suites are read from their files, never
-regenerated. Distinct from every seed of `splits.SPLITS`, whose training sets leave these suites' tasks out."""
 
 
 class SuiteError(UserError):
@@ -137,10 +129,7 @@ def list_suites(root: Path | None = None) -> list[str]:
 
 def load_suite(name: str = "dev", *, domains: Iterable[str] | None = None, difficulties: Iterable[str] | None = None,
                limit: int | None = None, root: Path | None = None) -> Suite:
-    """Load a frozen suite (checking every file's sha256), optionally a subset of it.
-
-    `limit` keeps the first `limit` tasks of each (domain, difficulty) cell, for quick runs.
-    """
+    """Load a frozen suite (checking every file's sha256), optionally a subset (`limit`: the first tasks per cell)."""
     root = Path(root or SUITE_DIR)
     manifest = read_manifest(root)
     if name not in manifest["suites"]:
@@ -216,14 +205,9 @@ def _write_jsonl(path: Path, tasks: list[Task]) -> str:
 def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = None, per_cell: int = TASKS_PER_CELL,
                   seeds: dict[str, int] | None = None, agentbench_path: Path | bool | None = None,
                   force: bool = False) -> dict:
-    """Generate and write the frozen suites once; returns the manifest.
-
-    `agentbench_path`: the dbbench JSONL to import (default: the shared real samples);
-    False skips the AgentBench suites (agentbench_db, and agentbench_os imported from the shipped source).
-    Test tasks that duplicate a dev task (same instruction, spec and answer) are skipped,
-    and every task must be solved by the expert (a task the expert cannot solve measures
-    the generator, not the agent); shortfalls are filled from further generated tasks.
-    """
+    """Generate and write the frozen suites once; returns the manifest. `agentbench_path`: the dbbench JSONL to
+    import (False skips the AgentBench suites). Duplicates of earlier tasks and tasks the expert cannot solve (they
+    measure the generator, not the agent) are replaced by further generated tasks."""
     if out is None and not IN_CHECKOUT:
         raise SuiteError(f"openmanus_lite is installed as a package ({SUITE_DIR}): freeze new suites into a folder "
                          f"of your own with out=DIR (`eval freeze --out DIR`) and load them with root=DIR")
@@ -262,12 +246,9 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
                                              f"tasks for {split} in {pool_size} generated (skipped: {skipped})")
                         pool_size *= 2
                 seen |= {_content_key(t) for t in kept}
-                frozen = []
-                for i, task in enumerate(kept):
-                    d = task.to_dict()
-                    d["meta"] = dict(d["meta"], generated_id=task.id, split=split, seed=seed)
-                    d["id"] = f"{split}/{domain}/{difficulty}/{i:03d}"
-                    frozen.append(Task.from_dict(d))
+                frozen = [Task.from_dict({**t.to_dict(), "id": f"{split}/{domain}/{difficulty}/{i:03d}",
+                                          "meta": dict(t.meta, generated_id=t.id, split=split, seed=seed)})
+                          for i, t in enumerate(kept)]
                 rel = f"{split}/{domain}_{difficulty}.jsonl"
                 digest = _write_jsonl(out / rel, frozen)
                 manifest["files"][rel] = {"sha256": digest, "tasks": len(frozen), "domain": domain,

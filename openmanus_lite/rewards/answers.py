@@ -1,9 +1,5 @@
-"""Answer matching: is a completion's final answer the gold `solution`? The `answer_match` reward.
-
-Two paths per gold (`answer_match_path`): LaTeX golds go to open-r1's math check (math_verify,
-imported lazily; `accuracy` in open_r1.py uses the same check); everything else (words, numbers,
-lists) compares `agent_answer(completion)` with the gold by `answers_match`, which normalises
-case, wrappers, number formats and list order.
+"""Answer matching (the `answer_match` reward): LaTeX golds go to open-r1's math check (math_verify, as `accuracy`);
+everything else compares `agent_answer(completion)` with the gold by `answers_match` (`answer_match_path`).
 """
 
 from __future__ import annotations
@@ -36,21 +32,15 @@ _MATH_HINT = re.compile(r"\\[A-Za-z]+|\\[(\[]|\$[^$]+\$|\^|_\{")
 
 @register_reward("answer_match", columns=[SOLUTION])
 def answer_match_reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
-    """The kit's answer check for agent tasks: 1.0 when the completion's final answer equals the
-    `solution` column, else 0.0; None when the gold is missing or (math path) does not parse.
-
-    The path per row is `answer_match_path(solution, answer_type)`: LaTeX golds go to open-r1's
-    `accuracy` check; everything else (words, numbers, lists) compares `agent_answer(completion)`
-    (an <answer> block, answer(...), Final Answer: [...], \\boxed{}, or a one-line reply) with
-    the gold by `answers_match` (case, wrappers, number formats and list order forgiven; the
-    optional `answer_ordered` column makes list order count). The kit's own GRPO data uses it."""
+    """The kit's answer check for agent tasks: 1.0 when the completion's final answer equals the `solution` column
+    (by `answer_match_path`; the optional `answer_ordered` column makes list order count), else 0.0; None when the
+    gold is missing or (math path) does not parse."""
     comps = completions_list(completions, "answer_match")
     return answer_scores([last_assistant_text(c) for c in comps], kwargs, "answer_match")
 
 
 def answer_scores(texts: list[str], columns: Mapping[str, Any], reward: str) -> list[float | None]:
-    """answer_match's value for each text against the `solution` (and optional `answer_type`,
-    `answer_ordered`) columns."""
+    """answer_match's value for each text against the `solution` (`answer_type`, `answer_ordered`) columns."""
     n = len(texts)
     sols = need(columns, SOLUTION, n, reward)
     types, orders = optional(columns, ANSWER_TYPE, n, reward), optional(columns, ANSWER_ORDERED, n, reward)
@@ -58,16 +48,9 @@ def answer_scores(texts: list[str], columns: Mapping[str, Any], reward: str) -> 
 
 
 def answer_match_path(solution: Any, answer_type: str | None = None) -> str | None:
-    """Which comparison `answer_match` uses for a gold answer: "math", "agent" or None (no gold).
-
-    1. None, a blank string or an empty list: None (the reward is None; TRL skips it).
-    2. `answer_type` "math" or "agent" (the optional column): that path.
-    3. A string that is not a bracketed list and holds LaTeX — a backslash command (\\frac,
-       \\boxed, ...), \\( or \\[, a $...$ pair, ^ or _{ — takes the math path: open-r1's
-       `accuracy` (math_verify).
-    4. Everything else (plain text, numbers, lists, "[...]" strings, a lone "$12") takes the
-       agent path: normalised comparison of the completion's final answer.
-    """
+    """Which comparison `answer_match` uses for a gold: None for no gold (None, blank, empty list), else the
+    `answer_type` column's path when given, "math" for a string that is not a bracketed list and holds LaTeX (a
+    backslash command, \\( or \\[, a $...$ pair, ^ or _{), else "agent" (text, numbers, lists, a lone "$12")."""
     if solution is None:
         return None
     if answer_type is not None and answer_type == answer_type:  # NaN from pandas counts as unset
@@ -94,7 +77,6 @@ def _blank(solution: Any) -> bool:
 
 
 def _answer_score(text: str, solution: Any, answer_type: Any = None, ordered: Any = None) -> float | None:
-    """answer_match's value for one completion."""
     path = answer_match_path(solution, answer_type)
     if path is None:
         return None
@@ -113,9 +95,8 @@ _MAX_PLAIN_ANSWER = 200
 
 
 def agent_answer(text: str) -> str | None:
-    """The final answer of a completion for the agent path: react.extract_answer (the last
-    <answer> block, else an answer(...) / Final Answer: action), else the last \\boxed{...},
-    else the whole text when it is one line of at most 200 characters; None otherwise."""
+    """The final answer for the agent path: react.extract_answer, else the last \\boxed{...}, else the whole text when
+    it is one line of at most 200 characters; None otherwise."""
     try:
         a = _extract_answer(text)
     except Exception:  # the grammar never raises by contract; a reward must not even if it did
@@ -132,10 +113,8 @@ def agent_answer(text: str) -> str | None:
 
 
 def _extract_answer(text: str) -> str | None:
-    """react.extract_answer(text), faster (a property test holds them equal): without an
-    <answer> tag the answer is the turn's action, which the thought cannot change, so only the
-    label onwards is parsed, and the two common answer turns are read with the grammar's own
-    patterns without building parse objects."""
+    """react.extract_answer(text), faster (a property test holds them equal): without <answer> only the action
+    can hold the answer, so only the label onwards is parsed, the common forms with the grammar's own patterns."""
     if "<answer>" in text:
         return extract_answer(text)
     label = first_label(text)
@@ -182,7 +161,7 @@ _NUMBER_START = frozenset("0123456789+-.$")
 
 @dataclass(slots=True, eq=False)
 class _Num:
-    """A number in an answer; `decimals` as written (for the rounding rule)."""
+    """A number in an answer; `decimals` as written, for the rounding rule."""
 
     value: float
     decimals: int
@@ -280,8 +259,8 @@ def _flatten_json(x: Any, out: list) -> None:
 
 
 def _items(s: str, split: bool) -> tuple:
-    """A string answer as items: a bracketed list ([...] or (...)) is split at top-level commas
-    (nested brackets flattened, quoted strings kept whole); `split` also splits a bare a, b, c."""
+    """A string answer as items: a bracketed list split at top-level commas (nested ones flattened, quotes kept
+    whole); `split` also splits a bare a, b, c."""
     t = s.strip()
     if len(t) >= 2 and t[0] in "[(" and t[-1] in "])":
         if t[0] == "[":  # most list answers are JSON: the C parser is the fast path
@@ -349,13 +328,9 @@ def _item_eq(p: Any, g: Any) -> bool:
 
 
 def answers_match(pred: Any, solution: Any, ordered: bool = False) -> bool:
-    """Normalised comparison of an answer with the gold (the agent path of `answer_match`).
-
-    Case, surrounding quotes, $/%/\\boxed wrappers, a trailing period and runs of whitespace do
-    not matter. Numbers are equal within a relative 1e-4, or when the answer, written with 2+
-    decimals, equals the gold rounded to as many (3.33 for 3.3333). Lists (Python lists/tuples,
-    "[...]" strings, nested rows flattened; a bare "a, b" answer when the gold has several
-    items) match as multisets unless `ordered`. A one-item list equals its item."""
+    """Normalised comparison of an answer with the gold (the agent path of `answer_match`): case, quotes, $/%/\\boxed
+    wrappers, a trailing period and whitespace do not matter; numbers match within a relative 1e-4 or as the gold
+    rounded to the answer's 2+ decimals; lists (nested rows flattened) match as multisets unless `ordered`."""
     gold = _gold_items(solution)
     if isinstance(pred, str):
         items = _items(pred, split=len(gold) > 1)
@@ -382,9 +357,7 @@ def answers_match(pred: Any, solution: Any, ordered: bool = False) -> bool:
 
 # ---- the math path: open-r1's check (math_verify, lazily imported), also `accuracy`'s
 
-_MAX_MATH_CHARS = 100_000
-"""Longer completions are cut to their last 100k characters before math_verify parses them
-(math_verify on megabytes of text takes seconds; no real answer is that long)."""
+_MAX_MATH_CHARS = 100_000  # math_verify on megabytes takes seconds; no real answer is that long
 
 
 class _DropDeprecation(logging.Filter):
@@ -403,8 +376,7 @@ def _math_verify():
             "pip install 'openmanus_lite[train]' "
             f"(or pip install math-verify) ({e})"
         ) from None
-    # open-r1 sets equations=True, which this latex2sympy2 version still honours but warns about
-    # on every call; keep the behaviour, drop the warning.
+    # open-r1's equations=True still works in this latex2sympy2 but warns on every call
     logging.getLogger("latex2sympy2_extended.math_normalization").addFilter(_DropDeprecation())
     answer_cfg = [
         math_verify.LatexExtractionConfig(
@@ -433,9 +405,8 @@ def parse_gold(solution: str, timeout: int | None) -> tuple:
 
 
 def math_score(solution: str | None, text: str) -> float | None:
-    """open-r1's accuracy for one completion, with the kit's safety: parsed golds are cached,
-    parsing and verify time out after 5 s as math_verify's defaults (main thread only: the alarm
-    signal needs it), and a completion over 100k characters is cut to its last 100k."""
+    """open-r1's accuracy for one completion, with cached golds, 5 s timeouts (main thread only: signal.alarm) and
+    completions cut to their last 100k characters."""
     if solution is None:
         return None
     timeout = math_timeout()

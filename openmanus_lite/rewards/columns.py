@@ -1,9 +1,7 @@
 """What a reward reads: the column names, the text of a completion, and a column's values.
 
-Completions may be plain strings or conversational (a list of message dicts, several assistant
-turns with user/tool turns between). A message without a `role` counts as an assistant message;
-`content` may be a string, None or a list of `{"type": "text", "text": ...}` parts. A missing
-column is a configuration error (a ValueError that names it), never a silent zero.
+Completions are strings or message lists (a message without `role` counts as the assistant's; `content` may be a
+string, None or text parts). A missing column is a ValueError that names it, never a silent zero.
 """
 
 from __future__ import annotations
@@ -19,13 +17,10 @@ ENV_SUCCESS = "env_success"
 INVALID_ACTIONS = "invalid_actions"
 NUM_TURNS = "num_turns"
 DOMAIN = "domain"
+# extra columns the multi-turn GRPO rollout passes to the rewards
 ROLLOUT_COLUMNS: tuple[str, ...] = (ENV_OUTCOME, ENV_SUCCESS, INVALID_ACTIONS, NUM_TURNS, DOMAIN)
-"""Extra columns the multi-turn GRPO rollout passes to the rewards."""
-
-TRAINER_KWARGS: frozenset[str] = frozenset(
-    {"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric"}
-)
-"""What GRPOTrainer always passes besides the dataset columns (`environments` only in that mode)."""
+# what GRPOTrainer always passes besides the dataset columns (`environments` only in that mode)
+TRAINER_KWARGS = frozenset({"prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric"})
 
 COLUMN_HINTS = {
     SOLUTION: " (the gold answer of each prompt)",
@@ -51,20 +46,23 @@ def _content(msg: Mapping) -> str:
     return ""
 
 
+def _assistant_text(m: Any) -> str | None:
+    """The text of one message of a list when it is the assistant's (a plain string is), else None."""
+    if type(m) is dict or isinstance(m, Mapping):
+        role = m.get("role")
+        if role is None or role == "assistant":
+            c = m.get("content")
+            return c if type(c) is str else _content(m)
+        return None
+    return str(m) if isinstance(m, str) else None
+
+
 def last_assistant_text(completion: Any) -> str:
     """The text of the completion's last assistant message ("" when it has none)."""
     if type(completion) is str:
         return completion
     if type(completion) is list or isinstance(completion, (list, tuple)):
-        for m in reversed(completion):
-            if type(m) is dict or isinstance(m, Mapping):
-                role = m.get("role")
-                if role is None or role == "assistant":
-                    c = m.get("content")
-                    return c if type(c) is str else _content(m)
-            elif isinstance(m, str):
-                return str(m)
-        return ""
+        return next((t for t in map(_assistant_text, reversed(completion)) if t is not None), "")
     texts = assistant_texts(completion)
     return texts[-1] if texts else ""
 
@@ -74,16 +72,7 @@ def assistant_texts(completion: Any) -> list[str]:
     if type(completion) is str:
         return [completion]
     if type(completion) is list or isinstance(completion, (list, tuple)):
-        out = []
-        for m in completion:
-            if type(m) is dict or isinstance(m, Mapping):
-                role = m.get("role")
-                if role is None or role == "assistant":
-                    c = m.get("content")
-                    out.append(c if type(c) is str else _content(m))
-            elif isinstance(m, str):
-                out.append(str(m))
-        return out
+        return [t for t in map(_assistant_text, completion) if t is not None]
     if isinstance(completion, Mapping):
         return [_content(completion)] if completion.get("role") in (None, "assistant") else []
     if isinstance(completion, str):

@@ -1,8 +1,4 @@
-"""Environment rewards: what the multi-turn rollout (or TRL's `environments=`) recorded of each episode.
-
-The columns are `ROLLOUT_COLUMNS`; in TRL's environment_factory mode the same names are read as
-attributes (or zero-argument methods) of each environment object (columns.env_column).
-"""
+"""Environment rewards: what the multi-turn rollout (`ROLLOUT_COLUMNS`) or TRL's `environments=` recorded."""
 
 from __future__ import annotations
 
@@ -30,8 +26,7 @@ def _env_numbers(completions: Any, kwargs: Mapping[str, Any], name: str, reward:
 
 @register_reward("env_outcome", columns=[(ENV_OUTCOME, "environments")])
 def env_outcome_reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
-    """The environment checker's final score (`env_outcome` column), clipped to [0, 1]; None
-    when the rollout recorded none."""
+    """The environment checker's final score, clipped to [0, 1]; None when the rollout recorded none."""
     values = _env_numbers(completions, kwargs, ENV_OUTCOME, "env_outcome")
     return [None if x is None else min(1.0, max(0.0, x)) for x in values]
 
@@ -45,20 +40,13 @@ def env_success_reward(prompts=None, completions=None, **kwargs) -> list[float |
 
 @register_reward("invalid_action", columns=[(INVALID_ACTIONS, "environments")], bounds=(-1.0, 0.0))
 def invalid_action_reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
-    """Minus the fraction of turns whose action was invalid: -invalid_actions / turns, in
-    [-1, 0]. Warning: with `react_format` next to `env_outcome` it paid a one-turn answer
-    without querying more than failed attempts earned (held-out db 10/50 -> 0/50, docs/RESULTS.md);
-    the multi-turn default is `env_outcome` alone.
-
-    turns = the `num_turns` column when given, else the completion's assistant turns."""
+    """-invalid_actions / turns (`num_turns`, else the assistant turns), in [-1, 0]. With `react_format` next to
+    `env_outcome` it was reward-hacked (held-out db 10/50 -> 0/50): the multi-turn default is `env_outcome` alone."""
     comps = completions_list(completions, "invalid_action")
     n = len(comps)
     bad = env_column(kwargs, INVALID_ACTIONS, n, "invalid_action")
-    turns = (
-        env_column(kwargs, NUM_TURNS, n, "invalid_action")
-        if kwargs.get(NUM_TURNS) is not None or kwargs.get("environments") is not None
-        else [None] * n
-    )
+    given = kwargs.get(NUM_TURNS) is not None or kwargs.get("environments") is not None
+    turns = env_column(kwargs, NUM_TURNS, n, "invalid_action") if given else [None] * n
     out = []
     for c, b, t in zip(comps, bad, turns):
         x = number(b)
@@ -73,10 +61,8 @@ def invalid_action_reward(prompts=None, completions=None, **kwargs) -> list[floa
 
 
 def trajectory_reward_inputs(trajectories: Sequence[Any]) -> dict[str, list]:
-    """Reward keyword arguments for finished episodes (rollout.run_episodes trajectories):
-    `prompts` (the first user message), `completions` (every later message, as the multi-turn
-    GRPO rollout hands them over) and the ROLLOUT_COLUMNS from each trajectory's meta. Lets you
-    score recorded episodes with any reward: `reward_table(spec, **trajectory_reward_inputs(t))`."""
+    """Reward keyword arguments for finished episodes, as the multi-turn rollout hands them over: `prompts` (up to
+    the first user message), `completions` (the rest) and ROLLOUT_COLUMNS, for `reward_table(spec, **inputs)`."""
     out: dict[str, list] = {k: [] for k in ("prompts", "completions", *ROLLOUT_COLUMNS)}
     for t in trajectories:
         msgs = t.to_messages() if hasattr(t, "to_messages") else list(t["messages"])

@@ -1,10 +1,5 @@
-"""open-r1's rewards under open-r1's names, value for value: `accuracy`, `format`, `tag_count`,
-`length`, `cosine`, `repetition_penalty`, `soft_overlong_punishment`, `reasoning_steps`.
-
-`accuracy` is math only (math_verify, LaTeX answers); agent answers (words, lists, `answer(...)`)
-are scored by `answer_match` (answers.py); `accuracy_skips(solutions)` counts the golds `accuracy`
-would skip (the grpo CLI prints it). The factories (cosine, repetition_penalty,
-soft_overlong_punishment) are classes, so the built rewards pickle.
+"""open-r1's rewards under open-r1's names, value for value (`accuracy` is math only: agent answers are
+`answer_match`'s). The factories are classes, so the built rewards pickle.
 """
 
 from __future__ import annotations
@@ -54,19 +49,15 @@ def _format_ok(t: str) -> bool:
 @register_reward("format")
 def format_reward(prompts=None, completions=None, **kwargs) -> list[float]:
     """1.0 when the completion matches `^<think>\\n.*?\\n</think>\\n<answer>\\n.*?\\n</answer>$`
-    (re.DOTALL | re.MULTILINE, re.match), else 0.0 — open-r1's format reward.
-
-    Because of MULTILINE, text after the closing tag is allowed when it starts on a new line."""
+    (re.DOTALL | re.MULTILINE, re.match), else 0.0 — open-r1's format reward."""
     return [1.0 if _format_ok(last_assistant_text(c)) else 0.0 for c in completions_list(completions, "format")]
 
 
+_TAGS = ("<think>\n", "\n</think>\n", "\n<answer>\n", "\n</answer>")
+
+
 def _tag_count(t: str) -> float:
-    return (
-        (0.25 if t.count("<think>\n") == 1 else 0.0)
-        + (0.25 if t.count("\n</think>\n") == 1 else 0.0)
-        + (0.25 if t.count("\n<answer>\n") == 1 else 0.0)
-        + (0.25 if t.count("\n</answer>") == 1 else 0.0)
-    )
+    return 0.25 * sum(t.count(tag) == 1 for tag in _TAGS)
 
 
 @register_reward("tag_count")
@@ -81,26 +72,16 @@ def tag_count_reward(prompts=None, completions=None, **kwargs) -> list[float]:
 
 @register_reward("accuracy", columns=[SOLUTION])
 def accuracy_reward(prompts=None, completions=None, **kwargs) -> list[float | None]:
-    """open-r1's accuracy, value for value: 1.0 when math_verify finds the completion's LaTeX
-    answer equal to the `solution`, 0.0 when not, None (TRL skips the sample) when the gold does
-    not parse or verify fails.
-
-    gold = math_verify.parse(solution, extraction_mode="first_match") (LaTeX and plain numbers:
-    "0.5", "3/4", "$\\frac{1}{2}$"; not plain words); answer = parse(completion,
-    LatexExtractionConfig(normalization nits=False, malformed_operators=False, basic_latex=True,
-    equations=True, boxed="all", units=True; boxed_match_priority=0,
-    try_extract_without_anchor=False), extraction_mode="first_match"); reward
-    float(verify(gold, answer)). The answer needs a LaTeX anchor (\\boxed{...}, $...$): a bare
-    `<answer>6</answer>` scores 0.0 against "6". Only `solution` is read (numbers as their text);
-    agent answers (words, lists, `answer(...)` actions) belong to `answer_match`."""
+    """open-r1's accuracy, value for value: 1.0 when math_verify finds the completion's LaTeX answer equal to the
+    `solution`, 0.0 when not, None (TRL skips the sample) when the gold does not parse or verify fails. The answer
+    needs a LaTeX anchor (\\boxed{...}, $...$): a bare `<answer>6</answer>` scores 0.0 against "6"."""
     comps = completions_list(completions, "accuracy")
     sols = need(kwargs, SOLUTION, len(comps), "accuracy")
     return [math_score(_gold_text(s), last_assistant_text(c)) for c, s in zip(comps, sols)]
 
 
 def _gold_text(solution: Any) -> str | None:
-    """The gold as the text math_verify parses: strings as they are, numbers as str(); None for
-    a missing gold (None, NaN) and, with a warning, for anything math_verify cannot read."""
+    """The gold as text for math_verify; None for a missing gold and, with a warning, anything it cannot read."""
     if isinstance(solution, str):
         return solution
     if isinstance(solution, (int, float)) and not isinstance(solution, bool):
@@ -111,9 +92,7 @@ def _gold_text(solution: Any) -> str | None:
 
 
 def accuracy_skips(solutions: Iterable[Any]) -> int:
-    """How many golds `accuracy` skips (None for every completion) because math_verify cannot
-    parse them (words, lists, blanks): check before training open-r1's accuracy on data that may
-    hold agent answers, which `answer_match` scores."""
+    """How many golds `accuracy` skips because math_verify cannot parse them (words, lists, blanks)."""
     timeout = math_timeout()
     return sum(1 for s in solutions if (text := _gold_text(s)) is None or not parse_gold(text, timeout))
 
@@ -164,10 +143,8 @@ def length_reward(prompts=None, completions=None, **kwargs) -> list[float]:
     "cosine", columns=[(SOLUTION, ENV_OUTCOME, "environments")], bounds=(-1.0, 1.0), factory=True
 )
 class CosineScaledReward:
-    """open-r1's cosine-scaled reward: shorter correct completions earn more, longer wrong
-    ones lose less: value = lo + (hi - lo) * (1 + cos(pi * len / max_len)) / 2 with (lo, hi) =
-    (min_value_correct, max_value_correct) or (max_value_wrong, min_value_wrong). Lengths in
-    characters, capped at max_len; None when the gold cannot be scored."""
+    """open-r1's cosine-scaled reward: shorter correct completions earn more, longer wrong ones lose less (lengths
+    in characters, capped at max_len); None when the gold cannot be scored."""
 
     def __init__(self, min_value_wrong: float = -1.0, max_value_wrong: float = -0.5,
                  min_value_correct: float = 0.5, max_value_correct: float = 1.0, max_len: int = 1000):
@@ -221,9 +198,8 @@ class RepetitionPenalty:
 
 @register_reward("soft_overlong_punishment", columns=["completion_ids"], bounds=(-1.0, 0.0), factory=True)
 class SoftOverlongPunishment:
-    """DAPO's soft overlong punishment (as open-r1 and TRL): 0 up to max_completion_len -
-    soft_punish_cache tokens, then falling linearly to -1 at max_completion_len, -1 beyond.
-    Pass max_completion_len = GRPOConfig.max_completion_length."""
+    """DAPO's soft overlong punishment (as open-r1 and TRL): 0 up to max_completion_len - soft_punish_cache tokens,
+    then linearly to -1 at max_completion_len (GRPOConfig.max_completion_length), -1 beyond."""
 
     def __init__(self, max_completion_len: int | None = None, soft_punish_cache: int = 0):
         if max_completion_len is None:

@@ -29,9 +29,8 @@ _STYLE_UNIFIED = "Act"
 
 
 def first_label(t: str) -> tuple[int, int, str] | None:
-    """The label react.parse_turn takes — the first line that is `Act:`, `Action:` or `ACTION:`
-    after spaces — as (start of its line, end of the colon, label word); None when there is
-    none. Every label contains "Act" or "ACTION", so str.find jumps between candidate lines."""
+    """The label react.parse_turn takes (the first `Act:`, `Action:` or `ACTION:` line) as (start of its line, end of
+    the colon, label word), or None. Every label contains "Act" or "ACTION": str.find jumps between candidates."""
     pos, n = 0, len(t)
     while True:
         i = t.find(_ACT, pos)
@@ -50,15 +49,12 @@ def first_label(t: str) -> tuple[int, int, str] | None:
             return None
 
 
+# `bash|sql` + a fenced block without backticks inside: with non-blank code, react.parse_action gives that kind
 _FENCED = re.compile(r"(bash|sql)[ \t]*\n```[ \t]*\w*[ \t]*\n?([^`]*)```")
-"""The common `bash|sql` + fenced block without backticks inside: when it matches with
-non-blank code, react.parse_action returns that kind (the first line decides the kind, and
-the block's body is the same up to whitespace)."""
 
 
 def _fast_kind(body: str) -> str | None:
-    """The kind react.parse_action gives a stripped action, for the forms it accepts that are
-    cheap to recognise with its own patterns, in its own order; None: let parse_action decide."""
+    """The kind react.parse_action gives a stripped action in its cheap forms (its own patterns and order), or None."""
     c = body[0]  # the body is stripped and not empty; the first character rules out most forms
     if (c == "a" or c == "A") and _ANSWER.match(body):
         return "answer"
@@ -75,14 +71,10 @@ def _fast_kind(body: str) -> str | None:
 
 
 def react_turn_score(text: str, domain: str | None = None) -> float:
-    """One assistant turn: 1.0 for a well-formed unified turn (`Think: <non-empty reasoning>`
-    first, then `Act: <action>` that react.parse_step accepts for `domain`), 0.5 when
-    parse_step accepts it in another style (Thought:/Action:, Final Answer:, no Think:), 0.0
-    when it does not parse. `domain` None or unknown accepts any domain's actions.
-
-    Same verdicts as parse_step on the whole turn (a property test holds them equal), faster:
-    the thought never changes whether the action parses, so only the action after the label
-    is parsed, and the common action forms are recognised without building parse objects."""
+    """One assistant turn: 1.0 for `Think: <reasoning>` then an `Act:` that react.parse_step accepts for `domain`
+    (None or unknown: any), 0.5 when it parses in another style, 0.0 when it does not. Same verdicts as parse_step
+    (a property test holds them equal), faster: the thought cannot change whether the action parses, so only the
+    action is parsed, its common forms without building parse objects."""
     if type(text) is not str:
         return 0.0
     try:
@@ -91,9 +83,7 @@ def react_turn_score(text: str, domain: str | None = None) -> float:
             return 0.0 if isinstance(parse_step(text, domain), ParseError) else 0.5
         ls, end, word = label
         body = text[end:].strip()
-        # parse_turn hands the body unchanged to parse_action unless it is empty or one of the
-        # source styles it rewrites (Operation, Answer, Final Answer, Mind2Web's CAPS, ToolBench's
-        # "with Action Input:"): those take the full path below.
+        # parse_turn hands the body to parse_action unchanged except the styles it rewrites (full path below)
         if body and not body[0].isupper() and "Action Input:" not in body:
             kind = _fast_kind(body)
             if kind is None:
@@ -131,12 +121,8 @@ def _thought_first(text: str, ls: int) -> bool:
 
 @register_reward("react_format")
 def react_format_reward(prompts=None, completions=None, **kwargs) -> list[float]:
-    """Mean `react_turn_score` over the completion's assistant turns (partial credit per turn),
-    for the row's `domain` (optional column); 0.0 with no assistant turn. Warning: as a GRPO
-    term next to `env_outcome` it was reward-hacked (a tidy one-turn answer out-earned failed
-    attempts; held-out db 10/50 -> 0/50, docs/RESULTS.md), so the multi-turn default leaves it out.
-
-    Use it for format warm-ups and measurement, or at a weight far below the outcome's."""
+    """Mean `react_turn_score` over the assistant turns for the row's optional `domain`; 0.0 with none. Next to
+    `env_outcome` in GRPO it was reward-hacked (held-out db 10/50 -> 0/50): use it for format warm-ups."""
     comps = completions_list(completions, "react_format")
     out = []
     for c, d in zip(comps, optional(kwargs, DOMAIN, len(comps), "react_format")):
@@ -156,8 +142,7 @@ def _react_tags(t: str) -> float:
 
 @register_reward("react_tag_count")
 def react_tag_count_reward(prompts=None, completions=None, **kwargs) -> list[float]:
-    """The ReAct tag_count: per assistant turn 0.5 when exactly one line starts with "Think:"
-    and 0.5 when exactly one starts with "Act:"; the mean over turns (0.0 with none)."""
+    """The ReAct tag_count: per turn 0.5 for exactly one "Think:" line and 0.5 for exactly one "Act:" line; the mean."""
     out = []
     for c in completions_list(completions, "react_tag_count"):
         turns = assistant_texts(c)

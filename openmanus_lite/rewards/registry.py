@@ -1,14 +1,9 @@
-"""The reward registry: rewards by name, specs with weights, and the column check before training.
+"""The reward registry: rewards by name or import path (`package.module:function`), specs with weights, and the
+column check before training. Every reward handed out is a `CheckedReward`, so a broken value stops the run with the
+reward's name instead of becoming a number TRL trains on.
 
     funcs, weights = build_rewards("accuracy:2 format tag_count")
     check_reward_columns("accuracy:2 format tag_count", dataset.column_names)   # before training
-    GRPOTrainer(..., reward_funcs=funcs, args=GRPOConfig(reward_weights=weights, ...))
-
-A name is a registered reward or an import path `package.module:function`, as TRL's and open-r1's
-scripts take them (its `required_columns` / `reward_range` attributes are used when it has them).
-Every reward `get_reward_func` hands out (and every function `train_grpo` is given) is a `CheckedReward`:
-an exception, a string, NaN or an infinite value from it becomes a `RewardError` naming the reward, never a
-number TRL trains on.
 """
 
 from __future__ import annotations
@@ -31,8 +26,7 @@ Spec = str | Sequence[str] | Mapping[str, float]
 
 @dataclass(frozen=True)
 class RewardInfo:
-    """A registered reward. `columns`: groups of column names, each group needs one of its names
-    present. `factory`: `func` builds the reward from keyword parameters."""
+    """A registered reward. `columns`: groups of names, one of each group needed; `factory`: `func` builds it."""
 
     name: str
     func: Callable
@@ -65,21 +59,11 @@ def _label(func: Any, name: str, groups: tuple, bounds: tuple[float, float]) -> 
     func.reward_range = bounds
 
 
-def register_reward(
-    name: str,
-    *,
-    columns: Iterable[str | Sequence[str]] = (),
-    bounds: tuple[float, float] = (0.0, 1.0),
-    factory: bool = False,
-    overwrite: bool = False,
-) -> Callable[[Callable], Callable]:
-    """Decorator: register a reward under `name` (TRL logs it as `rewards/<name>`).
-
-    `columns`: the columns it needs (a tuple inside means "one of these"); `bounds`: its
-    documented output range; `factory=True` registers a function (or class) that takes keyword
-    parameters and returns the reward. Registering the same function again (a re-run
-    notebook cell) replaces it; another function under a taken name needs `overwrite=True`.
-    """
+def register_reward(name: str, *, columns: Iterable[str | Sequence[str]] = (), bounds: tuple[float, float] = (0.0, 1.0),
+                    factory: bool = False, overwrite: bool = False) -> Callable[[Callable], Callable]:
+    """Decorator: register a reward under `name`. `columns`: what it reads (a tuple inside: one of these);
+    `bounds`: its output range; `factory`: a callable that takes keyword parameters and returns the reward. The same
+    function again (a re-run notebook cell) replaces it; another one under a taken name needs `overwrite=True`."""
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][\w\-.]*", name):
         raise ValueError(f"reward name {name!r} must be an identifier-like string (letters, digits, _ - .)")
     groups = _groups(columns)
@@ -92,10 +76,8 @@ def register_reward(
         same = old is not None and (getattr(old.func, "__module__", None), _qualname(old.func)) == (
             getattr(func, "__module__", None), _qualname(func))
         if old is not None and not overwrite and not same:
-            raise ValueError(
-                f"a reward named {name!r} is already registered ({_qualname(old.func)}); "
-                f"pick another name or pass overwrite=True"
-            )
+            raise ValueError(f"a reward named {name!r} is already registered ({_qualname(old.func)}); "
+                             f"pick another name or pass overwrite=True")
         _REGISTRY[name] = RewardInfo(name, func, groups, (lo, hi), factory, _first_paragraph(func))
         if not factory:
             _label(func, name, groups, (lo, hi))
@@ -127,9 +109,8 @@ def check_reward_values(name: str, values: Any, n: int | None) -> None:
 
 
 class CheckedReward:
-    """A reward whose every output goes through `check_reward_values`, so a broken custom reward stops the run
-    with its name instead of training on NaN or failing inside TRL. An exception raised by a reward outside the
-    kit becomes a RewardError naming it (the original is its cause); the kit's own rewards raise as they are."""
+    """A reward whose every output goes through `check_reward_values`; an exception from a reward outside the kit
+    becomes a RewardError naming it (the kit's own rewards raise as they are)."""
 
     def __init__(self, func: Callable, name: str):
         functools.update_wrapper(self, func)  # __name__, columns, range and a factory's own attributes
@@ -148,8 +129,8 @@ class CheckedReward:
 
 
 def checked_reward(func: Any, name: str | None = None) -> Any:
-    """`func` as a CheckedReward. A reward model (a hub name or a torch module, which TRL scores itself), an
-    async reward (TRL awaits it; a wrapper would hide that) and an already checked reward stay as they are."""
+    """`func` as a CheckedReward; reward models (TRL scores them), async rewards (a wrapper would hide that TRL must
+    await them) and checked rewards stay as they are."""
     if isinstance(func, (str, CheckedReward)) or hasattr(func, "parameters"):
         return func
     if inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(type(func).__call__):
@@ -195,19 +176,14 @@ def _import_reward(path: str) -> RewardInfo:
 
 
 def describe_rewards(spec: Spec | None = None) -> list[dict[str, Any]]:
-    """One row per reward (every registered one, or those a spec names): name, the columns it
-    needs, output range, whether it takes parameters, first docstring paragraph."""
+    """One row per reward (every registered one, or those a spec names): name, columns, range, factory, doc."""
     infos = [_REGISTRY[n] for n in sorted(_REGISTRY)] if spec is None else [_lookup(n) for n in parse_reward_spec(spec)]
-    return [
-        {"name": i.name, "columns": " ".join("|".join(g) for g in i.columns), "range": i.bounds,
-         "factory": i.factory, "doc": " ".join(i.doc.split())}
-        for i in infos
-    ]
+    return [{"name": i.name, "columns": " ".join("|".join(g) for g in i.columns), "range": i.bounds,
+             "factory": i.factory, "doc": " ".join(i.doc.split())} for i in infos]
 
 
 def _spec_item(tok: str) -> tuple[str, str | float]:
-    """(name, weight) of one spec item: name, name:weight, name=weight, where the name may be an
-    import path with its own colon (pkg.mod:func, pkg.mod:func:0.5)."""
+    """(name, weight) of one spec item: name, name:weight or name=weight; an import path has its own colon."""
     if "=" in tok:
         name, _, weight = tok.rpartition("=")
     else:
@@ -229,10 +205,8 @@ def _spec_item(tok: str) -> tuple[str, str | float]:
 
 
 def parse_reward_spec(spec: Spec) -> dict[str, float]:
-    """Names and weights, in order: "accuracy:2 format tag_count" (commas also work, `=` too),
-    a list of such items (the CLI's `--reward_funcs a b:0.5`), or a {name: weight} dict. A name is
-    a registered reward or an import path `package.module:function` (weighted: `pkg.mod:func:0.5`).
-    The weights, in order, are GRPOConfig's `reward_weights`."""
+    """Names and weights (GRPOConfig's `reward_weights`), in order, from "accuracy:2 format tag_count" (commas and `=`
+    work too), a list of such items (the CLI's) or a {name: weight} dict."""
     if isinstance(spec, Mapping):
         items = [(str(k), v) for k, v in spec.items()]
     else:
@@ -274,8 +248,7 @@ def get_reward_func(name: str, **params: Any) -> RewardFunc:
 
 
 def get_reward_funcs(spec: Spec, params: Mapping[str, Mapping[str, Any]] | None = None) -> list[RewardFunc]:
-    """The callables for a spec (see parse_reward_spec); `params` maps factory names to kwargs,
-    e.g. {"cosine": {"max_len": 500}, "soft_overlong_punishment": {"max_completion_len": 256}}."""
+    """The callables for a spec; `params` maps factory names to kwargs, e.g. {"cosine": {"max_len": 500}}."""
     names = list(parse_reward_spec(spec))
     params = dict(params or {})
     stray = sorted(set(params) - set(names))
@@ -284,9 +257,8 @@ def get_reward_funcs(spec: Spec, params: Mapping[str, Mapping[str, Any]] | None 
     return [get_reward_func(n, **dict(params.get(n) or {})) for n in names]
 
 
-def build_rewards(
-    spec: Spec, params: Mapping[str, Mapping[str, Any]] | None = None
-) -> tuple[list[RewardFunc], list[float]]:
+def build_rewards(spec: Spec,
+                  params: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[list[RewardFunc], list[float]]:
     """(reward_funcs, reward_weights) for GRPOTrainer / GRPOConfig."""
     return get_reward_funcs(spec, params), list(parse_reward_spec(spec).values())
 
@@ -295,15 +267,10 @@ def _is_spec(spec: Any) -> bool:
     return isinstance(spec, (str, Mapping)) or (isinstance(spec, Sequence) and all(isinstance(s, str) for s in spec))
 
 
-def check_reward_columns(
-    spec: Spec | Sequence[Any], dataset_columns: Iterable[str], extra_columns: Iterable[str] = ()
-) -> None:
-    """Raise one ValueError listing every reward whose columns the data lacks.
-
-    Call before training. `dataset_columns`: the train dataset's columns; `extra_columns`: what
-    the rollout adds (the multi-turn rollout: `ROLLOUT_COLUMNS`; environment_factory mode:
-    "environments"). `spec` may also be a list of reward callables (their `required_columns`).
-    """
+def check_reward_columns(spec: Spec | Sequence[Any], dataset_columns: Iterable[str],
+                         extra_columns: Iterable[str] = ()) -> None:
+    """Before training, one ValueError listing every reward whose columns the data lacks. `extra_columns`: what the
+    rollout adds (`ROLLOUT_COLUMNS`, or "environments"); `spec` may be a list of callables (`required_columns`)."""
     dataset_columns, extra_columns = list(dataset_columns), list(extra_columns)
     have = set(dataset_columns) | set(extra_columns) | TRAINER_KWARGS
     if _is_spec(spec):
@@ -317,16 +284,12 @@ def check_reward_columns(
     ]
     if problems:
         cols = ", ".join(sorted(set(dataset_columns) | set(extra_columns))) or "none"
-        raise ValueError(
-            "the training data lacks columns that rewards read:\n  "
-            + "\n  ".join(problems)
-            + f"\n(available columns: {cols}). Add the column, or drop the reward from --reward_funcs."
-        )
+        raise ValueError("the training data lacks columns that rewards read:\n  " + "\n  ".join(problems)
+                         + f"\n(available columns: {cols}). Add the column, or drop the reward from --reward_funcs.")
 
 
 def reward_table(spec_or_funcs: Any, completions: Sequence[Any], prompts: Sequence[Any] | None = None, **columns):
-    """Score `completions` with several rewards: a pandas DataFrame, one column per reward
-    (handy for prototyping; `spec_or_funcs` is a spec or a list of callables)."""
+    """Score `completions` with several rewards (a spec or callables): a DataFrame, one column per reward."""
     import pandas as pd
 
     if _is_spec(spec_or_funcs):
