@@ -1,45 +1,19 @@
 """Multi-turn, environment-grounded rollouts for TRL's `GRPOTrainer(rollout_func=...)`.
 
-For every prompt (one environment task) the rollout plays a whole episode: generate one
-assistant turn, step the environment, append the observation as the next user turn, and
-repeat until the episode ends or a turn / token budget runs out. All episodes of a call
-(the group of `num_generations` samples per task, times the tasks of the batch) advance in
-lock step, one batched `generate` per round, in inference mode.
-
-What TRL 1.15 expects (tests/train/test_grpo.py checks it against TRL's source): `rollout_func(prompts,
-trainer)` gets the prompts ALREADY REPEATED per generation and returns one episode per prompt, in
-order: `prompt_ids`, `completion_ids`, `logprobs` (lists per episode; any other key reaches the rewards
-as a column) and `env_mask`, TRL's tool mask (1 = the model's own token, gets loss and counts as
-completion length; 0 = an environment token). TRL reads `logprobs` only for vLLM's importance-sampling
-correction and off-policy sequence masking, so they are recorded only then (`trainer_uses_logprobs`);
-environment tokens get logprob 0.0, as in TRL's own tool loop.
-
-The token layout of one episode, for the Qwen2.5 / ChatML template:
+Each prompt (one task, already repeated per generation by TRL 1.15) becomes a whole episode, all episodes of a call in
+lock step through `rollout.run_episodes` with a `TokenPolicy`. The result holds `prompt_ids`, `completion_ids`,
+`logprobs` (only when TRL reads them: `trainer_uses_logprobs`) and `env_mask`, TRL's tool mask (1 = the model's token,
+0 = an environment token); any other key reaches the rewards as a column. For the ChatML template:
 
     prompt_ids      <|im_start|>system ... <|im_start|>user\\n{task}<|im_end|>\\n<|im_start|>assistant\\n
     completion_ids  {turn 1 tokens}<|im_end|>                                    env_mask 1
                     \\n<|im_start|>user\\n{observation 1}<|im_end|>\\n<|im_start|>assistant\\n  env_mask 0
                     {turn 2 tokens}<|im_end|> ...                                env_mask 1
 
-The observation block is exactly what the chat template renders between two turns (found
-by rendering a conversation and cutting at the assistant's end token). A turn cut by its
-token limit gets the end token appended as an environment token, so the context stays a
-valid rendering of the conversation. Each turn is generated from the exact token ids so far
-(`generation.generate_from_ids`), never from re-tokenised text, with a `generation.PrefixCache`
-kept through the turns of one call, so a later turn encodes only its new tokens (the observation)
-instead of the whole episode again; it is dropped when the call returns, since the weights change
-every optimizer step.
-
-The episodes run through `rollout.run_episodes`, the kit's one episode loop, with a `TokenPolicy`:
-the policy holds the token side (exact sampled ids, their log-probabilities, the env_mask, the
-completion budget) and the loop holds the environment side (`envs.make_env`, turn limits, steps).
-An expert-guided episode (`expert_guidance.py`) starts with the expert's first turns, which the policy
-steps in the environment before its own first turn and adds as environment tokens (env_mask 0).
-
-Extra columns returned for the rewards (see `rewards.ROLLOUT_COLUMNS`): env_outcome,
-env_success, invalid_actions, num_turns, domain. `completion_messages` (the episode as
-messages) is used by `KitGRPOTrainer` (grpo.py) to hand rewards conversational completions, `step_states`
-(the state each turn started from) by its step-level credit (GiGPO).
+Turns are generated from the exact ids so far, never re-tokenised text, so the context is a valid rendering of the
+conversation (a turn cut by its token limit gets the end token as an environment token); a `PrefixCache` lives for one
+call only, since the weights change every optimizer step. Expert-guided episodes (`expert_guidance.py`) start with
+the expert's first turns as environment tokens.
 """
 
 from __future__ import annotations
@@ -79,11 +53,9 @@ class EpisodeTokens:
     ended_by: str = ""
     """"done" (the environment ended it), "tokens" (the completion budget ran out)."""
     states: list[str] = field(default_factory=list)
-    """Per assistant turn, the state it started from: a hash of the task and the observations so far (GiGPO's
-    anchor states: turns of one group that start from the same state are compared with each other)."""
+    """Per assistant turn, a hash of the task and the observations so far: GiGPO's anchor state."""
     prefix_turns: int = 0
-    """Expert turns replayed before the policy's first (expert_guidance.py): the first 2 x prefix_turns messages
-    and their tokens are the expert's and the environment's, all env_mask 0."""
+    """Expert turns replayed before the policy's first: 2 x prefix_turns messages, all env_mask 0."""
 
 
 @dataclass
@@ -95,7 +67,7 @@ class RolloutStats:
     generated_tokens: int = 0
     generate_calls: int = 0
     reused_tokens: int = 0
-    """Context tokens whose keys/values came from the rollout's PrefixCache instead of being encoded again."""
+    """Context tokens the rollout's PrefixCache spared encoding again."""
 
     @property
     def tokens_per_s(self) -> float:
@@ -103,9 +75,8 @@ class RolloutStats:
 
 
 def trainer_uses_logprobs(trainer: Any) -> bool:
-    """True when TRL 1.15's GRPOTrainer reads the rollout's `logprobs` (grpo_trainer.py): the vLLM
-    importance-sampling correction, or off-policy sequence masking. Skipping them otherwise saves
-    a log-softmax over the vocabulary per generated token."""
+    """True when TRL 1.15 reads the rollout's `logprobs` (vLLM importance sampling, off-policy masking); skipping
+    them otherwise saves a log-softmax over the vocabulary per generated token."""
     if getattr(trainer, "use_vllm", False) and getattr(trainer, "vllm_importance_sampling_correction", False):
         return True
     return getattr(trainer.args, "off_policy_mask_threshold", None) is not None
@@ -158,13 +129,9 @@ class ObservationRenderer:
 
 
 class TokenPolicy:
-    """A `rollout.run_episodes` policy that plays each episode in token form (see the module docstring).
-
-    Each turn continues the episode's exact ids. Before a later turn it appends the observation the loop
-    passed in the history (with the end token of a turn cut by its token limit) as environment tokens;
-    when the completion budget leaves no room for that observation and one more token, it ends the
-    episode with a `None` reply (`ended_by="tokens"`). `prefixes` (id of a task -> k) starts that task's
-    episodes after the expert's first k turns."""
+    """A `rollout.run_episodes` policy playing each episode in token form: it appends each observation as
+    environment tokens and ends the episode (`None` reply) once the completion budget has no room for it and one
+    more token. `prefixes` (id of a task -> k) starts that task's episodes after the expert's first k turns."""
 
     name = "grpo-rollout"
 
@@ -192,9 +159,8 @@ class TokenPolicy:
         ep.env_mask += [int(model_tokens)] * len(ids)
 
     def _replay_expert(self, ep: EpisodeTokens, env: Any, turns: int) -> None:
-        """The expert's first `turns` turns, stepped in `env` and added as environment tokens (context the loss
-        skips), laid out as the policy's own turns would be; it stops once they fill half the completion budget,
-        so the policy keeps room to act."""
+        """The expert's first `turns` turns as environment tokens, stopping at half the completion budget so the
+        policy keeps room to act."""
         for action, observation in replay_expert(env, turns):
             action_ids = self.tokenizer(action, add_special_tokens=False)["input_ids"] + [self.renderer.eos_id]
             self._extend(ep, action_ids + self.renderer.ids(observation), None, model_tokens=False)
@@ -266,14 +232,9 @@ def run_episode_tokens(
     kv_cache: bool = True,
     expert_prefix: list[int] | None = None,
 ) -> list[EpisodeTokens]:
-    """Play one episode per (task, prompt ids), all in lock step; see the module docstring.
-
-    `max_new_tokens` caps one assistant turn, `max_completion_tokens` the whole completion
-    (assistant + observation tokens); `max_turns` (a number or {domain: turns}) overrides the
-    environments' turn limits. With `return_logprobs=False` the episodes' `logprobs` stay empty.
-    `kv_cache=False` re-encodes every turn's whole context (the same ids, for checking the cache).
-    `expert_prefix` (per task) starts an episode after that many of the expert's turns (expert_guidance.py).
-    """
+    """Play one episode per (task, prompt ids) in lock step. `max_new_tokens` caps a turn, `max_completion_tokens`
+    the whole completion; `kv_cache=False` re-encodes every turn (for checking the cache); `expert_prefix` (per task)
+    starts an episode after that many expert turns."""
     stats = stats if stats is not None else RolloutStats()
     t0 = time.perf_counter()
     policy = TokenPolicy(model, tokenizer, {id(t): p for t, p in zip(tasks, prompts)},
@@ -300,14 +261,9 @@ def run_episode_tokens(
 
 
 class EnvRolloutFunc:
-    """A `rollout_func` for GRPOTrainer that plays the task behind each prompt.
-
-    `tasks` are the tasks of the training dataset: prompts are mapped back to tasks by their
-    text (TRL passes the rollout only the prompts). Use `build_env_dataset` to make the
-    dataset and this function from the same tasks. Sampling settings (temperature, top_p)
-    and the completion budget (`max_completion_length`) come from the trainer's GRPOConfig; so does
-    `expert_prefix_share`, which turns on expert-guided training episodes (`self.guide` keeps their state).
-    """
+    """A `rollout_func` for GRPOTrainer playing the task behind each prompt, mapped back by its text (TRL passes
+    only prompts: build the dataset and this from the same tasks, `build_env_dataset`). Sampling, the completion
+    budget and `expert_prefix_share` (expert-guided episodes, state in `self.guide`) come from the GRPOConfig."""
 
     def __init__(
         self,
@@ -364,21 +320,10 @@ class EnvRolloutFunc:
             self.guide = ExpertGuide(args.expert_prefix_share, args.expert_prefix_shrink_at, self.max_turns)
         guide = self.guide if mode_train else None  # evaluation plays the whole tasks
         eps = run_episode_tokens(
-            model,
-            tokenizer,
-            tasks,
-            prompt_ids,
-            max_turns=self.max_turns,
-            max_new_tokens=self.max_new_tokens,
-            max_completion_tokens=int(args.max_completion_length),
-            temperature=float(args.temperature or 1.0),
-            top_p=float(args.top_p or 1.0),
-            batch_size=self.batch_size,
-            renderer=self._renderer,
-            stats=self.total_stats,
-            return_logprobs=logprobs,
-            expert_prefix=guide.prefix_turns(tasks) if guide else None,
-        )
+            model, tokenizer, tasks, prompt_ids, max_turns=self.max_turns, max_new_tokens=self.max_new_tokens,
+            max_completion_tokens=int(args.max_completion_length), temperature=float(args.temperature or 1.0),
+            top_p=float(args.top_p or 1.0), batch_size=self.batch_size, renderer=self._renderer, stats=self.total_stats,
+            return_logprobs=logprobs, expert_prefix=guide.prefix_turns(tasks) if guide else None)
         if mode_train and not trainer.model.training:  # inference_mode restores it; make sure
             trainer.model.train()
         self.last_episodes = eps
@@ -392,8 +337,7 @@ class EnvRolloutFunc:
 
 
 def episodes_to_rollout_output(eps: list[EpisodeTokens], logprobs: bool = True) -> dict[str, Any]:
-    """The dict GRPOTrainer expects from a rollout_func (plus the reward columns); `logprobs` is
-    None when they were not recorded (TRL then leaves sampling log-probabilities out)."""
+    """The dict GRPOTrainer expects from a rollout_func, plus the reward columns; `logprobs` None when not recorded."""
     return {
         "prompt_ids": [e.prompt_ids for e in eps],
         "completion_ids": [e.completion_ids for e in eps],

@@ -1,29 +1,9 @@
-"""GRPO with TRL's `GRPOTrainer`: single-turn (open-r1 style) and multi-turn in the environments.
+"""GRPO with TRL's `GRPOTrainer` in three modes behind `run_grpo`: single (one tagged answer per prompt, scored
+against its `solution`), multi (whole environment episodes played by `env_rollout.EnvRolloutFunc`, the env_mask
+keeping loss on the model's tokens) and tool (the environment's actions as tool methods, `tool_env.py`).
 
-Three modes share one entry point, `run_grpo`:
-
-    single   prompts with a `solution` column; the model answers once in
-             <think>…</think><answer>…</answer>; rewards `answer_match format tag_count`
-             (`answer_match`: the kit's answer check for agent answers; open-r1's math-only
-             `accuracy` fits data whose answers are LaTeX).
-    multi    prompts are environment tasks; `env_rollout.EnvRolloutFunc` plays whole episodes
-             (assistant turn, environment observation, …) and returns an env_mask so only the
-             model's tokens get loss; rewards read the environment's verdict
-             (`env_outcome` alone by default: the shaped `react_format` / `invalid_action` terms
-             made the policy stop querying, see DEFAULT_REWARDS).
-    tool     the same tasks through TRL's `environment_factory`: the environment's actions are
-             tool methods (`tool_env.py`), for models with a tool-calling chat template.
-
-The prompt data (single-turn rows with a `solution`, environment task datasets) is built in
-`grpo_data.py` and re-exported here.
-
-Observability: TRL's progress bar and log history; `with_domain_metrics` adds per-domain means
-of every reward to the logs, `KitGRPOTrainer` the signal (`signal/*`), per-domain success
-(`success/<domain>`) and expert guidance (`guide/*`); `make_sample_printer` prints sample episodes
-every N steps; `reward_curves` / `plot_reward_curves` draw them; checkpoints every `save_steps` and
-`resume=True` continue from the last one.
-
-Import order matters on this stack: unsloth before trl (`import_trl` does it).
+`env_outcome` alone is the multi-mode default: the shaped `react_format` / `invalid_action` terms made the policy
+stop querying (see DEFAULT_REWARDS). Import order matters on this stack: unsloth before trl (`import_trl` does it).
 """
 
 from __future__ import annotations
@@ -77,13 +57,8 @@ logger = logging.getLogger(__name__)
 
 
 def load_for_grpo(model: str | None, preset: Any) -> tuple[Any, Any]:
-    """(model, tokenizer) to train with GRPO under a preset (train/presets.py).
-
-    `model` may be a hub name, a checkpoint (a merged SFT model: a fresh LoRA adapter is
-    attached as the preset says), or a saved LoRA adapter folder (the SFT adapter is loaded
-    onto its base model and trained further, the Unsloth way on a GPU: `models.load_adapter`).
-    None = the preset's model.
-    """
+    """(model, tokenizer) under a preset: a hub name, a merged checkpoint (a fresh LoRA attached), or a saved LoRA
+    adapter folder, trained further on its base model (`models.load_adapter`); None = the preset's model."""
     folder = Path(model) if model else None
     if folder is not None and (folder / "adapter_config.json").is_file():
         import torch
@@ -102,11 +77,8 @@ def load_for_grpo(model: str | None, preset: Any) -> tuple[Any, Any]:
 
 
 def with_domain_metrics(funcs: Sequence[Callable]) -> list[Callable]:
-    """Wrap reward functions so each also logs its mean per domain (`domain/<d>/<name>`).
-
-    Uses the `log_metric` callback TRL passes to rewards and the row's `domain` column; the
-    wrapped functions keep name, columns and range, and return the same values.
-    """
+    """The reward functions, each also logging its mean per domain (`domain/<d>/<name>`) through TRL's `log_metric`;
+    values, name, columns and range unchanged."""
     return [_DomainLogged(f) for f in funcs]
 
 
@@ -122,12 +94,10 @@ class _DomainLogged:
         values = self.func(prompts=prompts, completions=completions, **kwargs)
         log_metric, domains = kwargs.get("log_metric"), kwargs.get("domain")
         if callable(log_metric) and isinstance(domains, (list, tuple)) and len(domains) == len(values):
-            groups: dict[str, list[float]] = {}
-            for d, v in zip(domains, values):
-                if v is not None and not (isinstance(v, float) and math.isnan(v)):
-                    groups.setdefault(str(d), []).append(float(v))
-            for d, vs in groups.items():
-                log_metric(f"domain/{d}/{self.__name__}", sum(vs) / len(vs))
+            scored = ((str(d), float(v)) for d, v in zip(domains, values)
+                      if v is not None and not (isinstance(v, float) and math.isnan(v)))
+            for d, mean in grpo_signal.key_means(scored).items():
+                log_metric(f"domain/{d}/{self.__name__}", mean)
         return values
 
 
@@ -136,35 +106,17 @@ class _DomainLogged:
 
 GENERATE_FIELDS = ("prompt_ids", "completion_ids", "tool_mask", "completions", "logprobs", "extra_fields", "images",
                    "tool_images")
-"""What TRL 1.15's `GRPOTrainer._generate` returns, in order: the names its `_generate_and_score_completions` unpacks
-the tuple into. The kit reads them by these names; tests/train/test_grpo.py checks them against TRL's source, so a TRL
-that changes the shape fails that test instead of training on the wrong field."""
+"""TRL 1.15's `GRPOTrainer._generate` tuple, by name; tests/train/test_grpo.py checks it against TRL's source."""
 
 _KIT_TRAINER = None
 
 
 def kit_trainer_class():
-    """TRL's GRPOTrainer with these additions; the first two wrap its `_generate`, which no public hook reaches
-    (`rollout_func` replaces generation, so it cannot time TRL's own single-turn or tool-calling one):
-
-    - Multi-turn: with a `rollout_func`, TRL decodes the whole completion (turns and
-      observations) into ONE assistant message. The episode's messages (assistant and
-      observation turns), which `EnvRolloutFunc` returns under `completion_messages`, replace
-      it, so rewards such as `react_format` score each assistant turn and the logged
-      completions read like conversations.
-    - Timing: the generation phase's seconds and model tokens per second (tokens under the
-      tool / env mask only) are logged as `rollout/seconds` and `rollout/tokens_per_s` in every mode.
-    - The signal (grpo_signal.py): every step logs the share of groups whose rewards differ and, with
-      `drop_uniform_groups`, drops the others before any forward or backward pass (the loss normalised over
-      the kept tokens), refills them with up to `refill_rounds` rollouts of random training prompts and
-      skips micro-steps left empty; a warning names the cause when most groups agree.
-    - Step-level credit (GiGPO, `step_advantage_weight`): turns of a group that start from the same state
-      are compared by discounted return, and that advantage is added on each turn's tokens.
-    - Per-domain success: every scored batch logs `success/<domain>` (grpo_signal.domain_success), in
-      multi and tool mode, so a domain that never or always succeeds shows in the curves.
-
-    Everything else is the stock trainer.
-    """
+    """TRL's GRPOTrainer plus: the episode's messages as `completions` (TRL decodes a multi-turn completion into ONE
+    assistant message, so per-turn rewards could not see the turns); `rollout/seconds` and `rollout/tokens_per_s`
+    (wrapping `_generate`, which no public hook reaches); the signal of grpo_signal.py (`signal/*`, and with
+    `drop_uniform_groups` uniform groups dropped before any forward or backward pass and refilled); GiGPO step
+    credit (`step_advantage_weight`); and `success/<domain>` per scored batch."""
     global _KIT_TRAINER
     if _KIT_TRAINER is None:
         import torch
@@ -253,10 +205,9 @@ def kit_trainer_class():
                 rng = getattr(self, "_kit_refill_rng", None) or random.Random(self.args.seed + 1)
                 self._kit_refill_rng = rng
                 rounds = 0
-                while sum(map(grpo_signal.batch_rows, parts)) < target and rounds < self.args.refill_rounds:
+                while (missing := target - sum(map(grpo_signal.batch_rows, parts))) > 0 and rounds < self.args.refill_rounds:
                     rounds += 1
-                    missing = (target - sum(map(grpo_signal.batch_rows, parts))) // self.num_generations
-                    picks = [rng.randrange(len(self.train_dataset)) for _ in range(missing)]
+                    picks = [rng.randrange(len(self.train_dataset)) for _ in range(missing // self.num_generations)]
                     rows = [self.train_dataset[i] for i in picks for _ in range(self.num_generations)]
                     more = self._generate_and_score_completions(rows)
                     parts.append(grpo_signal.select_rows(more, self._kit_signal.kept_rows))
@@ -285,11 +236,8 @@ def kit_trainer_class():
 
 
 def make_sample_printer(every: int, k: int = 2, width: int = 600):
-    """A TrainerCallback that prints `k` sample completions with their rewards every `every` steps.
-
-    It reads the trainer's own completion log, so it works in all three modes; attach the
-    trainer with `callback.trainer = trainer` (run_grpo does).
-    """
+    """A TrainerCallback printing `k` sample completions with rewards every `every` steps, from the trainer's own
+    completion log (so in all three modes); set `callback.trainer` (run_grpo does)."""
     from transformers import TrainerCallback
 
     class _SamplePrinter(TrainerCallback):
@@ -298,12 +246,11 @@ def make_sample_printer(every: int, k: int = 2, width: int = 600):
             self.printed_steps: list[int] = []
 
         def on_log(self, args, state, control, **kwargs):
-            if not every or self.trainer is None or state.global_step == 0 or state.global_step % every:
+            step = state.global_step
+            if not every or self.trainer is None or step == 0 or step % every or step in self.printed_steps:
                 return
-            if state.global_step in self.printed_steps:
-                return
-            self.printed_steps.append(state.global_step)
-            print(format_samples(self.trainer, k=k, width=width, step=state.global_step), flush=True)
+            self.printed_steps.append(step)
+            print(format_samples(self.trainer, k=k, width=width, step=step), flush=True)
 
     return _SamplePrinter()
 
@@ -369,15 +316,9 @@ def run_grpo(
     resume: bool | str = False,
     domain_metrics: bool = True,
 ) -> GRPOResult:
-    """Train with GRPO; returns the trainer, its log history and timings.
-
-    `config.mode` picks how completions are produced: single (plain generate), multi (pass
-    `rollout_func`, from build_env_dataset), tool (pass `environment_factory`, from
-    tool_env.tool_env_factory). Rewards come from the registry (`config.reward_spec`) unless
-    `reward_funcs` / `reward_weights` are given. `config.max_minutes` stops the run in time (TimeLimit).
-    `resume=True` continues from the newest checkpoint in `config.output_dir` when there is one; a path
-    resumes from that checkpoint.
-    """
+    """Train with GRPO in `config.mode`: multi needs `rollout_func` (build_env_dataset), tool `environment_factory`
+    (tool_env.tool_env_factory). Rewards come from `config.reward_spec` unless given; `resume=True` continues from
+    the newest checkpoint in `config.output_dir`, a path from that checkpoint."""
     if config.mode == "multi" and rollout_func is None:
         raise ValueError("mode 'multi' needs rollout_func (see build_env_dataset)")
     if config.mode == "tool" and environment_factory is None:
@@ -404,12 +345,10 @@ def run_grpo(
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     clock = TimeLimit.from_config(config)  # the time budget (if any) and the peak memory
-    callbacks = [*callbacks, clock]
+    callbacks = [*callbacks, clock] + ([make_sample_printer(config.sample_every)] if config.sample_every else [])
     tokenizer.padding_side = "left"
     lean_lora_inputs_for(model, config)
-    trainer_cls = kit_trainer_class()
-    printer = make_sample_printer(config.sample_every) if config.sample_every else None
-    trainer = trainer_cls(
+    trainer = kit_trainer_class()(
         model=model,
         processing_class=tokenizer,
         reward_funcs=list(reward_funcs),
@@ -417,9 +356,9 @@ def run_grpo(
         train_dataset=train_dataset,
         rollout_func=rollout_func,
         environment_factory=environment_factory,
-        callbacks=list(callbacks) + ([printer] if printer else []),
+        callbacks=callbacks,
     )
-    for cb in list(callbacks) + ([printer] if printer else []):
+    for cb in callbacks:
         if hasattr(cb, "trainer"):
             cb.trainer = trainer
     checkpoint = resume_checkpoint(resume, config.output_dir)
@@ -445,9 +384,8 @@ CURVE_PREFIXES = ("signal/", "success/", "guide/")
 
 
 def reward_curves(log_history: Sequence[dict]):
-    """A DataFrame indexed by step: one column per reward (`rewards/<name>/mean` → `<name>`),
-    `reward` (the weighted sum), `<domain>/<name>` for the per-domain means, and the `signal/*`,
-    `success/<domain>` and `guide/*` metrics under their own names."""
+    """A DataFrame indexed by step: `reward`, `<name>` per reward, `<domain>/<name>` per-domain means, and the
+    CURVE_PREFIXES metrics under their own names."""
     import pandas as pd
 
     rows = []
@@ -503,8 +441,7 @@ def plot_reward_curves(log_history: Sequence[dict], title: str = "GRPO rewards",
 
 
 def first_last(log_history: Sequence[dict], keys: Sequence[str], n: int = 10) -> dict[str, Any]:
-    """The summed log keys averaged over the first and the last n logged steps (n shrinks to
-    half the steps for short runs): {"n", "steps", "first", "last"}."""
+    """The summed log keys averaged over the first and last n logged steps (at most half the steps)."""
     rows = [r for r in log_history if "reward" in r and all(r.get(k) is not None for k in keys)]
     if not rows:
         return {"n": 0, "steps": 0, "first": None, "last": None}
@@ -519,11 +456,8 @@ def first_last(log_history: Sequence[dict], keys: Sequence[str], n: int = 10) ->
 def single_turn_accuracy(
     model: Any, tokenizer: Any, rows: Sequence[dict], *, max_new_tokens: int = 128, batch_size: int = 16
 ) -> dict[str, Any]:
-    """Greedy answers to single-turn rows, scored with the registry's answer_match / format / tag_count.
-
-    Returns {"n", "accuracy", "format", "tag_count", "per_domain": {domain: accuracy}}; "accuracy" is
-    the share of rows `answer_match` scores 1.0 (the kit's rows hold agent answers, not LaTeX).
-    """
+    """Greedy answers to single-turn rows scored with answer_match (agent answers, not LaTeX) / format / tag_count:
+    {"n", "accuracy", "format", "tag_count", "per_domain", "samples"}."""
     from openmanus_lite.engine.generation import generate_turns
 
     if not rows:
@@ -539,9 +473,6 @@ def single_turn_accuracy(
     }
     out: dict[str, Any] = {"n": len(rows)}
     out.update({k: sum(v) / len(v) for k, v in scores.items()})
-    per: dict[str, list[float]] = {}
-    for r, a in zip(rows, scores["accuracy"]):
-        per.setdefault(r.get("domain", "?"), []).append(a)
-    out["per_domain"] = {d: sum(v) / len(v) for d, v in per.items()}
+    out["per_domain"] = grpo_signal.key_means((r.get("domain", "?"), a) for r, a in zip(rows, scores["accuracy"]))
     out["samples"] = gen.texts[:3]
     return out

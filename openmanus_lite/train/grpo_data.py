@@ -1,11 +1,5 @@
-"""Prompt data for GRPO: single-turn rows with a `solution`, and environment tasks for multi-turn.
-
-Single-turn rows come from (a) environment tasks whose answer is a value, with the world the
-question is about written into the prompt (the tables, the files, the facts: one renderer per
-domain, `register_context_renderer`), and (b) trajectories of the merged dataset that end in a
-final answer (prompt = the conversation up to the last step, solution = its answer). Multi-turn
-data is the tasks themselves: `build_env_dataset` returns the dataset and the matching
-`rollout_func` built from the same tasks.
+"""Prompt data for GRPO: single-turn rows with a `solution` (from value-answer environment tasks with their world
+written into the prompt, or from trajectories ending in a final answer) and environment task datasets for multi-turn.
 """
 
 from __future__ import annotations
@@ -53,15 +47,9 @@ def value_task_rows(
     report: dict[str, dict[str, int]] | None = None,
     for_training: bool = False,
 ) -> list[dict[str, Any]]:
-    """Single-turn rows from environment tasks that have a value answer.
-
-    The prompt holds the world the question is about (tables, files, facts: see the
-    `register_context_renderer` functions below) and the question; `solution` is the task's
-    gold answer. Tasks without a value answer (changing a file or a table, buying, moving
-    objects) are skipped and counted in `report[domain]["no_value_answer"]`. With
-    `for_training`, tasks equal to a held-out task of the kit (`splits.heldout_keys`) are
-    skipped too, counted in `report[domain]["held_out"]`.
-    """
+    """Single-turn rows (the world rendered by the domain's context renderer, then the question; `solution` the gold
+    answer) from tasks with a value answer; the others, and with `for_training` the kit's held-out tasks, are
+    skipped and counted in `report[domain]`."""
     rows = []
     for domain in domains:
         if domain not in _CONTEXT_RENDERERS:
@@ -101,8 +89,7 @@ def value_task_rows(
 
 
 def value_solution(task: Task) -> str | None:
-    """The gold answer as the text `answer_match` compares with (lists as JSON), or None for tasks
-    without a value answer (the environments set `answer=None` for tasks that change state)."""
+    """The gold answer as the text `answer_match` compares with (lists as JSON); None for tasks that change state."""
     ans = task.answer
     if ans is None:
         return None
@@ -142,9 +129,8 @@ def _db_context(env, task: Task) -> str:
 
 @register_context_renderer("kg")
 def _kg_context(env, task: Task) -> str:
-    """The facts the question's program walks through (all relations of each entity it visits,
-    so the needed ones sit among others), and the attributes argmax/argmin compare; capped at
-    MAX_CONTEXT_FACTS lines, the needed facts first."""
+    """The facts the question's program walks through (all relations of each entity it visits, so the needed ones
+    sit among others, which come first under the MAX_CONTEXT_FACTS cap) and the attributes argmax/argmin compare."""
     world = env.world
     needed: list[tuple[str, str, str]] = []
     around: list[tuple[str, str, str]] = []
@@ -185,12 +171,8 @@ def trajectory_rows(
     system_prompt: str = SYSTEM_PROMPT,
     report: dict[str, int] | None = None,
 ) -> list[dict[str, Any]]:
-    """Single-turn rows from trajectories that end in a final answer.
-
-    prompt = the conversation up to the last assistant turn (the tag-format system prompt is
-    put first, before the record's own system text), solution = that turn's answer. Records
-    whose last assistant turn is not an answer are counted in `report["no_final_answer"]`.
-    """
+    """Single-turn rows from trajectories that end in a final answer: the conversation before it (the tag-format
+    system prompt first) and that answer; the others are counted in `report["no_final_answer"]`."""
     counts = {"records": 0, "kept": 0, "no_final_answer": 0}
     rows = []
     for rec in trajectories:
@@ -241,12 +223,8 @@ _WARMUP_THINK = {
 
 
 def format_warmup_trajectories(rows: Sequence[dict[str, Any]]) -> list[Trajectory]:
-    """SFT examples that show the tag format on single-turn rows: the prompt, then
-    `<think>` a short domain hint `</think>` `<answer>` the gold answer `</answer>`.
-
-    A few steps of SFT on these ("a short SFT") give GRPO a policy that sometimes writes the
-    format, so the format rewards vary within a group and GRPO has something to sharpen.
-    """
+    """SFT examples of the tag format on single-turn rows (a domain hint as the thought, the gold answer): a short
+    SFT on them makes the format rewards vary within a group, so GRPO has something to sharpen."""
     out = []
     for r in rows:
         think = _WARMUP_THINK.get(r.get("domain", ""), "I read the context and work out the answer.")
@@ -281,12 +259,8 @@ def build_env_dataset(
     system_prompt: str | None = None,
     batch_size: int = 64,
 ):
-    """(dataset, rollout_func) for multi-turn GRPO from the same tasks.
-
-    The dataset has `prompt` (the task's first user message), `task` (JSON), `domain`,
-    `difficulty`, `task_id`; tasks whose visible prompt repeats an earlier one are dropped
-    (counted in `rollout_func.duplicates`).
-    """
+    """(dataset of `task_row`s, rollout_func) for multi-turn GRPO from the same tasks; tasks whose prompt repeats an
+    earlier one are dropped (counted in `rollout_func.duplicates`)."""
     from datasets import Dataset
 
     rollout = EnvRolloutFunc(
@@ -299,7 +273,7 @@ def build_env_dataset(
 
 
 def task_row(task: Task, prompt: list[dict[str, str]]) -> dict[str, Any]:
-    """A dataset row of an environment task (multi-turn and tool mode): the prompt, the task as JSON (which
-    the rollout or the tool environment plays), and domain, difficulty and task_id for the rewards and logs."""
+    """A dataset row of an environment task (multi-turn and tool mode): the prompt, the task as JSON, and columns for
+    the rewards and logs."""
     return {"prompt": prompt, "task": task.to_json(), "domain": task.domain, "difficulty": task.difficulty,
             "task_id": task.id}

@@ -1,31 +1,17 @@
 """Where GRPO's learning signal is, and keeping the steps on it (issue #40).
 
-GRPO learns from the spread of rewards inside a group (the samples of one prompt): a group whose samples all
-earn the same reward has zero advantage everywhere and moves nothing, yet TRL still runs its forward and backward
-passes. With 4 samples per task most groups of the kit's multi-turn runs agreed, so most of each step's 28-37 s
-of policy gradient bought nothing. This module holds the pieces `KitGRPOTrainer` (grpo.py) uses against that:
-
-    group_signal        which groups of a generation batch carry signal (rewards not all equal), with the
-                        metrics every step logs (`signal/...`) and a warning naming the cause when most do not
-    domain_success      the share of a step's episodes that succeeded, per domain (`success/<domain>`)
-    select_rows         the batch without the rows of uniform groups, its token count (TRL's `num_items_in_batch`,
-                        the `dapo` loss's normaliser) recounted over the kept rows only
-    concat_rows         kept rows of several generation rounds as one batch (the refill of dropped groups)
-    split_rows          the kept rows in `steps_per_generation` micro-batches (some may be empty: the trainer skips
-                        their forward and backward), each cut to its own padding
-    prescreen_tasks     k sampled episodes per training task; the tasks solved sometimes but not always (DAPO's
-                        dynamic sampling, done once before training)
-    check_chat_template the multi-turn token layout against the chat template rendering the whole conversation
-                        (template drift silently trains on contexts the model never sees at inference)
-    step_advantages     step-level credit (GiGPO): turns of a group that start from the same state compared by
-                        their discounted return; `token_advantages` adds them to the episode advantage per token
+A group (the samples of one prompt) whose rewards all agree has zero advantage and moves nothing, yet TRL still runs
+its forward and backward passes: with 4 samples per task most groups of the kit's multi-turn runs agreed. These are
+the pieces `KitGRPOTrainer` (grpo.py) uses against that: finding and dropping such groups, refilling and re-splitting
+the batch, pre-screening tasks (DAPO's dynamic sampling, once), GiGPO step credit, and a chat template check.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from openmanus_lite.errors import UserError
 from openmanus_lite.schema import Task
@@ -62,8 +48,7 @@ class GroupSignal:
         return [g * self.group_size + i for g, k in enumerate(self.keep) if k for i in range(self.group_size)]
 
     def metrics(self, dropping: bool) -> dict[str, float]:
-        """The figures every step logs (TRL logs the reward's mean and std as `reward` and `reward_std`); without
-        dropping nothing is dropped, but the share is still reported."""
+        """The `signal/*` figures of a step; without dropping, the share is still reported."""
         dropped = self.groups - self.kept_groups if dropping else 0
         return {
             "signal/group_share": self.share,
@@ -77,10 +62,7 @@ class GroupSignal:
         """Why most groups carry no signal, and what to change; None when the share is at least `below`."""
         if not self.groups or self.share >= below:
             return None
-        values: dict[str, int] = {}
-        for r in self.uniform_rewards:
-            key = "unscorable" if math.isnan(r) else f"{r:g}"
-            values[key] = values.get(key, 0) + 1
+        values = Counter("unscorable" if math.isnan(r) else f"{r:g}" for r in self.uniform_rewards)
         spread = ", ".join(f"{n} with every sample at reward {v}" for v, n in sorted(values.items()))
         return (f"GRPO signal: only {self.kept_groups} of {self.groups} groups have rewards that differ "
                 f"({self.share:.0%}); {spread}. A group that agrees gives zero advantage: at the reward of success the "
@@ -91,13 +73,8 @@ class GroupSignal:
 
 
 def group_signal(rewards: Sequence[float], group_size: int, step_signal: Sequence[bool] | None = None) -> GroupSignal:
-    """Group consecutive rows by `group_size` and mark the groups whose (finite) rewards differ, or whose turns carry
-    step-level signal (`step_signal`, one flag per group: GiGPO's anchor groups).
-
-    Equality is `math.isclose` (TRL's zero-std test, `torch.isclose`, up to tolerance), so a group of float
-    rewards that differ only by rounding counts as uniform. NaN rewards (no reward function scored the row)
-    are left out of the comparison, as TRL leaves them out of the group mean.
-    """
+    """Mark the groups (consecutive rows) whose finite rewards differ, or whose turns carry step signal (`step_signal`,
+    one flag per group). `math.isclose` mirrors TRL's zero-std test; NaN rewards are left out, as from TRL's mean."""
     if group_size < 1 or len(rewards) % group_size:
         raise ValueError(f"{len(rewards)} rewards do not split into groups of {group_size}")
     keep, uniform = [], []
@@ -112,16 +89,19 @@ def group_signal(rewards: Sequence[float], group_size: int, step_signal: Sequenc
 
 
 def domain_success(rows: Sequence[dict], environments: Sequence[Any] | None = None) -> dict[str, float]:
-    """`success/<domain>`: the share of a batch's episodes the environment judged successful, per domain, from the
-    rows' `domain` and `env_success` columns (multi-turn rollouts) or the tool-mode environments' properties of those
-    names; empty where neither is there (single-turn). A domain the policy solves never or always has no signal."""
+    """`success/<domain>`: the share of successful episodes per domain, from the rows' `domain` / `env_success`
+    columns or the tool-mode environments' properties; empty in single-turn mode."""
     pairs = ([(getattr(e, "domain", None), getattr(e, "env_success", None)) for e in environments] if environments
              else [(r.get("domain"), r.get("env_success")) for r in rows])
-    per: dict[str, list[bool]] = {}
-    for domain, success in pairs:
-        if domain is not None and success is not None:
-            per.setdefault(f"success/{domain}", []).append(bool(success))
-    return {name: sum(v) / len(v) for name, v in per.items()}
+    return key_means((f"success/{d}", bool(s)) for d, s in pairs if d is not None and s is not None)
+
+
+def key_means(pairs: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """The mean value per key of (key, value) pairs, keys in first-seen order."""
+    per: dict[str, list[float]] = {}
+    for key, value in pairs:
+        per.setdefault(key, []).append(value)
+    return {key: sum(v) / len(v) for key, v in per.items()}
 
 
 # --------------------------------------------------------------------------- step-level credit (GiGPO)
@@ -129,14 +109,8 @@ def domain_success(rows: Sequence[dict], environments: Sequence[Any] | None = No
 
 def step_advantages(states: Sequence[Sequence[str]], rewards: Sequence[float], group_size: int,
                     discount: float = 0.95) -> list[list[float]]:
-    """Per episode and turn, the turn's advantage within its anchor group (GiGPO): the turns of one group that start
-    from the same state (`EpisodeTokens.states`), compared by their discounted return.
-
-    With the outcome reward R at the end of an episode of T turns, turn t's return is discount**(T-1-t) * R, so among
-    turns that start from the same state the one closer to success wins: shorter paths get credit even inside a group
-    whose episodes all succeed (no episode-level signal). An anchor group of one turn, or of equal returns, gives 0.
-    Advantages are centred on the anchor group's mean and scaled by its (population) standard deviation.
-    """
+    """Per episode and turn, GiGPO's standardised advantage among the group's turns that start from the same state,
+    by discounted return discount**(T-1-t) * R: shorter paths get credit even where every episode succeeds."""
     if len(states) != len(rewards) or len(rewards) % group_size:
         raise ValueError(f"{len(states)} episodes and {len(rewards)} rewards do not form groups of {group_size}")
     out: list[list[float]] = [[0.0] * len(s) for s in states]
@@ -159,9 +133,8 @@ def step_advantages(states: Sequence[Sequence[str]], rewards: Sequence[float], g
 
 def token_advantages(episode: Any, steps: Sequence[Sequence[float]], turn_masks: Sequence[Sequence[int]],
                      width: int, weight: float) -> Any:
-    """(B, width) per-token advantages: each episode's advantage plus `weight` x its turn's step advantage on that
-    turn's tokens (a turn is a run of 1s in the env mask). TRL's loss takes (B, T) advantages as they are."""
-
+    """(B, width) advantages: the episode's plus `weight` x the step advantage on each turn's tokens (a run of 1s in
+    the env mask); TRL's loss takes (B, T) advantages as they are."""
     out = episode.detach().float().unsqueeze(1).repeat(1, width)
     for row, (mask, adv) in enumerate(zip(turn_masks, steps)):
         turn, previous = -1, 0
@@ -184,12 +157,8 @@ def batch_rows(batch: dict[str, Any]) -> int:
 
 
 def select_rows(batch: dict[str, Any], rows: Sequence[int]) -> dict[str, Any]:
-    """The rows `rows` of TRL's scored generation batch, and `num_items_in_batch` recounted over them.
-
-    `num_items_in_batch` is what TRL's `dapo` (and `cispo`, `vespo`) loss divides the summed per-token loss by: the
-    loss tokens (completion mask x tool / env mask) of the whole generation batch. Recounted over the kept rows,
-    dropped groups neither get a backward pass nor dilute the loss of the kept ones.
-    """
+    """The rows `rows` of a scored generation batch, with `num_items_in_batch` (the `dapo` loss's normaliser)
+    recounted over them so dropped groups do not dilute the loss of the kept ones."""
     import torch
 
     n = batch_rows(batch)
@@ -208,8 +177,7 @@ def select_rows(batch: dict[str, Any], rows: Sequence[int]) -> dict[str, Any]:
 
 
 def concat_rows(batches: Sequence[dict[str, Any]], pad_token_id: int) -> dict[str, Any]:
-    """Scored generation batches as one, padded to the widest: prompts on the left, completions on the right (what TRL
-    pads them with: the pad token for ids, 0 for masks and log-probabilities). `num_items_in_batch` is summed."""
+    """Scored generation batches as one, padded as TRL pads them (prompts left, completions right)."""
     import torch
 
     if len(batches) == 1:
@@ -235,9 +203,8 @@ def concat_rows(batches: Sequence[dict[str, Any]], pad_token_id: int) -> dict[st
 
 
 def split_rows(batch: dict[str, Any], chunks: int) -> list[dict[str, Any]]:
-    """`batch` in `chunks` micro-batches as even as possible (TRL's split needs a multiple; after dropping groups the
-    rows rarely are one), each cut to its longest prompt and completion so dropped rows' padding costs nothing.
-    A micro-batch may be empty: `KitGRPOTrainer.training_step` skips it without a forward or backward pass."""
+    """`batch` in `chunks` micro-batches as even as possible (TRL's split needs a multiple), each cut to its own
+    padding; an empty one is skipped by `KitGRPOTrainer.training_step`."""
     n = batch_rows(batch)
     bounds = [round(i * n / chunks) for i in range(chunks + 1)]
     parts = [_trim_padding(select_rows(batch, range(a, b))) for a, b in zip(bounds, bounds[1:])]
@@ -291,9 +258,8 @@ class ScreenResult:
 
 def prescreen_tasks(model: Any, tokenizer: Any, tasks: Sequence[Task], rollout: EnvRolloutFunc, *, k: int = 8,
                     max_completion_tokens: int = 512, temperature: float = 1.0) -> ScreenResult:
-    """Play `k` sampled episodes of every task the way training will (the rollout's prompts, turn and token limits)
-    and count successes; `result.kept` are the tasks worth a GRPO group. Run it before training, and again as the
-    policy moves (a task it learned to always solve stops carrying signal)."""
+    """Successes of `k` sampled episodes per task, played as training will; `result.kept` are the tasks worth a GRPO
+    group. Rerun as the policy moves: a task it always solves stops carrying signal."""
     from openmanus_lite.engine.generation import render_prompts
 
     prompts = render_prompts(tokenizer, [rollout.prompt_for(t) for t in tasks])
@@ -326,9 +292,7 @@ SAMPLE_CONVERSATION = [
 
 
 def rollout_token_segments(tokenizer: Any, conversation: Sequence[dict]) -> list[tuple[str, list[int]]]:
-    """The conversation as the multi-turn rollout feeds it (env_rollout.py): the prompt rendered with the generation
-    prompt, then each assistant turn's tokens closed by the end token, then each observation as the renderer's
-    between-turns text; as (label, ids) segments."""
+    """The conversation as (label, ids) segments, tokenised the way the multi-turn rollout feeds it."""
     from openmanus_lite.engine.generation import render_prompts
 
     first = next(i for i, m in enumerate(conversation) if m["role"] == "assistant")
@@ -345,14 +309,9 @@ def rollout_token_segments(tokenizer: Any, conversation: Sequence[dict]) -> list
 
 def check_chat_template(tokenizer: Any, conversation: Sequence[dict] | None = None,
                         system_prompt: str | None = None) -> None:
-    """Raise TemplateDriftError unless the conversation re-tokenized whole starts with exactly the tokens the rollout
-    feeds (prompt, then each turn's tokens); the error names the first differing position, its segment and text.
-
-    Multi-turn GRPO trains on the rollout's token layout, while evaluation and later turns at inference render the
-    whole conversation with the template: a template that rewrites earlier turns (drops their thoughts, say)
-    would train the model on contexts it never sees. Only text after the last turn's end token may differ.
-    Without a conversation, SAMPLE_CONVERSATION after `system_prompt` (if any) is checked.
-    """
+    """Raise TemplateDriftError unless the whole conversation rendered by the template starts with exactly the tokens
+    the rollout feeds: a template that rewrites earlier turns would train on contexts inference never shows.
+    Without a conversation, SAMPLE_CONVERSATION after `system_prompt` (if any) is checked."""
     system = [{"role": "system", "content": system_prompt}] if system_prompt else []
     conversation = system + list(conversation or SAMPLE_CONVERSATION)
     try:

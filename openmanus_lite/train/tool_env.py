@@ -1,19 +1,9 @@
 """An environment's actions as typed tool methods, for `GRPOTrainer(environment_factory=...)`.
 
-TRL's tool-calling path (TRL 1.15) creates one instance per rollout, calls `reset(**row)` with
-the dataset row, exposes every public method (type hints + Google-style docstring) as a tool
-in the chat template, runs the model's tool calls, and appends the results as `tool` messages.
-Each tool method here turns the call into the unified ReAct action text and steps the same
-in-process environment the multi-turn mode uses, so the task, the checker and the rewards are
-identical; only the action syntax differs (JSON tool calls instead of `Act:` lines).
-
-The environment's verdict is exposed as read-only properties with the names of the reward
-columns (`env_outcome`, `env_success`, `invalid_actions`, `num_turns`, `domain`): the
-registry's env rewards read them from the `environments=` list TRL passes to rewards.
-Properties (not methods) so they do not become tools.
-
-Needs a chat template TRL can parse tool calls with: the Qwen2.5 template the kit installs on
-its models (`models.qwen25_chat_template()`).
+TRL 1.15 makes one instance per rollout, calls `reset(**row)` and exposes every public method (type hints + the
+Google-style docstring) as a tool. Each tool steps the same in-process environment as the multi-turn mode with the
+unified ReAct action text, so task, checker and rewards are identical. The verdict is exposed as properties (so they
+do not become tools) named like the reward columns. Needs a tool-calling template (`models.qwen25_chat_template()`).
 """
 
 from __future__ import annotations
@@ -320,14 +310,12 @@ class HouseholdToolEnv(ToolEnv):
 
 
 TOOL_ENVS: dict[str, type[ToolEnv]] = {
-    cls.domain_name: cls
-    for cls in (OSToolEnv, DBToolEnv, KGToolEnv, WebToolEnv, ShopToolEnv, HouseholdToolEnv)
+    cls.domain_name: cls for cls in (OSToolEnv, DBToolEnv, KGToolEnv, WebToolEnv, ShopToolEnv, HouseholdToolEnv)
 }
 
 
 def tool_env_class(domain: str, max_turns: int | dict[str, int] | None = None) -> type[ToolEnv]:
-    """The adapter class for a domain (a subclass with `max_turns` set when given: a number or
-    a {domain: turns} dict)."""
+    """The adapter class for a domain; a subclass with `max_turns` set when given (a number or {domain: turns})."""
     if domain not in TOOL_ENVS:
         raise KeyError(f"no tool adapter for domain {domain!r}; available: {sorted(TOOL_ENVS)}")
     cls = TOOL_ENVS[domain]
@@ -338,8 +326,8 @@ def tool_env_class(domain: str, max_turns: int | dict[str, int] | None = None) -
 
 
 def tool_env_factory(domains: Sequence[str], max_turns: int | dict[str, int] | None = None):
-    """What `GRPOTrainer(environment_factory=...)` takes: one class for one domain, else a
-    {domain: class} dict (rows then carry an `environment` column naming their domain)."""
+    """What `GRPOTrainer(environment_factory=...)` takes: one class for one domain, else {domain: class} (rows then
+    carry an `environment` column)."""
     domains = list(dict.fromkeys(domains))
     if len(domains) == 1:
         return tool_env_class(domains[0], max_turns)
@@ -355,8 +343,8 @@ def tool_prompt(task: Task, max_turns: int | dict[str, int] | None = None) -> li
 
 
 def tool_dataset(tasks: Sequence[Task], max_turns: int | dict[str, int] | None = None):
-    """Rows for tool mode (`grpo_data.task_row`), with `environment` when the
-    tasks span several domains (TRL routes each row to its domain's adapter by it)."""
+    """Rows for tool mode (`grpo_data.task_row`), with `environment` when the tasks span several domains (TRL routes
+    each row to its domain's adapter by it)."""
     from datasets import Dataset
 
     if not tasks:
