@@ -215,21 +215,10 @@ class TokenPolicy:
 
 
 def run_episode_tokens(
-    model: Any,
-    tokenizer: Any,
-    tasks: list[Task],
-    prompts: list[list[int]],
-    *,
-    max_turns: int | dict[str, int] | None = None,
-    max_new_tokens: int = 96,
-    max_completion_tokens: int = 512,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    batch_size: int = 64,
-    renderer: ObservationRenderer | None = None,
-    stats: RolloutStats | None = None,
-    return_logprobs: bool = True,
-    kv_cache: bool = True,
+    model: Any, tokenizer: Any, tasks: list[Task], prompts: list[list[int]], *,
+    max_turns: int | dict[str, int] | None = None, max_new_tokens: int = 96, max_completion_tokens: int = 512,
+    temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 64, renderer: ObservationRenderer | None = None,
+    stats: RolloutStats | None = None, return_logprobs: bool = True, kv_cache: bool = True,
     expert_prefix: list[int] | None = None,
 ) -> list[EpisodeTokens]:
     """Play one episode per (task, prompt ids) in lock step. `max_new_tokens` caps a turn, `max_completion_tokens`
@@ -265,15 +254,8 @@ class EnvRolloutFunc:
     only prompts: build the dataset and this from the same tasks, `build_env_dataset`). Sampling, the completion
     budget and `expert_prefix_share` (expert-guided episodes, state in `self.guide`) come from the GRPOConfig."""
 
-    def __init__(
-        self,
-        tasks: Iterable[Task],
-        *,
-        max_turns: int | dict[str, int] | None = None,
-        max_new_tokens: int = 96,
-        system_prompt: str | None = None,
-        batch_size: int = 64,
-    ):
+    def __init__(self, tasks: Iterable[Task], *, max_turns: int | dict[str, int] | None = None, max_new_tokens: int = 96,
+                 system_prompt: str | None = None, batch_size: int = 64):
         self.max_turns = max_turns
         self.max_new_tokens = max_new_tokens
         self.system_prompt = system_prompt

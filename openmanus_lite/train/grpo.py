@@ -303,17 +303,9 @@ class GRPOResult:
 
 
 def run_grpo(
-    model: Any,
-    tokenizer: Any,
-    train_dataset: Any,
-    config: GRPORunConfig,
-    *,
-    rollout_func: Any = None,
-    environment_factory: Any = None,
-    reward_funcs: Sequence[Callable] | None = None,
-    reward_weights: Sequence[float] | None = None,
-    callbacks: Sequence[Any] = (),
-    resume: bool | str = False,
+    model: Any, tokenizer: Any, train_dataset: Any, config: GRPORunConfig, *, rollout_func: Any = None,
+    environment_factory: Any = None, reward_funcs: Sequence[Callable] | None = None,
+    reward_weights: Sequence[float] | None = None, callbacks: Sequence[Any] = (), resume: bool | str = False,
     domain_metrics: bool = True,
 ) -> GRPOResult:
     """Train with GRPO in `config.mode`: multi needs `rollout_func` (build_env_dataset), tool `environment_factory`

@@ -39,13 +39,8 @@ def register_context_renderer(domain: str):
 
 
 def value_task_rows(
-    domains: Sequence[str] = ("kg", "db", "os"),
-    n: int = 50,
-    seed: int = 0,
-    difficulty: str = "easy",
-    system_prompt: str = SYSTEM_PROMPT,
-    report: dict[str, dict[str, int]] | None = None,
-    for_training: bool = False,
+    domains: Sequence[str] = ("kg", "db", "os"), n: int = 50, seed: int = 0, difficulty: str = "easy",
+    system_prompt: str = SYSTEM_PROMPT, report: dict[str, dict[str, int]] | None = None, for_training: bool = False,
 ) -> list[dict[str, Any]]:
     """Single-turn rows (the world rendered by the domain's context renderer, then the question; `solution` the gold
     answer) from tasks with a value answer; the others, and with `for_training` the kit's held-out tasks, are
@@ -73,15 +68,9 @@ def value_task_rows(
             context = _CONTEXT_RENDERERS[domain](env, task)
             instruction = task.instruction.strip()
             question = f"{context}\n\n{instruction if instruction.startswith('Question:') else 'Question: ' + instruction}"
-            rows.append(
-                {
-                    "prompt": [{"role": "system", "content": system_prompt}, {"role": "user", "content": question}],
-                    "solution": solution,
-                    "domain": domain,
-                    "source": f"env:{domain}",
-                    "task_id": task.id,
-                }
-            )
+            prompt = [{"role": "system", "content": system_prompt}, {"role": "user", "content": question}]
+            rows.append({"prompt": prompt, "solution": solution, "domain": domain, "source": f"env:{domain}",
+                         "task_id": task.id})
             counts["kept"] += 1
         if report is not None:
             report[domain] = counts
@@ -166,11 +155,8 @@ def _kg_context(env, task: Task) -> str:
     return "\n".join(lines)
 
 
-def trajectory_rows(
-    trajectories: Iterable[Trajectory | dict],
-    system_prompt: str = SYSTEM_PROMPT,
-    report: dict[str, int] | None = None,
-) -> list[dict[str, Any]]:
+def trajectory_rows(trajectories: Iterable[Trajectory | dict], system_prompt: str = SYSTEM_PROMPT,
+                    report: dict[str, int] | None = None) -> list[dict[str, Any]]:
     """Single-turn rows from trajectories that end in a final answer: the conversation before it (the tag-format
     system prompt first) and that answer; the others are counted in `report["no_final_answer"]`."""
     counts = {"records": 0, "kept": 0, "no_final_answer": 0}
@@ -188,9 +174,8 @@ def trajectory_rows(
         own_system = "\n\n".join(m["content"] for m in context if m["role"] == "system")
         system = system_prompt + (f"\n\n{own_system}" if own_system else "")
         prompt = [{"role": "system", "content": system}] + [m for m in context if m["role"] != "system"]
-        rows.append(
-            {"prompt": prompt, "solution": answer, "domain": traj.domain, "source": traj.source, "task_id": traj.id}
-        )
+        rows.append({"prompt": prompt, "solution": answer, "domain": traj.domain, "source": traj.source,
+                     "task_id": traj.id})
         counts["kept"] += 1
     if report is not None:
         report.update(counts)
@@ -251,21 +236,14 @@ def unseen_rows(rows: Sequence[dict], train_rows: Sequence[dict]) -> list[dict]:
 # --------------------------------------------------------------------------- multi-turn / tool data
 
 
-def build_env_dataset(
-    tasks: Sequence[Task],
-    *,
-    max_turns: int | dict[str, int] | None = None,
-    max_new_tokens: int = 96,
-    system_prompt: str | None = None,
-    batch_size: int = 64,
-):
+def build_env_dataset(tasks: Sequence[Task], *, max_turns: int | dict[str, int] | None = None, max_new_tokens: int = 96,
+                      system_prompt: str | None = None, batch_size: int = 64):
     """(dataset of `task_row`s, rollout_func) for multi-turn GRPO from the same tasks; tasks whose prompt repeats an
     earlier one are dropped (counted in `rollout_func.duplicates`)."""
     from datasets import Dataset
 
-    rollout = EnvRolloutFunc(
-        tasks, max_turns=max_turns, max_new_tokens=max_new_tokens, system_prompt=system_prompt, batch_size=batch_size
-    )
+    rollout = EnvRolloutFunc(tasks, max_turns=max_turns, max_new_tokens=max_new_tokens, system_prompt=system_prompt,
+                             batch_size=batch_size)
     rows = [task_row(task, rollout.prompt_for(task)) for task in rollout.tasks.values()]
     if not rows:
         raise ValueError("no tasks given for multi-turn GRPO")

@@ -78,9 +78,7 @@ class ToolEnv:
             return "The episode is over. Do not call more tools."
         step = self._env.step(format_turn(THOUGHT, action))
         self._last_info = step.info
-        if step.done:
-            return step.observation + " The episode is over."
-        return step.observation
+        return step.observation + (" The episode is over." if step.done else "")
 
     def answer(self, answer: str) -> str:
         """Submit the final answer and end the episode.
