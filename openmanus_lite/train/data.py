@@ -219,8 +219,7 @@ def build_sft_dataset(
     import datasets
     from tqdm.auto import tqdm
 
-    report = DataReport(max_length=max_length)
-    report.records_in = len(trajectories)
+    report = DataReport(records_in=len(trajectories), max_length=max_length)
     if domain_mix:
         trajectories, report.mix = mix_domains(trajectories, domain_mix, total, seed)
     elif total is not None:
@@ -229,10 +228,8 @@ def build_sft_dataset(
     by_domain: Counter = Counter()
     for traj in tqdm(trajectories, desc="tokenizing", disable=not progress):
         row, status = encode_trajectory(tokenizer, traj, max_length, overflow)
-        if status == "too_long":
-            report.dropped_too_long += 1
-        elif status == "no_trained_turn":
-            report.dropped_no_trained_turn += 1
+        report.dropped_too_long += status == "too_long"
+        report.dropped_no_trained_turn += status == "no_trained_turn"
         if row is None:
             continue
         if status == "truncated":
