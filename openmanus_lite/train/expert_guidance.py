@@ -19,7 +19,7 @@ class ExpertGuide:
     """Per task, how many of the expert's turns its training episodes start after."""
 
     def __init__(self, share: float, shrink_at: float, max_turns: TurnLimits = None):
-        """`share` and `shrink_at` as GRPORunConfig's expert_prefix_share and expert_prefix_shrink_at (it checks them)."""
+        """`share`, `shrink_at`: GRPORunConfig's expert_prefix_share and expert_prefix_shrink_at (it checks them)."""
         self.share, self.shrink_at, self.max_turns = share, shrink_at, max_turns
         self.turns: dict[str, int] = {}
         """Task id -> the expert turns its episodes start after; 0 once the policy plays the whole task."""
