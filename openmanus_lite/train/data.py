@@ -130,15 +130,15 @@ class DataReport:
         )
 
 
-def _pieces(tokenizer: Any, messages: list[dict[str, Any]]) -> list[tuple[str, bool, int]]:
-    """The rendered conversation cut into (text, trained, message index) pieces: a trained piece is an assistant
+def _pieces(tokenizer: Any, messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """The rendered conversation cut into (text, trained) pieces: a trained piece is an assistant
     turn's content plus `<|im_end|>`. The rendering must contain each trained content verbatim to mask it honestly."""
     plain = [{"role": m["role"], "content": m["content"]} for m in messages]
     text = tokenizer.apply_chat_template(plain, tokenize=False)
     eot = "<|im_end|>"
-    pieces: list[tuple[str, bool, int]] = []
+    pieces: list[tuple[str, bool]] = []
     pos = 0
-    for i, m in enumerate(messages):
+    for m in messages:
         if m["role"] != "assistant" or not m.get("train"):
             continue
         header = "<|im_start|>assistant\n"
@@ -150,23 +150,20 @@ def _pieces(tokenizer: Any, messages: list[dict[str, Any]]) -> list[tuple[str, b
                 "'<|im_end|>'; per-turn loss masking needs such a template (e.g. models.qwen25_chat_template())"
             )
         start = at + len(header)
-        pieces.append((text[pos:start], False, i))
-        pieces.append((text[start:at + len(target)], True, i))
+        pieces.append((text[pos:start], False))
+        pieces.append((text[start:at + len(target)], True))
         pos = at + len(target)
-    pieces.append((text[pos:], False, len(messages)))
+    pieces.append((text[pos:], False))
     return [p for p in pieces if p[0]]
 
 
 def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]]) -> tuple[list[int], list[int], list[int]]:
-    """(input_ids, assistant_masks, turn_end_positions): mask 1 exactly on trained assistant tokens.
-
-    `turn_end_positions` holds, for each message, the token count up to the end of that message's
-    trained piece or of the text before the next trained turn: the places a conversation may be cut.
-    """
+    """(input_ids, assistant_masks, turn_end_positions): mask 1 exactly on trained assistant tokens; the token
+    count at the end of each trained turn is where a conversation may be cut."""
     ids: list[int] = []
     mask: list[int] = []
     ends: list[int] = []
-    for text, trained, _ in _pieces(tokenizer, messages):
+    for text, trained in _pieces(tokenizer, messages):
         toks = tokenizer(text, add_special_tokens=False)["input_ids"]
         ids.extend(toks)
         mask.extend([1 if trained else 0] * len(toks))
