@@ -4,5 +4,4 @@ exception is a bug in the kit and keeps its traceback."""
 
 
 class UserError(ValueError):
-    """An expected mistake in the user's input; the message says what and where (file and line, setting,
-    reward name). A ValueError, so code that catches ValueError keeps working."""
+    """A ValueError, so code that catches ValueError keeps working."""

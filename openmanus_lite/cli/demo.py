@@ -40,8 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "--quick)")
     p.add_argument("--recipe", default=None, help=f"the SFT recipe (openmanus_lite/recipes; default: {d.recipe})")
     p.add_argument("--output_dir", default=None, help="run folder (default: runs/demo-<timestamp>)")
-    p.add_argument("--resume", action="store_true", help="continue the latest unfinished run in runs/, with its "
-                                                         "settings")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the latest unfinished run in runs/, with its settings")
     p.add_argument("--sft_minutes", type=float, default=None, help="SFT time limit (default: the recipe's, 30)")
     p.add_argument("--grpo_minutes", type=float, default=None, help=f"GRPO time limit (default: {d.grpo_minutes:g})")
     p.add_argument("--eval_minutes", type=float, default=None,

@@ -77,9 +77,8 @@ def _parse_mix(text: str | None) -> dict[str, float] | None:
 
 
 def synth_recipe(args: argparse.Namespace):
-    """The Recipe whose tasks this run synthesizes: --recipe's (or a plain one of the `sft_train` split, expert
-    episodes under the environments' own turn limits) with --synth/--recovery/--domains/--difficulty/--synth_seed
-    on top. None when nothing is synthesized."""
+    """The Recipe whose tasks this run synthesizes (--recipe's, or a plain one) with the --synth... flags on top;
+    None when nothing is synthesized."""
     from openmanus_lite.recipes import Recipe, get_recipe
     from openmanus_lite.splits import get_split
 
@@ -96,8 +95,7 @@ def synth_recipe(args: argparse.Namespace):
 
 
 def config_changes(args: argparse.Namespace, extras: list[str]) -> dict:
-    """The SFTRunConfig settings the options change: the fields given (`--learning_rate 1e-4`), the tracker and
-    --no_progress (an unknown field is a UserError naming close matches)."""
+    """The SFTRunConfig settings the options change (an unknown field is a UserError naming close matches)."""
     from openmanus_lite.train.configs import SFTRunConfig
 
     changes = {**cli_args.run_settings(args, extras, SFTRunConfig, "sft"), "report_to": args.report_to}

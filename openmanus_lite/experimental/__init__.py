@@ -1,9 +1,7 @@
 """What was measured and did not (yet) beat the recipe, kept for the benchmark that measures it.
 
-Nothing in the library imports this package; importing it warns once per process with
-OpenManusExperimentalWarning, because its code may change or go without notice and its
-measured effect was no gain. Set the environment variable OPENMANUS_LITE_EXPERIMENTAL_SILENCE=1
-to silence the warning (as TRL_EXPERIMENTAL_SILENCE does for `trl.experimental`).
+Nothing in the library imports this package; importing it warns (OpenManusExperimentalWarning) because its code
+may change or go without notice. OPENMANUS_LITE_EXPERIMENTAL_SILENCE=1 silences it, as TRL_EXPERIMENTAL_SILENCE does.
 
     corrections   the expert's corrections at a model's own mistakes (DAgger-style SFT data);
                   benchmarks/sft_learning.py --corrections-at

@@ -1,15 +1,10 @@
 """The expert's corrections at the states a model reaches itself (DAgger-style SFT data).
 
-Why: expert and recovery trajectories show states the expert reaches, or one scripted slip
-away from them. A model trained on them still loses episodes to its own loops, in states no
-script produces: a thought that copied the previous one, an object it invented, a container it
-never opened. Here the model plays; each of its first few wasted or failed turns becomes a cut
-point, and a training trajectory is the model's own turns up to that turn (context, no loss)
-followed by the expert finishing the task from the state the model left (loss).
-
-Experimental: measured no gain (docs/RESULTS.md, "Corrections at the model's own mistakes": two 60-minute
-runs with `benchmarks/sft_learning.py --corrections-at 30` did not raise household's valid
-actions); kept for that benchmark flag.
+Why: expert and recovery data only show states the expert reaches, or one scripted slip away, while a model loses
+episodes to its own loops in states no script produces. So each of the model's first few wasted turns becomes a
+cut point: its own turns up to there (context, no loss), then the expert finishing the task from that state (loss).
+Measured no gain (docs/RESULTS.md, "Corrections at the model's own mistakes"); kept for
+`benchmarks/sft_learning.py --corrections-at`.
 """
 
 from __future__ import annotations
@@ -64,10 +59,9 @@ def correction_trajectories(episodes: list[Trajectory], tasks: list[Task], max_t
                             per_episode: int = 2) -> tuple[list[Trajectory], dict[str, int]]:
     """Corrections (`corrected_episode`) at the first `per_episode` cut points of each of the model's episodes.
 
-    `tasks` are the episodes' tasks (matched by id); `max_turns` the limits they were played with.
-    Returns (trajectories, counts): episodes with no cut point are 'clean', ones whose recorded
-    observations do not replay are 'replay_mismatch', cut points the expert cannot finish from
-    'unfinished', and 'kept' counts the trajectories.
+    `tasks` are the episodes' tasks (matched by id); `max_turns` the limits they were played with. Returns
+    (trajectories, counts): 'clean' episodes had no cut point, 'replay_mismatch' ones did not replay, 'unfinished'
+    cut points the expert cannot finish from, and 'kept' counts the trajectories.
     """
     by_id = {t.id: t for t in tasks}
     out: list[Trajectory] = []

@@ -1,17 +1,10 @@
 """SFT training data: trajectories -> token ids plus a loss mask that follows the per-turn flags.
 
-TRL's `assistant_only_loss` trains every assistant turn; the unified records say per turn
-whether it trains (`Turn.train`: false for boilerplate such as "Ok." and for few-shot demo
-turns). So each conversation is tokenized here: rendered with the model's chat template,
-then tokenized piece by piece so that exactly the content and closing `<|im_end|>` of each
-assistant turn with `train=True` are marked in `assistant_masks` (the column TRL's
-SFTTrainer folds into its labels for pre-tokenized data). Each trained turn is tokenized
-on its own, starting right after the assistant header, the way the model sees it when it
-generates that turn.
-
-Over-long conversations are cut after the last trained assistant turn that fits
-(`overflow="truncate"`) or dropped (`overflow="drop"`); every cut and drop is counted in
-the `DataReport`, never silent.
+TRL's `assistant_only_loss` trains every assistant turn, but the records say per turn whether it trains
+(`Turn.train`: false for boilerplate and few-shot demos). So the rendered chat is tokenized piece by piece and
+`assistant_masks` marks exactly each trained turn's content and `<|im_end|>`, tokenized from right after the
+assistant header as the model generates it. Over-long conversations are cut after the last trained turn that
+fits or dropped; every cut and drop is counted in the `DataReport`.
 """
 
 from __future__ import annotations
@@ -20,6 +13,7 @@ import json
 import random
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from itertools import groupby
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -50,18 +44,11 @@ def load_trajectories(spec: str | Path | Iterable[Any], split: str = "train") ->
         if path.suffix == ".parquet":
             return merge.read_parquet(path)
         return merge.read_jsonl(path)
-    out = []
-    for item in spec:
-        out.append(item if isinstance(item, Trajectory) else Trajectory.from_dict(item))
-    return out
+    return [item if isinstance(item, Trajectory) else Trajectory.from_dict(item) for item in spec]
 
 
 def parse_domain_weights(text: str | None, domains: Iterable[str] | None = None) -> dict[str, float]:
-    """A command-line list such as "web=2,kg=0.5" as {domain: weight}.
-
-    Raises ValueError naming the bad item: no `=`, a value that is not a number, a negative
-    weight, or (when `domains` is given) a domain outside it. Empty text gives {}.
-    """
+    """A command-line list such as "web=2,kg=0.5" as {domain: weight}; ValueError naming the bad item."""
     known = list(domains) if domains is not None else None
     out: dict[str, float] = {}
     for item in (text or "").split(","):
@@ -86,8 +73,7 @@ def mix_domains(
 ) -> tuple[list[Trajectory], dict[str, dict[str, int]]]:
     """Resample to a domain mix: `weights` (relative) over domains, `total` records (default: as many as given).
 
-    A domain asked for more records than it has is repeated (counted as `repeated`); a domain
-    with weight 0 or absent from `weights` is left out (counted as `left_out`).
+    A domain asked for more records than it has is repeated; one with weight 0 or absent is left out.
     """
     rng = random.Random(seed)
     by_domain: dict[str, list[Trajectory]] = {}
@@ -144,19 +130,15 @@ class DataReport:
         )
 
 
-def _pieces(tokenizer: Any, messages: list[dict[str, Any]]) -> list[tuple[str, bool, int]]:
-    """The rendered conversation cut into (text, trained, message index) pieces.
-
-    A trained piece is an assistant turn's content plus `<|im_end|>`; everything else (headers,
-    user/system turns, untrained assistant turns) is untrained. The template's rendering is
-    checked to contain each assistant content verbatim, else it cannot be masked honestly.
-    """
+def _pieces(tokenizer: Any, messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """The rendered conversation cut into (text, trained) pieces: a trained piece is an assistant
+    turn's content plus `<|im_end|>`. The rendering must contain each trained content verbatim to mask it honestly."""
     plain = [{"role": m["role"], "content": m["content"]} for m in messages]
     text = tokenizer.apply_chat_template(plain, tokenize=False)
     eot = "<|im_end|>"
-    pieces: list[tuple[str, bool, int]] = []
+    pieces: list[tuple[str, bool]] = []
     pos = 0
-    for i, m in enumerate(messages):
+    for m in messages:
         if m["role"] != "assistant" or not m.get("train"):
             continue
         header = "<|im_start|>assistant\n"
@@ -168,23 +150,20 @@ def _pieces(tokenizer: Any, messages: list[dict[str, Any]]) -> list[tuple[str, b
                 "'<|im_end|>'; per-turn loss masking needs such a template (e.g. models.qwen25_chat_template())"
             )
         start = at + len(header)
-        pieces.append((text[pos:start], False, i))
-        pieces.append((text[start:at + len(target)], True, i))
+        pieces.append((text[pos:start], False))
+        pieces.append((text[start:at + len(target)], True))
         pos = at + len(target)
-    pieces.append((text[pos:], False, len(messages)))
+    pieces.append((text[pos:], False))
     return [p for p in pieces if p[0]]
 
 
 def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]]) -> tuple[list[int], list[int], list[int]]:
-    """(input_ids, assistant_masks, turn_end_positions): mask 1 exactly on trained assistant tokens.
-
-    `turn_end_positions` holds, for each message, the token count up to the end of that message's
-    trained piece or of the text before the next trained turn: the places a conversation may be cut.
-    """
+    """(input_ids, assistant_masks, turn_end_positions): mask 1 exactly on trained assistant tokens; the token
+    count at the end of each trained turn is where a conversation may be cut."""
     ids: list[int] = []
     mask: list[int] = []
     ends: list[int] = []
-    for text, trained, _ in _pieces(tokenizer, messages):
+    for text, trained in _pieces(tokenizer, messages):
         toks = tokenizer(text, add_special_tokens=False)["input_ids"]
         ids.extend(toks)
         mask.extend([1 if trained else 0] * len(toks))
@@ -216,14 +195,7 @@ def encode_trajectory(
         cut = fitting[-1]
         ids, mask = ids[:cut], mask[:cut]
         status = "truncated"
-    row = {
-        "input_ids": ids,
-        "assistant_masks": mask,
-        "length": len(ids),
-        "id": traj.id,
-        "domain": traj.domain,
-    }
-    return row, status
+    return {"input_ids": ids, "assistant_masks": mask, "length": len(ids), "id": traj.id, "domain": traj.domain}, status
 
 
 def build_sft_dataset(
@@ -244,8 +216,7 @@ def build_sft_dataset(
     import datasets
     from tqdm.auto import tqdm
 
-    report = DataReport(max_length=max_length)
-    report.records_in = len(trajectories)
+    report = DataReport(records_in=len(trajectories), max_length=max_length)
     if domain_mix:
         trajectories, report.mix = mix_domains(trajectories, domain_mix, total, seed)
     elif total is not None:
@@ -254,17 +225,14 @@ def build_sft_dataset(
     by_domain: Counter = Counter()
     for traj in tqdm(trajectories, desc="tokenizing", disable=not progress):
         row, status = encode_trajectory(tokenizer, traj, max_length, overflow)
-        if status == "too_long":
-            report.dropped_too_long += 1
-        elif status == "no_trained_turn":
-            report.dropped_no_trained_turn += 1
+        report.dropped_too_long += status == "too_long"
+        report.dropped_no_trained_turn += status == "no_trained_turn"
         if row is None:
             continue
         if status == "truncated":
             report.truncated += 1
             n_trained = sum(1 for t in traj.messages if t.train and t.role == "assistant")
-            kept = _count_trained_turns(row["assistant_masks"])
-            report.turns_cut += n_trained - kept
+            report.turns_cut += n_trained - len(_loss_runs(row))
         rows.append(row)
         by_domain[traj.domain] += 1
         report.tokens += row["length"]
@@ -276,21 +244,15 @@ def build_sft_dataset(
     return datasets.Dataset.from_list(rows), report
 
 
-def _count_trained_turns(mask: list[int]) -> int:
-    return sum(1 for i, m in enumerate(mask) if m and (i == 0 or not mask[i - 1]))
+def _loss_runs(row: dict[str, Any]) -> list[list[int]]:
+    """The token ids that get loss, one run per trained turn."""
+    pairs = groupby(zip(row["input_ids"], row["assistant_masks"]), key=lambda pair: pair[1])
+    return [[tok for tok, _ in run] for trained, run in pairs if trained]
 
 
 def loss_token_texts(tokenizer: Any, row: dict[str, Any]) -> list[str]:
     """The decoded runs of tokens that get loss, one string per trained turn (for checks and notebooks)."""
-    runs: list[list[int]] = []
-    prev = 0
-    for tok, m in zip(row["input_ids"], row["assistant_masks"]):
-        if m and not prev:
-            runs.append([])
-        if m:
-            runs[-1].append(tok)
-        prev = m
-    return [tokenizer.decode(r, skip_special_tokens=False) for r in runs]
+    return [tokenizer.decode(run, skip_special_tokens=False) for run in _loss_runs(row)]
 
 
 def save_report(report: DataReport, path: str | Path) -> Path:

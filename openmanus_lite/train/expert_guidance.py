@@ -1,14 +1,9 @@
 """Expert-guided rollouts: a reverse curriculum for the tasks the policy never solves (issue #40, item 2).
 
-A group whose episodes all fail carries no GRPO signal, and more samples do not reach past the policy's pass@k.
-Every generated task has an expert (`Env.expert_action`), so an episode can start further along the expert's path:
-the expert's first k turns are played in the environment and stand in the conversation as context (environment
-tokens, env_mask 0: never trained on), and the policy plays on from there. Near the goal the policy succeeds
-sometimes, so the group has signal; each time a group of the task succeeds often enough, its k shrinks by one turn,
-until the policy plays the whole task (k = 0): the start moves back to the beginning as the policy learns.
-
-`ExpertGuide` holds k per task; `env_rollout.EnvRolloutFunc` asks it for each training call's prefixes, its
-`TokenPolicy` replays them (`replay_expert`), and the guide updates from the episodes and logs `guide/*`.
+A group whose episodes all fail carries no GRPO signal. So an episode starts after the expert's first k turns
+(played in the environment, context with env_mask 0: never trained on), near enough the goal that the policy
+succeeds sometimes; each time a task's group succeeds often enough its k shrinks by one turn, down to 0.
+`env_rollout.EnvRolloutFunc` asks `ExpertGuide` for the prefixes and replays them (`replay_expert`).
 Turned on by `GRPORunConfig.expert_prefix_share`.
 """
 
@@ -24,8 +19,7 @@ class ExpertGuide:
     """Per task, how many of the expert's turns its training episodes start after."""
 
     def __init__(self, share: float, shrink_at: float, max_turns: TurnLimits = None):
-        """`share` and `shrink_at` as GRPORunConfig's expert_prefix_share and expert_prefix_shrink_at (it checks them);
-        `max_turns` the rollout's turn limits, under which the expert's path is measured."""
+        """`share`, `shrink_at`: GRPORunConfig's expert_prefix_share and expert_prefix_shrink_at (it checks them)."""
         self.share, self.shrink_at, self.max_turns = share, shrink_at, max_turns
         self.turns: dict[str, int] = {}
         """Task id -> the expert turns its episodes start after; 0 once the policy plays the whole task."""

@@ -1,12 +1,9 @@
 """LoRA adapters that keep their 16-bit input for the backward pass instead of a float32 copy (issue #41).
 
-Over 16-bit base weights PEFT keeps the adapters in float32 and casts each adapter's input to float32 before
-`lora_A`, whose Linear then saves that float32 copy for its weight gradient: one copy per adapted projection and
-layer, alive until the backward pass. On a CPU, where the kit trains bf16 weights without autocast, that was 35% of
-what an SFT step of SmolLM2-135M keeps for its backward (63 of 177 MB at 2 layers x 2 x 1,024 tokens), ~1.9 GB of
-the ~5.3 GB at the recipes' batch 4 x 1,024. Here `lora_A` takes the 16-bit input, upcasts it inside its own matmul
-and saves the 16-bit tensor, which the frozen base projection saves anyway (the same storage): the same float32
-arithmetic without the copy. The loss itself was already chunked (tests/train/test_sft_loss_chunks.py).
+Over 16-bit base weights PEFT casts each float32 adapter's input to float32 before `lora_A`, which saves that copy
+for its weight gradient: on a CPU (bf16 without autocast) ~1.9 of the ~5.3 GB an SFT step of SmolLM2-135M keeps at
+batch 4 x 1,024. Here `lora_A` saves the 16-bit input, which the frozen base projection saves anyway, and upcasts
+inside its own matmul: the same float32 arithmetic without the copy.
 """
 
 from __future__ import annotations
@@ -71,8 +68,7 @@ def keep_lora_inputs_16bit(model: Any, *, autocast: bool) -> int:
 
 
 def lean_lora_inputs_for(model: Any, config: Any) -> int:
-    """What every kit trainer does before training: `keep_lora_inputs_16bit` when `config.lean_lora_inputs` (the kit
-    configs' field, default on), saying how many adapters it switched."""
+    """`keep_lora_inputs_16bit` when `config.lean_lora_inputs` (default on), as every kit trainer does first."""
     if not getattr(config, "lean_lora_inputs", False):
         return 0
     switched = keep_lora_inputs_16bit(model, autocast=bool(config.bf16 or config.fp16))

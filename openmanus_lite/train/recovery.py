@@ -33,18 +33,13 @@ def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int |
                           ) -> tuple[list[Trajectory], dict[str, int]]:
     """Expert episodes with one injected mistake that the expert recovers from, as SFT data.
 
-    Why: expert-only data never shows an error observation, so a model that slips once in a long
-    episode (household, web) meets text it was never trained on and tends to repeat the slip
-    until the turn limit. Each episode here has one mistake at a random turn (a random action, a
-    corrupted expert action or a skipped step, `preferences.mistake_episodes`; `kinds` picks some,
-    default RECOVERY_KINDS, and they take turns across tasks, so that one episode per task still has each).
-    `repeats` take turns across tasks the same way: with 2, a rejected mistake is played twice in a row, the
-    second time after RECOVERY_NOTE, which is what a model stuck in a loop writes, so that the recovery is
-    also learnt after a repeated failure. The mistaken turns have `train=False` (never learn the mistake);
-    the expert's recovery trains, its thought opened with RECOVERY_NOTE when the environment rejected
-    the action. Episodes that end unsolved (a
-    premature answer) or whose mistake happened to finish the task are not kept; returns
-    (trajectories, counts of kept / dropped by reason).
+    Why: expert-only data never shows an error observation, so a model that slips once in a long episode meets
+    text it was never trained on and tends to repeat the slip until the turn limit. Each episode has one mistake
+    at a random turn (`preferences.mistake_episodes`; `kinds`, default RECOVERY_KINDS, take turns across tasks).
+    `repeats` take turns the same way: with 2, a rejected mistake is played twice, the second time after
+    RECOVERY_NOTE, as a model stuck in a loop does. Mistaken turns have `train=False`; the expert's recovery
+    trains, its thought opened with RECOVERY_NOTE when the environment rejected the action. Episodes that end
+    unsolved or whose mistake finished the task are not kept; returns (trajectories, counts by reason).
     """
     kinds = tuple(kinds or RECOVERY_KINDS)
     rng = random.Random(seed)

@@ -1,16 +1,8 @@
 """Supervised fine-tuning on agent trajectories with TRL's SFTTrainer (Unsloth models or plain HF + PEFT).
 
-`run_sft(model, tokenizer, dataset, config)` trains the model it is given: a LoRA / QLoRA
-model from `models.load_model(..., lora=...)` (Unsloth on a GPU, and on this CPU too) or a
-full model (the tiny from-scratch one). The dataset is pre-tokenized by `train.data` so the
-loss follows the per-turn train flags; a list of trajectories is tokenized on the way in.
-
-Around the trainer: a progress bar (the trainer's), a loss history kept and written to
-`loss_history.json`, resuming from the last checkpoint in `output_dir`, an optional time
-budget (`max_minutes`) with time marks (`mark_minutes`) at which a checkpoint is saved and a
-callback may evaluate (training time excludes that evaluation: train/run_control.py), and saving:
-LoRA adapter, merged 16-bit model, GGUF export where the llama.cpp toolchain exists. The config is
-TRL's SFTConfig with the kit's few fields (SFTRunConfig, train/configs.py).
+`run_sft` trains a LoRA / QLoRA or full model on data pre-tokenized by `train.data` (so the loss follows the
+per-turn train flags), resumes from `output_dir`, keeps a time budget with marks (train/run_control.py) and writes
+`loss_history.json`; the rest saves a LoRA adapter, a merged 16-bit model or GGUF files.
 """
 
 from __future__ import annotations
@@ -110,19 +102,14 @@ def run_sft(
         for h in state.log_history
         if "loss" in h and h["step"] < (history[0]["step"] if history else 10**12)
     ]
-    full_history = earlier + history
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / LOSS_HISTORY_FILE).write_text(json.dumps(
-        {"history": full_history, "marks": [{k: v for k, v in m.items() if k != "result"} for m in clock.marks],
-         "global_step": state.global_step, "train_seconds": clock.train_s,
-         "tokens_seen": int(state.num_input_tokens_seen or 0), "peak_memory": clock.peak_memory}, indent=1))
-    return SFTResult(
+    result = SFTResult(
         model=trainer.model,
         tokenizer=tokenizer,
         output_dir=str(out),
         global_step=state.global_step,
-        loss_history=full_history,
+        loss_history=earlier + history,
         train_seconds=clock.train_s,
         tokens_seen=int(state.num_input_tokens_seen or 0),
         stopped_by_time=clock.stopped_by_time,
@@ -130,6 +117,11 @@ def run_sft(
         marks=clock.marks,
         peak_memory=clock.peak_memory,
     )
+    (out / LOSS_HISTORY_FILE).write_text(json.dumps(
+        {"history": result.loss_history, "marks": [{k: v for k, v in m.items() if k != "result"} for m in clock.marks],
+         "global_step": result.global_step, "train_seconds": result.train_seconds,
+         "tokens_seen": result.tokens_seen, "peak_memory": result.peak_memory}, indent=1))
+    return result
 
 
 # --------------------------------------------------------------------------- saving and reloading
@@ -158,16 +150,11 @@ def save_adapter(model: Any, tokenizer: Any, out_dir: str | os.PathLike) -> Path
     return out
 
 
-def _base_path(model: Any) -> str:
-    cfg = next(iter(model.peft_config.values()))
-    return cfg.base_model_name_or_path
-
-
 def merge_adapter(base_name: str, adapter_dir: str | os.PathLike) -> Any:
     """Base + LoRA adapter merged into one float32 model (exact), with PEFT, on the CPU.
 
-    A pre-quantized base (e.g. a "-bnb-4bit" checkpoint) loads as Linear4bit, which neither merges
-    exactly nor casts to 16-bit: it is dequantized to plain float32 weights first."""
+    A pre-quantized base loads as Linear4bit, which neither merges exactly nor casts to 16-bit: it is dequantized
+    to plain float32 weights first."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -183,39 +170,42 @@ def merge_adapter(base_name: str, adapter_dir: str | os.PathLike) -> Any:
 def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, prefer_unsloth: bool = True) -> Path:
     """A standalone 16-bit checkpoint (LoRA merged in) that loads like any model.
 
-    Unsloth's `save_pretrained_merged(..., "merged_16bit")` when the model came through
-    Unsloth; otherwise the base model is reloaded, the adapter applied and merged with PEFT
-    (`merge_and_unload`), leaving the trained model untouched; a pre-quantized 4-bit base is
-    dequantized for that merge. Weights are stored in float16 (bfloat16 on GPUs that have it natively: precision.py);
-    `load_model` on a CPU upcasts them to float32.
+    Unsloth's `save_pretrained_merged(..., "merged_16bit")` when the model came through Unsloth; otherwise the
+    base is reloaded and the adapter merged with PEFT, leaving the trained model untouched. Weights are stored in
+    float16 (bfloat16 on GPUs that have it natively: precision.py); `load_model` on a CPU upcasts them to float32.
     """
-    import torch
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not is_peft_model(model):  # full fine-tuning: the model is already standalone
         model.save_pretrained(out)
-        _finish_tokenizer(tokenizer, out)
-        return out
-    from openmanus_lite.engine.generation import is_unsloth_model
+    elif not (prefer_unsloth and _save_merged_unsloth(model, tokenizer, out)):
+        import torch
 
-    if prefer_unsloth and is_unsloth_model(model) and hasattr(model, "save_pretrained_merged"):
-        try:
-            model.save_pretrained_merged(str(out), tokenizer, save_method="merged_16bit")
-            _finish_tokenizer(tokenizer, out)
-            return out
-        except Exception as e:  # fall back to a PEFT merge, and say why
-            print(f"Unsloth save_pretrained_merged failed ({type(e).__name__}: {e}); merging with PEFT instead")
-    from openmanus_lite.engine.precision import resolve_precision
+        from openmanus_lite.engine.precision import resolve_precision
 
-    half = torch.bfloat16 if resolve_precision().bf16 else torch.float16
-    tmp = out / "_adapter_tmp"
-    model.save_pretrained(tmp)
-    merged = merge_adapter(_base_path(model), tmp).to(half)  # stored 16-bit like Unsloth's merged_16bit
-    shutil.rmtree(tmp)
-    merged.save_pretrained(out)
+        half = torch.bfloat16 if resolve_precision().bf16 else torch.float16
+        tmp = out / "_adapter_tmp"
+        model.save_pretrained(tmp)
+        base = next(iter(model.peft_config.values())).base_model_name_or_path
+        merged = merge_adapter(base, tmp).to(half)  # stored 16-bit like Unsloth's merged_16bit
+        shutil.rmtree(tmp)
+        merged.save_pretrained(out)
     _finish_tokenizer(tokenizer, out)
     return out
+
+
+def _save_merged_unsloth(model: Any, tokenizer: Any, out: Path) -> bool:
+    """Unsloth's own merge when the model came through Unsloth; False (saying why on failure) to merge with PEFT."""
+    from openmanus_lite.engine.generation import is_unsloth_model
+
+    if not (is_unsloth_model(model) and hasattr(model, "save_pretrained_merged")):
+        return False
+    try:
+        model.save_pretrained_merged(str(out), tokenizer, save_method="merged_16bit")
+        return True
+    except Exception as e:
+        print(f"Unsloth save_pretrained_merged failed ({type(e).__name__}: {e}); merging with PEFT instead")
+        return False
 
 
 def load_trained(path: str | os.PathLike, *, backend: str = "hf", **load_kwargs) -> tuple[Any, Any]:
