@@ -350,8 +350,7 @@ def stage_sft(cfg: DemoConfig, preset, run_dir: Path, train_file: str) -> dict[s
     model, tok = train_preset.load(cfg.model, for_training=True)
     dataset, report = recipe_dataset(recipe, tok, load_trajectories(train_file))
     print(report.summary())
-    own = {} if preset.name == get_recipe(cfg.recipe).preset else {"max_steps": preset.sft["max_steps"],
-                                                                    "warmup_steps": preset.sft["warmup_steps"]}
+    own = {k: preset.sft[k] for k in ("max_steps", "warmup_steps") if preset.name != get_recipe(cfg.recipe).preset}
     sft_cfg = recipe.sft_config(output_dir=str(run_dir / "sft"), save_steps=20, **own)
     result = run_sft(model, tok, dataset, sft_cfg)
     merged_dir = save_merged(result.model, tok, run_dir / "sft_model")
@@ -540,10 +539,8 @@ def verdict_lines(results: Mapping[str, Any]) -> list[str]:
         ra, rb = a.row(), b.row()
         test = sign_tests(a, b).iloc[-1]
         diff = 100 * (rb.success_rate - ra.success_rate)
-        if rb.ci_low > ra.ci_high:
-            intervals = f"{lb}'s interval is clear of {la}'s (above)"
-        elif rb.ci_high < ra.ci_low:
-            intervals = f"{lb}'s interval is clear of {la}'s (below)"
+        if rb.ci_low > ra.ci_high or rb.ci_high < ra.ci_low:
+            intervals = f"{lb}'s interval is clear of {la}'s ({'above' if rb.ci_low > ra.ci_high else 'below'})"
         else:
             intervals = "the intervals overlap"
         noise = "beyond noise" if test["p_value"] < 0.05 else "within noise"
@@ -575,7 +572,7 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
     times = time_table(cfg, state)
     d = {k: v["result"] for k, v in state.done.items()}
     machines = list(dict.fromkeys(machine_line(r["machine"]) for r in state.runs if r.get("machine")))
-    commands = [command_line(r["argv"]) for r in state.runs]
+    commands = [command_line(r["argv"]) for r in state.runs] or [command_line([])]
     n_eval = len(_eval_suite(cfg).tasks)
     speed = next((r["speed"] for r in reversed(state.runs) if r.get("speed")), None)
     lines = [
@@ -587,7 +584,7 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
         f"suite ({n_eval} episodes per checkpoint, the same tasks for each), greedy",
         f"- **Total time**: {state.total_seconds() / 60:.1f} minutes (the sum of the stages' recorded times"
         + (f", across {len(state.runs)} runs of the command" if len(state.runs) > 1 else "") + ")",
-        f"- **Command**: `{commands[0] if commands else command_line([])}`",
+        f"- **Command**: `{commands[0]}`",
         "",
         "## Success on held-out tasks (95% Wilson intervals)",
         "",
@@ -634,7 +631,7 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
                       f"{_fmt(g['reward_first'])} at the first step, {_fmt(g['reward_last'])} at the last."
                       + _signal_text(g) + (f" Left out: {left}." if left else ""), "",
                       *_image(run_dir, "grpo_rewards.png", "GRPO rewards per step")]
-    lines += ["## Reproduce", "", "```bash", commands[0] if commands else command_line([]), "```", ""]
+    lines += ["## Reproduce", "", "```bash", commands[0], "```", ""]
     if len(commands) > 1:
         lines += ["This run was resumed with:", "", "```bash", *commands[1:], "```", ""]
     lines += ["In another `--output_dir` (or none): the same folder resumes this run. Settings: "

@@ -95,10 +95,8 @@ def _run(argv: list[str]) -> int:
         raise UserError("--strategy needs --budget_calls or --budget_tokens")
     suite = load_suite(a.suite, domains=comma_list(a.domains) or None,
                        difficulties=comma_list(a.difficulties) or None, limit=a.limit)
-    search = {}
-    if a.strategy:
-        search = {"search": a.strategy, "budget": Budget(tokens=a.budget_tokens, calls=a.budget_calls),
-                  "search_options": {"oracle": a.oracle}}
+    search = {"search": a.strategy, "budget": Budget(tokens=a.budget_tokens, calls=a.budget_calls),
+              "search_options": {"oracle": a.oracle}} if a.strategy else {}
     out = Path(a.output_dir)
     results = []
     for spec in a.model:
