@@ -126,8 +126,7 @@ class BenchmarkResult:
                 rows = list(csv.DictReader(f))
             if not rows:
                 raise ValueError(f"{path} holds no task records")
-            missing = [c for c in ("policy", "suite", "task_id", "success") if c not in rows[0]]
-            if missing:
+            if missing := [c for c in ("policy", "suite", "task_id", "success") if c not in rows[0]]:
                 raise ValueError(f"{path} is not a benchmark CSV: missing columns {missing}")
             records = []
             for i, row in enumerate(rows, 2):

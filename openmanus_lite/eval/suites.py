@@ -247,9 +247,8 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
                                           "meta": dict(t.meta, generated_id=t.id, split=split, seed=seed)})
                           for i, t in enumerate(kept)]
                 rel = f"{split}/{domain}_{difficulty}.jsonl"
-                digest = _write_jsonl(out / rel, frozen)
-                manifest["files"][rel] = {"sha256": digest, "tasks": len(frozen), "domain": domain,
-                                          "difficulty": difficulty, "split": split, "seed": seed,
+                manifest["files"][rel] = {"sha256": _write_jsonl(out / rel, frozen), "tasks": len(frozen),
+                                          "domain": domain, "difficulty": difficulty, "split": split, "seed": seed,
                                           "source": "generate_tasks"}
                 manifest["suites"][split].append(rel)
                 if any(skipped.values()):
@@ -264,9 +263,8 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
         if len(set(ids)) != len(ids):
             raise SuiteError(f"{src}: the importer produced duplicate task ids; cannot freeze them as a suite")
         rel = f"{AGENTBENCH_DB_SUITE}/dev.jsonl"
-        digest = _write_jsonl(out / rel, imported)
         diffs = sorted({t.difficulty for t in imported})
-        manifest["files"][rel] = {"sha256": digest, "tasks": len(imported), "domain": "db",
+        manifest["files"][rel] = {"sha256": _write_jsonl(out / rel, imported), "tasks": len(imported), "domain": "db",
                                   "difficulty": diffs[0] if len(diffs) == 1 else "mixed", "split": "dev",
                                   "seed": None, "source": f"load_agentbench_db({src.name})",
                                   "expert_solved": sum(_expert_solves(t) for t in imported)}
