@@ -177,7 +177,7 @@ class PolicyProposer:
             for got, per in zip(out, samples):
                 got += per
             return out
-        for _ in range(max(0, n)):
+        for _ in range(n):
             for got, c in zip(out, self._act(histories, envs)):
                 got.append(c)
         return out
@@ -295,8 +295,7 @@ def task_relevance(history: Messages) -> float:
     last_obs = next((h["content"] for h in reversed(history[1:]) if h["role"] == "user"), "")
     if not words or not last_obs:
         return 0.0
-    seen = set(_WORD_RE.findall(last_obs.lower()))
-    return sum(1 for w in words if w in seen) / len(words)
+    return len(words.intersection(_WORD_RE.findall(last_obs.lower()))) / len(words)
 
 
 def heuristic_value(history: Messages, view: View) -> float:

@@ -214,8 +214,7 @@ class Validator:
     def validate(self, traj: Trajectory) -> Issue | None:
         if traj.domain not in DOMAINS + EXTRA_LABELS:
             return Issue("schema.bad_field", f"domain {traj.domain!r} is not a known label")
-        issue = check_structure(traj)
-        if issue is not None:
+        if (issue := check_structure(traj)) is not None:
             return issue
         actions = parsed_actions(traj)
         return (

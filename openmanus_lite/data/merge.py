@@ -526,8 +526,7 @@ def _read(specs: list[SourceSpec], cfg: MergeConfig, report: MergeReport, sink: 
                     raise InputError(detail + LENIENT_HINT, reason)
                 traj = _unpack(traj)
                 if reason == "ok":
-                    issue = deduper.check_keys(keys, traj.id)
-                    if issue is None:
+                    if (issue := deduper.check_keys(keys, traj.id)) is None:
                         if traj.id in used_ids:
                             traj.id = _unique(traj.id, line, used_ids)
                         used_ids.add(traj.id)

@@ -101,12 +101,9 @@ class BenchmarkResult:
             with path.open("w", newline="", encoding="utf-8") as f:
                 w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
                 w.writeheader()
-                for r in self.records:
-                    d = r.to_dict()
-                    d.pop("trajectory")
+                for r in self.records:  # csv writes None (tokens or calls not counted) as ""
+                    d = {k: v for k, v in r.to_dict().items() if k != "trajectory"}
                     d["extra"] = json.dumps(d["extra"], ensure_ascii=False)
-                    for opt in ("generated_tokens", "model_calls"):
-                        d[opt] = "" if d[opt] is None else d[opt]
                     w.writerow({"policy": self.label, "suite": self.suite, **d})
         else:
             raise ValueError(f"cannot save a benchmark result as {path.suffix!r}: use a .json or .csv path")
@@ -129,8 +126,7 @@ class BenchmarkResult:
                 rows = list(csv.DictReader(f))
             if not rows:
                 raise ValueError(f"{path} holds no task records")
-            missing = [c for c in ("policy", "suite", "task_id", "success") if c not in rows[0]]
-            if missing:
+            if missing := [c for c in ("policy", "suite", "task_id", "success") if c not in rows[0]]:
                 raise ValueError(f"{path} is not a benchmark CSV: missing columns {missing}")
             records = []
             for i, row in enumerate(rows, 2):
@@ -198,53 +194,44 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
     Budget) by `search.as_proposer(policy)`, `search_options` going to the strategy. `meta["peak_memory"]` is the
     evaluation's peak memory."""
     with PeakMemory() as peak:
-        result = _run_suite(policy, suite, domains=domains, difficulties=difficulties, limit=limit,
-                            max_turns=max_turns, batch_size=batch_size, progress=progress, seed=seed, label=label,
-                            meta=meta, search=search, budget=budget, search_options=search_options)
+        if isinstance(suite, str):
+            suite = load_suite(suite, domains=domains, difficulties=difficulties, limit=limit)
+        elif isinstance(suite, Suite):
+            if domains or difficulties or limit is not None:
+                suite = suite.subset(domains, difficulties, limit)
+        else:
+            suite = Suite("tasks", list(suite)).subset(domains, difficulties, limit)
+        if not suite.tasks:
+            raise ValueError(f"suite {suite.name!r} has no tasks for domains={domains}, difficulties={difficulties}")
+        ids = [t.id for t in suite.tasks]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"suite {suite.name!r} has duplicate task ids; per-task records need unique ids")
+        if search is not None:
+            result = _search_suite(search, suite, policy, budget, max_turns=max_turns, progress=progress, seed=seed,
+                                   label=label, meta=meta, options=dict(search_options or {}))
+        elif budget is not None or search_options:
+            raise ValueError("budget and search_options apply to a search: pass search='best_of_n' (or beam, mcts, "
+                             "dfsdt) too, or leave them out for greedy episodes")
+        else:
+            meter = TokenMeter(make_policy(policy, batch_size=batch_size, seed=seed))
+            t0 = time.perf_counter()
+            trajs = run_episodes(meter, suite.tasks, max_turns=max_turns, batch_size=batch_size, progress=progress,
+                                 source=f"benchmark:{suite.name}")
+            wall = time.perf_counter() - t0
+            records = [TaskRecord(
+                task_id=task.id, domain=task.domain, difficulty=task.difficulty, success=bool(traj.meta["success"]),
+                score=float(traj.meta["score"]), turns=int(traj.meta["turns"]),
+                invalid_actions=int(traj.meta["invalid_actions"]), wall_s=float(traj.meta.get("wall_s", 0.0)),
+                generated_tokens=meter.tokens.get(task.id, 0) if meter.counts_tokens else None,
+                model_calls=meter.calls.get(task.id, 0), trajectory=traj.to_dict(),
+            ) for task, traj in zip(suite.tasks, trajs)]
+            info = {"max_turns": max_turns, "batch_size": batch_size, "n_tasks": len(records), **(meta or {})}
+            result = BenchmarkResult(policy=meter.name, suite=suite.name, records=records, wall_s=wall, meta=info,
+                                     label=label)
     result.meta["peak_memory"] = peak.as_dict()
     if progress:
         print(f"evaluation {peak.summary()}", flush=True)
     return result
-
-
-def _run_suite(policy, suite, *, domains, difficulties, limit, max_turns, batch_size, progress, seed, label, meta,
-               search, budget, search_options) -> BenchmarkResult:
-    if isinstance(suite, str):
-        suite = load_suite(suite, domains=domains, difficulties=difficulties, limit=limit)
-    elif isinstance(suite, Suite):
-        if domains or difficulties or limit is not None:
-            suite = suite.subset(domains, difficulties, limit)
-    else:
-        suite = Suite("tasks", list(suite)).subset(domains, difficulties, limit)
-    if not suite.tasks:
-        raise ValueError(f"suite {suite.name!r} has no tasks for domains={domains}, difficulties={difficulties}")
-    ids = [t.id for t in suite.tasks]
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"suite {suite.name!r} has duplicate task ids; per-task records need unique ids")
-    if search is not None:
-        return _search_suite(search, suite, policy, budget, max_turns=max_turns, progress=progress, seed=seed,
-                             label=label, meta=meta, options=dict(search_options or {}))
-    if budget is not None or search_options:
-        raise ValueError("budget and search_options apply to a search: pass search='best_of_n' (or beam, mcts, "
-                         "dfsdt) too, or leave them out for greedy episodes")
-    pol = make_policy(policy, batch_size=batch_size, seed=seed)
-    meter = TokenMeter(pol)
-    t0 = time.perf_counter()
-    trajs = run_episodes(meter, suite.tasks, max_turns=max_turns, batch_size=batch_size, progress=progress,
-                         source=f"benchmark:{suite.name}")
-    wall = time.perf_counter() - t0
-    records = []
-    for task, traj in zip(suite.tasks, trajs):
-        m = traj.meta
-        records.append(TaskRecord(
-            task_id=task.id, domain=task.domain, difficulty=task.difficulty, success=bool(m["success"]),
-            score=float(m["score"]), turns=int(m["turns"]), invalid_actions=int(m["invalid_actions"]),
-            wall_s=float(m.get("wall_s", 0.0)),
-            generated_tokens=meter.tokens.get(task.id, 0) if meter.counts_tokens else None,
-            model_calls=meter.calls.get(task.id, 0), trajectory=traj.to_dict(),
-        ))
-    info = {"max_turns": max_turns, "batch_size": batch_size, "n_tasks": len(records), **(meta or {})}
-    return BenchmarkResult(policy=meter.name, suite=suite.name, records=records, wall_s=wall, meta=info, label=label)
 
 
 def _search_suite(strategy: str, suite: Suite, proposer: Any, budget: Any, *, max_turns, progress: bool, seed: int,

@@ -94,8 +94,7 @@ def _check_subset(what: str, wanted: Iterable[str] | None, have: list[str], suit
     if wanted is None:
         return None
     wanted = [w for w in wanted if w]
-    unknown = [w for w in wanted if w not in have]
-    if unknown:
+    if unknown := [w for w in wanted if w not in have]:
         raise SuiteError(f"suite {suite!r} has no {what} {unknown}; it has {have}")
     return wanted or None
 
@@ -138,9 +137,7 @@ def load_suite(name: str = "dev", *, domains: Iterable[str] | None = None, diffi
     domains = _check_subset("domain", domains, sorted({manifest["files"][f]["domain"] for f in files}), name)
     if domains:
         files = [f for f in files if manifest["files"][f]["domain"] in domains]
-    tasks: list[Task] = []
-    for rel in files:
-        tasks += _read_checked(root, rel, manifest["files"][rel])
+    tasks = [t for rel in files for t in _read_checked(root, rel, manifest["files"][rel])]
     suite = Suite(name, tasks, list(files))
     return suite.subset(difficulties=difficulties, limit=limit) if (difficulties or limit is not None) else suite
 
@@ -250,26 +247,24 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
                                           "meta": dict(t.meta, generated_id=t.id, split=split, seed=seed)})
                           for i, t in enumerate(kept)]
                 rel = f"{split}/{domain}_{difficulty}.jsonl"
-                digest = _write_jsonl(out / rel, frozen)
-                manifest["files"][rel] = {"sha256": digest, "tasks": len(frozen), "domain": domain,
-                                          "difficulty": difficulty, "split": split, "seed": seed,
+                manifest["files"][rel] = {"sha256": _write_jsonl(out / rel, frozen), "tasks": len(frozen),
+                                          "domain": domain, "difficulty": difficulty, "split": split, "seed": seed,
                                           "source": "generate_tasks"}
                 manifest["suites"][split].append(rel)
                 if any(skipped.values()):
                     manifest["skipped"][rel] = skipped
-    src = Path(agentbench_path) if agentbench_path else REAL_SAMPLES_DIR / "agentbench_db" / "dev.jsonl"
-    if agentbench_path is not False and not src.is_file():
-        raise SuiteError(f"AgentBench dbbench tasks not found at {src}: pass agentbench_path=PATH (--agentbench), "
-                         f"or agentbench_path=False to freeze without the {AGENTBENCH_DB_SUITE!r} suite")
     if agentbench_path is not False:
+        src = Path(agentbench_path) if agentbench_path else REAL_SAMPLES_DIR / "agentbench_db" / "dev.jsonl"
+        if not src.is_file():
+            raise SuiteError(f"AgentBench dbbench tasks not found at {src}: pass agentbench_path=PATH (--agentbench), "
+                             f"or agentbench_path=False to freeze without the {AGENTBENCH_DB_SUITE!r} suite")
         imported = load_agentbench_db(src)
         ids = [t.id for t in imported]
         if len(set(ids)) != len(ids):
             raise SuiteError(f"{src}: the importer produced duplicate task ids; cannot freeze them as a suite")
         rel = f"{AGENTBENCH_DB_SUITE}/dev.jsonl"
-        digest = _write_jsonl(out / rel, imported)
         diffs = sorted({t.difficulty for t in imported})
-        manifest["files"][rel] = {"sha256": digest, "tasks": len(imported), "domain": "db",
+        manifest["files"][rel] = {"sha256": _write_jsonl(out / rel, imported), "tasks": len(imported), "domain": "db",
                                   "difficulty": diffs[0] if len(diffs) == 1 else "mixed", "split": "dev",
                                   "seed": None, "source": f"load_agentbench_db({src.name})",
                                   "expert_solved": sum(_expert_solves(t) for t in imported)}
