@@ -117,12 +117,9 @@ def render_prompts(tokenizer: Any, conversations: list[Messages]) -> list[list[i
     if getattr(tokenizer, "chat_template", None) is None:
         raise ValueError("the tokenizer has no chat_template; load it with openmanus_lite.models.load_tokenizer "
                          "from a kit checkpoint, or set tokenizer.chat_template (e.g. models.qwen25_chat_template())")
-    out = []
-    for conv in conversations:
-        msgs = [{"role": m["role"], "content": m["content"]} for m in conv]
-        text = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
-    return out
+    texts = [tokenizer.apply_chat_template([{"role": m["role"], "content": m["content"]} for m in conv],
+                                           tokenize=False, add_generation_prompt=True) for conv in conversations]
+    return [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
 
 
 def stop_ids(tokenizer: Any) -> list[int]:
