@@ -503,6 +503,5 @@ def load_adapter(folder: str | os.PathLike, *, backend: str = "auto", trainable:
 
 def count_parameters(model) -> tuple[int, int]:
     """(trainable, total) parameter counts."""
-    total = sum(p.numel() for p in model.parameters())
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return trainable, total
+    params = list(model.parameters())
+    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)

@@ -87,9 +87,7 @@ def is_unsloth_model(model: Any) -> bool:
     """True for a model loaded through Unsloth (load_model marks it; Unsloth keeps its tokenizer on it)."""
     if getattr(model, "openmanus_backend", None) == "unsloth":
         return True
-    for _ in range(4):
-        if model is None:
-            return False
+    for _ in range(4):  # the model, then what it wraps (None has neither attribute, so the walk just ends False)
         if getattr(model, "_saved_temp_tokenizer", None) is not None:
             return True
         model = getattr(model, "base_model", None) or getattr(model, "model", None)
@@ -117,16 +115,11 @@ def inference_mode(model: Any) -> Iterator[Any]:
 def render_prompts(tokenizer: Any, conversations: list[Messages]) -> list[list[int]]:
     """Token ids of each conversation rendered with the chat template plus the assistant header."""
     if getattr(tokenizer, "chat_template", None) is None:
-        raise ValueError(
-            "the tokenizer has no chat_template; load it with openmanus_lite.models.load_tokenizer "
-            "from a kit checkpoint, or set tokenizer.chat_template (e.g. models.qwen25_chat_template())"
-        )
-    out = []
-    for conv in conversations:
-        msgs = [{"role": m["role"], "content": m["content"]} for m in conv]
-        text = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
-    return out
+        raise ValueError("the tokenizer has no chat_template; load it with openmanus_lite.models.load_tokenizer "
+                         "from a kit checkpoint, or set tokenizer.chat_template (e.g. models.qwen25_chat_template())")
+    texts = [tokenizer.apply_chat_template([{"role": m["role"], "content": m["content"]} for m in conv],
+                                           tokenize=False, add_generation_prompt=True) for conv in conversations]
+    return [tokenizer(text, add_special_tokens=False)["input_ids"] for text in texts]
 
 
 def stop_ids(tokenizer: Any) -> list[int]:

@@ -276,7 +276,6 @@ def corrupt_turn(text: str, domain: str, rng: random.Random) -> str:
     first whose action differs. Changed numbers and names change in the thought too (`_retell`), as a model's
     slip is in its reasoning as well, so a recovery must correct the thought."""
     parsed = parse_step(text, domain)
-    original = action_key(text, domain)
     if isinstance(parsed, ParseError):
         return format_turn("I will answer now.", "answer(unknown)")
     turn, action = parsed
@@ -291,7 +290,7 @@ def corrupt_turn(text: str, domain: str, rng: random.Random) -> str:
     rng.shuffle(variants)
     for make in variants:
         candidate = make()
-        if candidate and action_key(candidate, domain) != original:
+        if candidate and action_key(candidate, domain) != action.text:  # the original's `action_key`
             return candidate
     return format_turn(thought, "answer(unknown)")
 
@@ -543,11 +542,7 @@ def fit_prompt(prompt: Messages, completions: list[Messages], count_tokens: Call
 
 def chat_token_counter(tokenizer: Any) -> Callable[[Messages], int]:
     """`messages -> token count` under the tokenizer's chat template."""
-
-    def count(messages: Messages) -> int:
-        return len(tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"])
-
-    return count
+    return lambda messages: len(tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"])
 
 
 def pair_dataset(rows: list[dict[str, Any]], tokenizer: Any, max_length: int) -> tuple[Any, Counter]:
@@ -635,10 +630,9 @@ def build_preference_data(tasks: list[Task], *, judge: str = "step_value", tie_b
     Step pairs are judged by `judge` (by default the expert judges the diverging turn itself), trajectory pairs
     by outcome."""
     episodes, ep_counts = collect_episodes(tasks, seed=seed, **collect)
-    steps = make_pairs(episodes, level="step", judge=judge, tie_break=tie_break,
-                       max_pairs_per_task=max_pairs_per_task, seed=seed)
-    trajs = make_pairs(episodes, level="trajectory", judge="outcome", tie_break=tie_break,
-                       max_pairs_per_task=max_pairs_per_task, seed=seed)
+    common = {"tie_break": tie_break, "max_pairs_per_task": max_pairs_per_task, "seed": seed}
+    steps = make_pairs(episodes, level="step", judge=judge, **common)
+    trajs = make_pairs(episodes, level="trajectory", judge="outcome", **common)
     prm = prm_rows(episodes, label=prm_label)
     labels = [y for r in prm for y in r["step_labels"]]
     by_source: dict[str, list[bool]] = defaultdict(list)

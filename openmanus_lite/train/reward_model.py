@@ -59,8 +59,7 @@ def _load_head(base: str, kind: str, lora: LoraSpec | None, dtype=None):
     if lora is not None:
         from peft import LoraConfig, get_peft_model
 
-        cfg = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                         target_modules=list(lora.target_modules), modules_to_save=["score"],
+        cfg = LoraConfig(**lora.peft_kwargs(), modules_to_save=["score"],
                          task_type="SEQ_CLS" if kind == "orm" else "TOKEN_CLS")
         model = get_peft_model(model, cfg)
         for p in model.parameters():
@@ -178,6 +177,9 @@ class _RewardModel:
                                                  "options": self.options()}))
         return out
 
+    def __call__(self, history: Messages, view: Any = None) -> float:
+        return self.score_conversations([history])[0]
+
     def as_reward_func(self) -> "RewardModelReward":
         """A TRL reward function `(prompts, completions, **columns) -> list[float]` scoring prompt + completion."""
         return RewardModelReward(self)
@@ -250,7 +252,7 @@ class OutcomeRewardModel(_RewardModel):
     def __call__(self, history: Messages, view: Any = None) -> float:
         if view is not None and not getattr(view, "done", True) and not self.score_unfinished:
             return 0.0
-        return self.score_conversations([history])[0]
+        return super().__call__(history, view)
 
 
 class ProcessRewardModel(_RewardModel):
@@ -287,9 +289,6 @@ class ProcessRewardModel(_RewardModel):
     def score_conversations(self, conversations: list[Messages]) -> list[float]:
         return [self.value(p) for p in self.step_probabilities(conversations)]
 
-    def __call__(self, history: Messages, view: Any = None) -> float:
-        return self.score_conversations([history])[0]
-
 
 # --------------------------------------------------------------------------- PRM tokenization
 
@@ -312,7 +311,12 @@ def step_positions(tokenizer, messages: Messages, max_length: int | None = None
             raise ValueError("the chat template does not render message prefixes as prefixes of the whole "
                              "conversation; the PRM needs a template that does (e.g. Qwen2.5's)")
         ends.append(len(prefix.rstrip()) - 1)
-    token_at = _char_to_token(offsets)
+    starts = [s for s, _ in offsets]
+
+    def token_at(ch: int) -> int | None:
+        i = bisect.bisect_right(starts, ch) - 1
+        return i if i >= 0 and offsets[i][0] <= ch < max(offsets[i][1], offsets[i][0] + 1) else None
+
     limit = len(ids) if max_length is None else min(len(ids), max_length)
     positions: list[list[int]] = []
     for k, m in enumerate(messages):
@@ -326,19 +330,6 @@ def step_positions(tokenizer, messages: Messages, max_length: int | None = None
             break
         positions.append(pos)
     return ids[:limit], positions
-
-
-def _char_to_token(offsets):
-    starts = [s for s, _ in offsets]
-
-    def find(ch: int) -> int | None:
-        i = bisect.bisect_right(starts, ch) - 1
-        if i < 0:
-            return None
-        s, e = offsets[i]
-        return i if s <= ch < max(e, s + 1) else None
-
-    return find
 
 
 def prm_features(rows: Iterable[dict[str, Any]], tokenizer, max_length: int) -> tuple[list[dict[str, Any]], Counter]:
@@ -417,9 +408,7 @@ def pair_accuracy(rm: _RewardModel, rows: list[dict[str, Any]]) -> dict[str, Any
     """Held-out pairs: how often the RM scores prompt+chosen above prompt+rejected (ties count half)."""
     if not rows:
         return {"n": 0, "accuracy": None}
-    convs = []
-    for r in rows:
-        convs += [r["prompt"] + r["chosen"], r["prompt"] + r["rejected"]]
+    convs = [r["prompt"] + r[side] for r in rows for side in ("chosen", "rejected")]
     scores = rm.raw_scores(convs) if isinstance(rm, OutcomeRewardModel) else rm.score_conversations(convs)
     wins = [_win(a, b) for a, b in zip(scores[0::2], scores[1::2])]
     by_reason: dict[str, list[float]] = {}
