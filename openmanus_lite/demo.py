@@ -705,5 +705,6 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None, fres
 
 def latest_run() -> Path | None:
     """The newest run folder in runs/ without a report (unfinished), else None."""
-    unfinished = sorted(p for p in RUNS_DIR.glob("demo-*") if (p / "state.json").is_file() and not (p / REPORT).is_file())
+    unfinished = sorted(p for p in RUNS_DIR.glob("demo-*")
+                        if (p / "state.json").is_file() and not (p / REPORT).is_file())
     return unfinished[-1] if unfinished else None

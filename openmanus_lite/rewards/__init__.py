@@ -40,7 +40,7 @@ from openmanus_lite.rewards.registry import (
 )
 
 __all__ = [
-    "CheckedReward", "ROLLOUT_COLUMNS", "RewardError", "RewardFunc", "accuracy_skips", "assistant_texts", "build_rewards", "check_reward_columns", "checked_reward",
-    "describe_rewards", "get_reward_func", "get_reward_funcs", "last_assistant_text", "parse_reward_spec",
+    "CheckedReward", "ROLLOUT_COLUMNS", "RewardError", "RewardFunc", "accuracy_skips", "assistant_texts",
+    "build_rewards", "check_reward_columns", "checked_reward", "describe_rewards", "get_reward_func", "get_reward_funcs", "last_assistant_text", "parse_reward_spec",
     "register_reward", "reward_table", "trajectory_reward_inputs",
 ]

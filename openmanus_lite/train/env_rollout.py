@@ -254,8 +254,8 @@ class EnvRolloutFunc:
     only prompts: build the dataset and this from the same tasks, `build_env_dataset`). Sampling, the completion
     budget and `expert_prefix_share` (expert-guided episodes, state in `self.guide`) come from the GRPOConfig."""
 
-    def __init__(self, tasks: Iterable[Task], *, max_turns: int | dict[str, int] | None = None, max_new_tokens: int = 96,
-                 system_prompt: str | None = None, batch_size: int = 64):
+    def __init__(self, tasks: Iterable[Task], *, max_turns: int | dict[str, int] | None = None,
+                 max_new_tokens: int = 96, system_prompt: str | None = None, batch_size: int = 64):
         self.max_turns = max_turns
         self.max_new_tokens = max_new_tokens
         self.system_prompt = system_prompt

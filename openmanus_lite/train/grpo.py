@@ -205,7 +205,8 @@ def kit_trainer_class():
                 rng = getattr(self, "_kit_refill_rng", None) or random.Random(self.args.seed + 1)
                 self._kit_refill_rng = rng
                 rounds = 0
-                while (missing := target - sum(map(grpo_signal.batch_rows, parts))) > 0 and rounds < self.args.refill_rounds:
+                while ((missing := target - sum(map(grpo_signal.batch_rows, parts))) > 0
+                       and rounds < self.args.refill_rounds):
                     rounds += 1
                     picks = [rng.randrange(len(self.train_dataset)) for _ in range(missing // self.num_generations)]
                     rows = [self.train_dataset[i] for i in picks for _ in range(self.num_generations)]
