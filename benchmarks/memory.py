@@ -42,6 +42,8 @@ SETTINGS = {"previous": {"OPENMANUS_KV_BUDGET_GB": "none"},
             "trim_every_4": {"OPENMANUS_TRIM_EVERY_STEPS": "4"},
             "arena_2": {"MALLOC_ARENA_MAX": "2"},
             "trim_every_20s": {"OPENMANUS_TRIM_EVERY_SECONDS": "20"},
+            "trim_every_5s": {"OPENMANUS_TRIM_EVERY_SECONDS": "5"},
+            "kv_budget_1gb": {"OPENMANUS_KV_BUDGET_GB": "1"},
             "untrimmed_eval": {"OPENMANUS_TRIM_EVERY_SECONDS": "0"},
             "untrimmed": {"OPENMANUS_TRIM_EVERY_STEPS": "0"},
             "trim_each_step": {"OPENMANUS_TRIM_EVERY_STEPS": "1"},
@@ -66,8 +68,9 @@ puts GRPO's whole group of 4 episodes through one pass (now: one episode a pass)
 without lean LoRA inputs. `defaults` is the kit as a user runs it (oneDNN's own 1024-primitive cache, which the
 settings above set to 32); `pad_64` pads SFT rows to a multiple of 64 tokens (16 shapes instead of one per
 length); `trim_every_4` hands the heap back every 4 steps instead of 20, `arena_2` caps glibc at two heap arenas,
-`trim_every_20s` trims during evaluation (peak_memory.HeapTrim, now the default), `untrimmed_eval` does not (these
-five with oneDNN's own cache)."""
+`trim_every_20s` trims during evaluation (peak_memory.HeapTrim, now the default), `untrimmed_eval` does not,
+`trim_every_5s` trims four times as often, `kv_budget_1gb` halves the keys/values a generation may hold (these
+seven with oneDNN's own cache)."""
 
 
 def _with_checkpointing(preset):
