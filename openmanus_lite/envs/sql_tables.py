@@ -15,7 +15,7 @@ module's own: no table or question of AgentBench's dev set is copied (tests/envs
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from openmanus_lite.envs.sql_db import MUTATION_TYPES, SafeDB, _Reject, _verify, sql_literal, table_description
@@ -151,44 +151,6 @@ THEMES = (
 )
 
 
-HEADER_POOLS = {
-    "num": ("Attendance", "Score", "Total", "Capacity", "Seats", "Population", "Area (km²)", "Elevation (ft)",
-            "Length (km)", "Age", "Caps", "Assists", "Medals", "Gold", "Bronze", "Laps led", "Margin", "Share (%)",
-            "Rating", "Episodes", "Pages", "Members", "Enrolment", "Staff", "No. of stations", "Runs", "Wickets",
-            "1st leg", "2nd leg", "2011", "1999", "Week 3", "Pts.", "GF", "GA", "Avg.", "Max. speed (km/h)",
-            "Tries", "Yards", "Matches", "Nominations", "Ballots", "Turnout %", "Prize ($)", "Floors above ground"),
-    "cat": ("Status", "Type", "Category", "Division", "Conference", "Venue", "Surface", "Format", "Label", "Genre",
-            "Network", "Province", "District", "County", "Circuit", "Class", "Result", "Outcome", "Language",
-            "Platform", "Publisher", "Owner", "Operator", "Colour", "Engine", "Tyres", "Material", "Period",
-            "Series", "Home team", "Away team", "Winning team", "Head coach", "Original channel", "Record label"),
-    "text": ("Remarks", "Comment", "Details", "Description", "Reference", "Source", "Date of birth", "Opened",
-             "First aired", "Date"),
-}
-"""Other headers a column may take (by kind): web tables name alike columns in many ways, and a model that saw
-each theme's own headers thousands of times writes them from memory (`SET Name = ...` in a table that has
-`Title`) instead of copying the task's. This module's own words."""
-NAME_PATTERNS = ("{word} {noun} records", "{place} {noun} ({year})", "Table of {word} {noun}s – {nation}",
-                 "{nation}_{word}_{noun}_{n}", "{year} {place} {word} results", "{person}'s {noun} list",
-                 "{place}-{word} {noun} Statistics", "{word} {noun} No. {k}")
-"""Table-name patterns beside each theme's own, for the same reason."""
-VARIED_SHARE = 0.5
-"""Share of non-key columns renamed from HEADER_POOLS, and of table names from NAME_PATTERNS."""
-
-
-def _varied(rng: random.Random, theme: Theme) -> Theme:
-    """`theme` with about VARIED_SHARE of its non-key headers drawn from HEADER_POOLS (no two alike)."""
-    taken = {c.name for c in theme.columns}
-    columns = []
-    for c in theme.columns:
-        pool = [h for h in HEADER_POOLS.get(c.kind, ()) if h not in taken]
-        if c.kind != "key" and pool and rng.random() < VARIED_SHARE:
-            name = rng.choice(pool)
-            taken.add(name)
-            c = replace(c, name=name)
-        columns.append(c)
-    return replace(theme, columns=tuple(columns))
-
-
 @dataclass
 class _Table:
     theme: Theme
@@ -212,8 +174,7 @@ def _table_name(rng: random.Random, theme: Theme) -> str:
     fills = {"place": rng.choice(PLACES), "year": year, "yy": f"{(year + 1) % 100:02d}", "word": rng.choice(WORDS),
              "noun": rng.choice(NOUNS), "nation": rng.choice(NATIONS), "n": rng.randint(1, 9), "k": rng.randint(1, 8),
              "person": _person(rng), "club": rng.choice(CLUBS)}
-    patterns = NAME_PATTERNS if rng.random() < VARIED_SHARE else theme.names
-    name = rng.choice(patterns).format(**fills)
+    name = rng.choice(theme.names).format(**fills)
     return name.replace(" ", "_") if "_" in name else name
 
 
@@ -403,7 +364,7 @@ def generate_agentbench(rng: random.Random, index: int) -> Task:
     """One AgentBench-style db task; `index` picks the category (CATEGORY_CYCLE)."""
     category = CATEGORY_CYCLE[index % len(CATEGORY_CYCLE)]
     for _ in range(200):
-        table = _make_table(rng, _varied(rng, rng.choice(THEMES)))
+        table = _make_table(rng, rng.choice(THEMES))
         ask = _Ask(rng, table)
         if category.startswith("aggregation"):
             question, ref, tie = _aggregation(ask, category.split("-")[1])
