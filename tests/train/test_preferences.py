@@ -13,6 +13,7 @@ import pytest
 
 from openmanus_lite.envs import Env, InvalidAction, generate_tasks, list_domains, make_env, register_domain
 from openmanus_lite.react import format_turn
+from openmanus_lite.rollout import start_episode
 from openmanus_lite.schema import Task, Trajectory, Turn
 from openmanus_lite.train import preferences as P
 
@@ -243,7 +244,7 @@ def test_a_corrupted_name_or_number_is_corrupted_in_the_thought_too():
 def test_a_skipped_step_is_the_experts_turn_after_next_and_leaves_the_state_alone():
     task = generate_tasks("household", 1, seed=5)[0]
     expert = [m.content for m in P.expert_episode(task).messages if m.role == "assistant"]
-    env, _ = P.start_episode(task, None)
+    env, _ = start_episode(task, None)
     assert P.skipped_step(env) == expert[1]
     assert env.turn == 0 and env.expert_action() == expert[0]
     for text in expert[:-1]:
