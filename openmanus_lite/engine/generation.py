@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import weakref
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -136,14 +137,16 @@ def stop_ids(tokenizer: Any) -> list[int]:
 class PrefixCache:
     """Keys/values of earlier turns, reused when a conversation comes back one turn longer (without it re-encoding
     is quadratic in turns). Reuse covers the longest common token prefix with any entry, at least `min_reuse`
-    tokens; least recently used entries go beyond `max_bytes` (default: half of `kv_budget()`, else 2 GiB).
-    Shared entries (`share_prefixes`) hold a prefix several prompts share."""
+    tokens; least recently used entries go beyond `max_bytes` (default: half of `kv_budget()`, else 2 GiB), except
+    those a generation call has reserved for its batches still to run. Shared entries (`share_prefixes`) hold a
+    prefix several prompts share."""
 
     def __init__(self, max_bytes: int | None = None, min_reuse: int = 16):
         budget = kv_budget()
         self.max_bytes = max_bytes if max_bytes is not None else 2 * 2**30 if budget is None else budget // 2
         self.min_reuse = min_reuse
         self._entries: dict[int, tuple[torch.Tensor, KV, int, bool]] = {}  # id -> (ids, kv, bytes, shared)
+        self._reserved: Counter[int] = Counter()  # entry id -> prompts of the running call yet to reuse it
         self._next = self.nbytes = self.reused_tokens = self.encoded_tokens = 0
 
     def __len__(self) -> int:
@@ -171,26 +174,49 @@ class PrefixCache:
     def kv(self, eid: int) -> KV:
         return self._entries[eid][1]
 
-    def drop_superseded(self, matched: list[tuple[int | None, int]]) -> None:
-        """Drop entries that a new, longer entry fully contains (the same conversation a turn later)."""
+    @contextlib.contextmanager
+    def reserved(self, prompts: list[list[int]]) -> Iterator[None]:
+        """Within a generation call: keep the entries `prompts` will reuse until their batches have copied them
+        (`release`). Without it, once a turn's contexts outgrow the cap, the entries the call's first batches add
+        evict the least recently used ones: exactly those of the batches still to run, which then encode their
+        whole conversations again."""
+        self._reserved = Counter(eid for eid, _ in map(self.match, prompts) if eid is not None)
+        try:
+            yield
+        finally:
+            self._reserved.clear()
+
+    def release(self, matched: list[tuple[int | None, int]]) -> None:
+        """A batch has copied the keys/values it reuses: its reservations end, and the entries its prompts fully
+        contain (the same conversations a turn ago) go, unless a later batch still reuses them."""
+        for eid, _ in matched:
+            self._reserved[eid] -= 1
+        self._reserved = +self._reserved  # counts at zero removed
         for eid, common in matched:
             entry = self._entries.get(eid)
-            if entry is not None and not entry[3] and common >= len(entry[0]):
+            if entry is not None and not entry[3] and common >= len(entry[0]) and eid not in self._reserved:
                 self.drop(eid)
 
     def add(self, ids: list[int], kv: KV, shared: bool = False) -> None:
+        """Keep `ids`' keys/values; beyond the cap the least recently used unreserved entries go (the new one too,
+        when every older entry is reserved)."""
         size = sum(k.nbytes + v.nbytes for k, v in kv)
         self._entries[self._next] = (torch.tensor(ids, dtype=torch.long), kv, size, shared)
         self._next += 1
         self.nbytes += size
         while self.nbytes > self.max_bytes and len(self._entries) > 1:
-            self.drop(next(iter(self._entries)))  # dicts keep insertion order: the least recently used first
+            # dicts keep insertion order (match moves an entry last): the least recently used first
+            victim = next((eid for eid in self._entries if eid not in self._reserved), None)
+            if victim is None:
+                break
+            self.drop(victim)
 
     def drop(self, eid: int) -> None:
         self.nbytes -= self._entries.pop(eid)[2]
 
     def clear(self) -> None:
         self._entries.clear()
+        self._reserved.clear()
         self.nbytes = 0
 
 
@@ -458,11 +484,14 @@ def _generate_hf(model, dtype, loop, prompts, limits, stop, pad_id, temperature,
     batches = budget_batches(order, [len(p) for p in prompts], limits, batch_size,
                              kv_bytes_per_token(runner, param.dtype), None if budget is None else budget // 2)
     rows = [Row(i, limit) for i, limit in enumerate(limits)]
-    with inference_mode(model), torch.inference_mode():
+    reserved = cache.reserved(prompts) if cache is not None else contextlib.nullcontext()
+    with inference_mode(model), torch.inference_mode(), reserved:
         if loop:
             share_prefixes(runner, prompts, cache, pad_id)
         for idx in batches:
             input_ids, attention, past, matched = _batch_inputs(prompts, idx, pad_id, cache, param)
+            if cache is not None:
+                cache.release(matched)  # `past` holds copies: the budget the old turns took is free for the new
             batch = [rows[i] for i in idx]
             if loop:  # each row's prompt + all but its last reply token is kept for the next turn
                 keep = None if kv_cache is None else lambda row, kv: kv_cache.add(prompts[row.index] + row.ids[:-1], kv)
@@ -471,8 +500,6 @@ def _generate_hf(model, dtype, loop, prompts, limits, stop, pad_id, temperature,
             else:
                 _generate_batch(runner, input_ids, attention, past, batch, stop, pad_id, temperature, top_p,
                                 return_logprobs, kv_cache, prompts)
-            if cache is not None:
-                cache.drop_superseded(matched)
     return rows
 
 

@@ -324,3 +324,27 @@ def test_grouped_attention_gives_the_stock_results(tiny):
         out, _ = sdpa_gqa_attention(model.model.layers[0].self_attn, q, k, v, mask)
         assert torch.allclose(out, ref, atol=1e-6)
     assert load_model(path, backend="hf")[0].config._attn_implementation == NAME  # CPU loads switch to it
+
+
+def test_prefix_cache_keeps_the_entries_a_call_still_needs():
+    """Over the cap, a call's own new entries do not evict the entries its later batches reuse (least recently
+    used, they would go first and those batches would encode their conversations in full)."""
+    from openmanus_lite.engine.generation import PrefixCache
+
+    def kv(tokens):
+        return [(torch.zeros(1, tokens, 1), torch.zeros(1, tokens, 1))]  # 8 bytes a token
+
+    cache = PrefixCache(max_bytes=8 * 60, min_reuse=4)  # 60 tokens
+    old = [list(range(100 * k, 100 * k + 20)) for k in range(3)]
+    for ids in old:
+        cache.add(ids, kv(20))
+    prompts = [ids + [7] * 5 for ids in old]  # each conversation a turn later
+    with cache.reserved(prompts):
+        first = [cache.match(prompts[0])]
+        cache.release(first)  # the first batch copied its prefix: its old entry goes
+        assert len(cache) == 2 and first[0][1] == 20
+        cache.add(prompts[0] + [1] * 4, kv(30))  # over the cap, every older entry reserved: the new one goes
+        assert len(cache) == 2 and cache.nbytes == 8 * 40
+        assert [cache.match(p)[1] for p in prompts[1:]] == [20, 20]  # the later batches still reuse theirs
+    cache.add(prompts[0] + [1] * 4, kv(30))  # the call over: least recently used first, as before
+    assert len(cache) == 2 and cache.match(prompts[1])[1] == 0 and cache.match(prompts[2])[1] == 20
