@@ -7,7 +7,9 @@ and adds as many AgentBench-style db tasks (envs/sql_tables.py) with recovery ep
 leaves the quotes out. Targets: >= 15% on agentbench_db dev, no loss beyond noise on the frozen easy/medium
 suites. Measured (docs/RESULTS.md, "AgentBench DB: the recipe"): against cpu_60min trained as many tokens on the
 same machine (0.85M against 0.82M), AgentBench DB 1/60 -> 8/60 (13.3%, sign test p = 0.039) and no loss on the
-kit's suites (easy 89 -> 94 of 120, medium 25 -> 27).
+kit's suites (easy 89 -> 94 of 120, medium 25 -> 27). With updates of 2 (cpu_60min's since) at 0.76M tokens:
+AgentBench DB 8/60 again (3 tasks gained, 3 lost), AgentBench OS 3/19, easy 99/120, medium 34/120 (against that
+baseline: 12 gained, 3 lost, p = 0.035).
 """
 
 from openmanus_lite.recipes.cpu_60min import RECIPE as CPU_60MIN
