@@ -79,8 +79,9 @@ def test_decoding_batches_fit_the_key_value_budget():
 
     lengths, limits = [10, 20, 30, 40, 50], [10] * 5
     assert budget_batches([0, 1, 2, 3, 4], lengths, limits, 4, 1, None) == [[0, 1, 2, 3], [4]]
-    # 200 bytes: rows x (2 x longest prompt + limit) x 1 byte per token <= 200; a lone row always goes
-    assert budget_batches([0, 1, 2, 3, 4], lengths, limits, 4, 1, 200) == [[0, 1], [2, 3], [4]]
+    # 120 bytes: rows x (longest prompt + a prefill group's quarter of it + limit) x 1 byte per token <= 120; a lone
+    # row always goes
+    assert budget_batches([0, 1, 2, 3, 4], lengths, limits, 4, 1, 120) == [[0, 1], [2, 3], [4]]
     assert budget_batches([4], lengths, limits, 4, 1, 1) == [[4]]
 
 
@@ -114,7 +115,8 @@ def test_a_tight_key_value_budget_cuts_batches_and_the_prefix_cache_but_not_the_
         return out.completion_ids, list(calls), cache
 
     free, free_calls, free_cache = run("none")
-    per_row = generation.kv_bytes_per_token(model, torch.float32) * (2 * max(map(len, prompts)) + 12)
+    longest = max(map(len, prompts))
+    per_row = generation.kv_bytes_per_token(model, torch.float32) * (longest + longest // 4 + 12)
     tight, tight_calls, tight_cache = run(str(2.5 * per_row / 2**30))  # half of it: one row's keys/values
     assert tight == free
     assert free_calls == [6] and len(tight_calls) >= 3 and tight_calls[-1] == 1 and sum(tight_calls) == 6

@@ -107,6 +107,38 @@ class Row:
     stopped: bool = False
 
 
+PREFILL_GROUPS = 4  # a batch prefills in at least this many groups: one group's keys/values beside the buffer
+
+
+class ReusedPrefix:
+    """The keys/values each row of a batch reuses (a prefix cache entry and how many of its first positions),
+    right-aligned into `head` positions one prefill group at a time (`rows`). Copying the whole batch's at once, as
+    this once did, held a second copy of every prompt beside the decoding buffer: half a batch's memory."""
+
+    def __init__(self, sources: list[tuple[KV | None, int]], head: int, dtype: torch.dtype, device: Any):
+        self.sources, self.head, self.dtype, self.device = sources, head, dtype, device
+
+    def rows(self, layer: int, index: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of `layer` for rows `index`: [rows, kv heads, head, dim], zeros before a row's prefix."""
+        k0, v0 = next(kv[layer] for kv, c in self.sources if c > 0)
+        k, v = (torch.zeros((len(index), t.shape[0], self.head, t.shape[2]), dtype=self.dtype, device=self.device)
+                for t in (k0, v0))
+        for row, i in enumerate(index):
+            kv, c = self.sources[i]
+            if c > 0:
+                k[row, :, self.head - c:], v[row, :, self.head - c:] = kv[layer][0][:, :c], kv[layer][1][:, :c]
+        return k, v
+
+    def layers(self) -> KV:
+        """Every layer's keys/values of every row (for `generate`, which takes the whole past at once)."""
+        everyone = list(range(len(self.sources)))
+        count = len(next(kv for kv, c in self.sources if c > 0))
+        return [self.rows(layer, everyone) for layer in range(count)]
+
+    def clear(self) -> None:
+        self.sources = []
+
+
 def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
     """Greedy (temperature 0) or temperature + nucleus sampling of one token per row of [rows, vocab] logits."""
     if not temperature or temperature <= 0:
@@ -120,11 +152,11 @@ def choose_tokens(logits: torch.Tensor, temperature: float, top_p: float) -> tor
     return order.gather(-1, picked).squeeze(-1)
 
 
-def decode(model: Any, input_ids: torch.Tensor, attention: torch.Tensor, past: KV | None, rows: list[Row], *,
-           stop_ids: set[int], temperature: float, top_p: float, return_logprobs: bool,
+def decode(model: Any, input_ids: torch.Tensor, attention: torch.Tensor, past: ReusedPrefix | None, rows: list[Row],
+           *, stop_ids: set[int], temperature: float, top_p: float, return_logprobs: bool,
            on_finish: Callable[[Row, KV], None] | None = None) -> None:
     """Decode `rows` (filled in place) from one batch laid out [pad | reused prefix | pad | new tokens]; `past` (the
-    prefix's keys/values per layer, or None) is emptied once copied in. `on_finish(row, kv)` gets a stopped row's
+    rows' reused keys/values, or None) is emptied once copied in. `on_finish(row, kv)` gets a stopped row's
     keys/values (CPU) of prompt + reply but the last token, for the next turn's prefix reuse."""
     steps = max(r.limit for r in rows)
     layers = [BufferLayer(attention.shape[1] + steps) for _ in range(int(text_config(model).num_hidden_layers))]
@@ -133,7 +165,7 @@ def decode(model: Any, input_ids: torch.Tensor, attention: torch.Tensor, past: K
     mask, last_pos = attention, (attention.cumsum(-1) - 1).clamp(min=0)[:, -1]
     logits = _prefill(model, input_ids, attention, past, layers)
     if past is not None:
-        past.clear()  # the reused keys/values now sit in the buffer: free the caller's copy while decoding
+        past.clear()  # the reused keys/values now sit in the buffer: let go of the cache's while decoding
     scale = temperature if temperature and temperature > 0 else 1.0
     for _ in range(steps):
         chosen = choose_tokens(logits, temperature, top_p)
@@ -167,14 +199,16 @@ def decode(model: Any, input_ids: torch.Tensor, attention: torch.Tensor, past: K
                        past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
 
 
-def prefill_groups(new_counts: list[int], waste: float = 0.25) -> list[list[int]]:
+def prefill_groups(new_counts: list[int], waste: float = 0.25, max_rows: int | None = None) -> list[list[int]]:
     """Rows grouped so that padding each group to its longest row adds at most `waste` of its real tokens (one
-    padded prefill of 32 first turns of 19 to 112 new tokens computed 2.3x the tokens it needed)."""
+    padded prefill of 32 first turns of 19 to 112 new tokens computed 2.3x the tokens it needed), at most `max_rows`
+    a group."""
     groups: list[list[int]] = []
     total = 0
     for i in sorted(range(len(new_counts)), key=lambda i: new_counts[i]):
         n = max(1, new_counts[i])
-        if groups and (len(groups[-1]) + 1) * n <= (1 + waste) * (total + n):
+        room = max_rows is None or len(groups[-1] if groups else ()) < max_rows
+        if groups and room and (len(groups[-1]) + 1) * n <= (1 + waste) * (total + n):
             groups[-1].append(i)
             total += n
         else:
@@ -184,18 +218,18 @@ def prefill_groups(new_counts: list[int], waste: float = 0.25) -> list[list[int]
 
 
 def _prefill(model, input_ids, attention, past, layers) -> torch.Tensor:
-    """Encode each row's new tokens into `layers` in groups of similar length (`prefill_groups`); the last
-    position's logits per row."""
-    head = past[0][0].shape[2] if past is not None else 0
+    """Encode each row's new tokens into `layers` in groups of similar length (`prefill_groups`), a group's reused
+    keys/values copied in only for its own forward pass; the last position's logits per row."""
+    head = past.head if past is not None else 0
     batch, width = attention.shape
     positions = (attention.cumsum(-1) - 1).clamp(min=0)
     logits = None
-    for group in prefill_groups(attention[:, head:].sum(1).tolist()):
+    for group in prefill_groups(attention[:, head:].sum(1).tolist(), max_rows=-(-batch // PREFILL_GROUPS)):
         index = torch.tensor(group, device=attention.device)
         span = max(1, int(attention[index, head:].sum(1).max()))
         sub = [BufferLayer(head + span) for _ in layers]
-        for layer, (k, v) in zip(sub, past or []):
-            layer.update(k[index], v[index])
+        for number, layer in enumerate(sub if past is not None else []):
+            layer.update(*past.rows(number, group))
         last = model(input_ids=input_ids[index, width - span:],
                      attention_mask=torch.cat([attention[index, :head], attention[index, width - span:]], dim=1),
                      position_ids=positions[index, width - span:], past_key_values=Cache(layers=sub), use_cache=True,

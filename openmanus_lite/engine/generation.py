@@ -23,7 +23,15 @@ import torch
 from transformers import DynamicCache
 
 from openmanus_lite.engine import precision
-from openmanus_lite.engine.decoding import KV, Row, decode, supports_buffer_cache, text_config
+from openmanus_lite.engine.decoding import (
+    KV,
+    PREFILL_GROUPS,
+    ReusedPrefix,
+    Row,
+    decode,
+    supports_buffer_cache,
+    text_config,
+)
 
 Messages = list[dict[str, str]]
 
@@ -50,13 +58,13 @@ def kv_bytes_per_token(model: Any, dtype: Any) -> int:
 
 def budget_batches(order: list[int], lengths: list[int], limits: list[int], batch_size: int,
                    token_bytes: int, budget: int | None) -> list[list[int]]:
-    """`order` cut into batches of at most `batch_size` rows within `budget` bytes (None: no bound). A prefilling
-    batch holds its reused prefixes and the decoding buffer: rows x (2 x longest prompt + longest limit) x
-    `token_bytes`. A row alone always makes a batch."""
+    """`order` cut into batches of at most `batch_size` rows within `budget` bytes (None: no bound). A batch holds
+    its decoding buffer, rows x (longest prompt + longest limit) x `token_bytes`, and while prefilling one group's
+    prompts beside it (a `PREFILL_GROUPS`th of the rows). A row alone always makes a batch."""
     batches: list[list[int]] = []
     longest = 0
     for i in order:
-        need = 2 * lengths[i] + limits[i]
+        need = lengths[i] + lengths[i] // PREFILL_GROUPS + limits[i]
         fits = batches and len(batches[-1]) < batch_size and (
             budget is None or (len(batches[-1]) + 1) * max(longest, need) * token_bytes <= budget)
         if fits:
@@ -491,7 +499,7 @@ def _generate_hf(model, dtype, loop, prompts, limits, stop, pad_id, temperature,
         for idx in batches:
             input_ids, attention, past, matched = _batch_inputs(prompts, idx, pad_id, cache, param)
             if cache is not None:
-                cache.release(matched)  # `past` holds copies: the budget the old turns took is free for the new
+                cache.release(matched)  # `past` keeps what it reuses: the old turns' entries can leave the cache
             batch = [rows[i] for i in idx]
             if loop:  # each row's prompt + all but its last reply token is kept for the next turn
                 keep = None if kv_cache is None else lambda row, kv: kv_cache.add(prompts[row.index] + row.ids[:-1], kv)
@@ -514,7 +522,7 @@ def _generate_batch(model, input_ids, attention, past, rows, stop, pad_id, tempe
         pad_token_id=pad_id, do_sample=sample, return_dict_in_generate=True, use_cache=True,
         temperature=float(temperature) if sample else None, top_p=float(top_p) if sample else None,
         top_k=0 if sample else None, logits_processor=[recorder] if recorder else None,
-        past_key_values=DynamicCache(past, config=getattr(model, "config", None)) if past is not None else None)
+        past_key_values=DynamicCache(past.layers(), config=getattr(model, "config", None)) if past is not None else None)
     width = input_ids.shape[1]
     chosen = recorder.finish(out.sequences).tolist() if recorder else None
     for b, (row, ids) in enumerate(zip(rows, out.sequences[:, width:].tolist())):
@@ -593,7 +601,7 @@ def _encode_prefixes(model: Any, prefixes: list[list[int]], cache: PrefixCache, 
 
 def _batch_inputs(prompts: list[list[int]], idx: list[int], pad_id: int, cache: PrefixCache | None, param: Any,
                   full: bool = False):
-    """(input ids, mask, reused keys/values per layer or None, cache matches) for rows `idx` on `param`'s device.
+    """(input ids, mask, the rows' reused keys/values or None, cache matches) for rows `idx` on `param`'s device.
     Each row is [pad | cached prefix | pad | new tokens], the mask marking the holes so positions stay those of the
     unpadded sequence; every row encodes at least one token. `full`: caching the prompts, so nothing is counted."""
     matched = [cache.match(prompts[i]) if cache is not None else (None, 0) for i in idx]
@@ -614,12 +622,4 @@ def _batch_inputs(prompts: list[list[int]], idx: list[int], pad_id: int, cache: 
     if head == 0:
         return input_ids, attention, None, matched
     sources = [(cache.kv(eid) if c else None, c) for (eid, _), c in zip(matched, reuse)]
-    past = []
-    for layer, (k0, v0) in enumerate(next(kv for kv, c in sources if c > 0)):
-        k, v = (torch.zeros((len(idx), t.shape[0], head, t.shape[2]), dtype=param.dtype, device=param.device)
-                for t in (k0, v0))
-        for row, (kv, c) in enumerate(sources):
-            if c > 0:
-                k[row, :, head - c:], v[row, :, head - c:] = kv[layer][0][:, :c], kv[layer][1][:, :c]
-        past.append((k, v))
-    return input_ids, attention, past, matched
+    return input_ids, attention, ReusedPrefix(sources, head, param.dtype, param.device), matched

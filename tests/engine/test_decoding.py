@@ -289,8 +289,8 @@ def test_grouped_prefill_equals_plain_generate(untrained, monkeypatch):
     model, tok = untrained
     seen = []
 
-    def spy(counts, waste=0.25):
-        groups = prefill_groups(counts, waste)
+    def spy(counts, waste=0.25, max_rows=None):
+        groups = prefill_groups(counts, waste, max_rows)
         seen.append(len(groups))
         return groups
 
@@ -347,3 +347,10 @@ def test_one_query_attention_reads_the_decoding_buffer_whole_and_masks_its_tail(
     assert torch.allclose(attention._one_query_attention(q, keys, values, keep, None), ref, atol=1e-6)
     layer.batch_select_indices(torch.tensor([2, 0]))  # rows dropped: a new buffer, still read whole
     assert attention._whole_buffer(layer.keys) is layer._k
+
+
+def test_prefill_groups_keep_to_max_rows():
+    from openmanus_lite.engine.decoding import prefill_groups
+
+    groups = prefill_groups([30] * 9, max_rows=3)
+    assert [len(g) for g in groups] == [3, 3, 3] and sorted(i for g in groups for i in g) == list(range(9))
