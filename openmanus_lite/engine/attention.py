@@ -40,35 +40,13 @@ def _one_query_attention(query: Any, key: Any, value: Any, attention_mask: Any, 
     kv_heads, kv_len = key.shape[1], key.shape[2]
     scale = dim ** -0.5 if scaling is None else scaling
     grouped = query.reshape(batch, kv_heads, heads // kv_heads, dim)  # the query heads each key/value head serves
-    # contiguous keys/values: a strided cache view makes the batched matmul several times slower; the decoding
-    # buffer the view lies in is contiguous, so it is read whole (its unwritten positions masked) rather than copied
-    whole_k, whole_v = _whole_buffer(key), _whole_buffer(value)
-    if whole_k is None or whole_v is None or whole_k.shape[2] != whole_v.shape[2]:
-        whole_k, whole_v = key.contiguous(), value.contiguous()
-    scores = torch.matmul(grouped, whole_k.transpose(-1, -2)).float() * scale
-    written = scores[..., :kv_len]
+    # contiguous keys/values: a strided cache view makes the batched matmul several times slower
+    scores = torch.matmul(grouped, key.contiguous().transpose(-1, -2)).float() * scale
     if attention_mask is not None:
         mask = attention_mask[:, :, -1:, -kv_len:]  # [batch or 1, 1, 1, kv_len]
-        if mask.dtype == torch.bool:
-            written.masked_fill_(~mask, float("-inf"))
-        else:
-            written.add_(mask)
-    scores[..., kv_len:] = float("-inf")  # the buffer's unwritten positions
+        scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
     probs = torch.softmax(scores, dim=-1).to(value.dtype)
-    return torch.matmul(probs, whole_v).reshape(batch, 1, heads, dim)
-
-
-def _whole_buffer(view: Any) -> Any:
-    """The zero-filled decoding buffer `view` shows the first positions of (decoding.BufferLayer), else None.
-    Attending over all of it reads each key once; copying the view first reads it twice and writes it once
-    (about 50 MB a layer a step at 32 rows x 2,000 positions, and the churn that grows the heap)."""
-    from openmanus_lite.engine.decoding import ZEROED_TAIL
-
-    base = getattr(view, "_base", None)
-    if base is None or not getattr(base, ZEROED_TAIL, False) or not base.is_contiguous():
-        return None
-    same_rows = base.shape[:2] == view.shape[:2] and base.shape[3] == view.shape[3] and base.stride() == view.stride()
-    return base if same_rows and base.data_ptr() == view.data_ptr() else None
+    return torch.matmul(probs, value.contiguous()).reshape(batch, 1, heads, dim)
 
 
 def use_grouped_attention(model: Any) -> bool:

@@ -19,19 +19,9 @@ from transformers.cache_utils import Cache, DynamicLayer
 KV = list[tuple[torch.Tensor, torch.Tensor]]  # keys and values per layer
 
 
-ZEROED_TAIL = "openmanus_zeroed_tail"  # set on a BufferLayer buffer: positions past its length hold zeros
-
-
-def _zeroed_tail(t: torch.Tensor) -> torch.Tensor:
-    setattr(t, ZEROED_TAIL, True)
-    return t
-
-
 class BufferLayer(DynamicLayer):
     """One layer's keys/values in a preallocated [batch, heads, capacity, dim] buffer: a step writes one column in
-    place instead of DynamicLayer's copy of the whole cache. The buffer doubles if a call outgrows it. Its keys and
-    values are views of the first `length` positions; the rest stays zeros, so a one-query step can attend over the
-    whole buffer (attention.py) instead of copying the view."""
+    place instead of DynamicLayer's copy of the whole cache. The buffer doubles if a call outgrows it."""
 
     def __init__(self, capacity: int):
         super().__init__()
@@ -39,7 +29,7 @@ class BufferLayer(DynamicLayer):
 
     def _allocate(self, k: torch.Tensor, v: torch.Tensor, rows: int) -> None:
         """Zeroed buffers of `rows` rows shaped like k / v (zeros: a masked NaN would still poison the sum)."""
-        self._k, self._v = (_zeroed_tail(t.new_zeros((rows, t.shape[1], self.capacity, t.shape[-1]))) for t in (k, v))
+        self._k, self._v = (t.new_zeros((rows, t.shape[1], self.capacity, t.shape[-1])) for t in (k, v))
         self.dtype, self.device, self.is_initialized = k.dtype, k.device, True
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
@@ -47,12 +37,12 @@ class BufferLayer(DynamicLayer):
             self._allocate(key_states, value_states, key_states.shape[0])
         elif key_states.dtype != self._k.dtype:
             # reused keys/values seeded in another dtype (mixed parameter dtypes): the model's own dtype wins
-            self._k, self._v = _zeroed_tail(self._k.to(key_states.dtype)), _zeroed_tail(self._v.to(value_states.dtype))
+            self._k, self._v = self._k.to(key_states.dtype), self._v.to(value_states.dtype)
             self.dtype = key_states.dtype
         end = self.length + key_states.shape[-2]
         if end > self.capacity:
             extra = max(end, 2 * self.capacity) - self.capacity
-            self._k, self._v = (_zeroed_tail(F.pad(t, (0, 0, 0, extra))) for t in (self._k, self._v))
+            self._k, self._v = (F.pad(t, (0, 0, 0, extra)) for t in (self._k, self._v))
             self.capacity += extra
         self._k[:, :, self.length:end] = key_states
         self._v[:, :, self.length:end] = value_states
@@ -77,7 +67,7 @@ class BufferLayer(DynamicLayer):
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self.is_initialized:
-            self._k, self._v = _zeroed_tail(self._k[indices]), _zeroed_tail(self._v[indices])
+            self._k, self._v = self._k[indices], self._v[indices]
             self.keys, self.values = self._k[:, :, :self.length], self._v[:, :, :self.length]
 
 

@@ -323,32 +323,6 @@ def test_shared_prefixes_below_a_cached_parent(untrained):
     assert res.completion_ids == ref.completion_ids
 
 
-def test_one_query_attention_reads_the_decoding_buffer_whole_and_masks_its_tail():
-    """A BufferLayer's keys/values are views of a zero-filled buffer: one-query attention reads the buffer itself
-    (no copy) and gives what attention over the copied view gives, whatever the unwritten tail holds."""
-    from openmanus_lite.engine import attention
-    from openmanus_lite.engine.decoding import BufferLayer
-
-    torch.manual_seed(0)
-    layer = BufferLayer(capacity=9)
-    keys, values = layer.update(torch.randn(3, 2, 6, 8), torch.randn(3, 2, 6, 8))
-    assert attention._whole_buffer(keys) is layer._k and attention._whole_buffer(values) is layer._v
-    assert attention._whole_buffer(keys.contiguous()) is None and attention._whole_buffer(layer._k[:, :1]) is None
-    q = torch.randn(3, 4, 1, 8)
-    keep = torch.ones(3, 1, 1, 6, dtype=torch.bool)
-    keep[0, ..., :2] = False
-    for mask in (None, keep, torch.zeros(3, 1, 1, 6).masked_fill(~keep, float("-inf"))):
-        ref = torch.nn.functional.scaled_dot_product_attention(
-            q, keys.repeat_interleave(2, 1), values.repeat_interleave(2, 1), attn_mask=mask).transpose(1, 2)
-        assert torch.allclose(attention._one_query_attention(q, keys, values, mask, None), ref, atol=1e-6)
-    layer._k[:, :, 6:], layer._v[:, :, 6:] = 1e4, 1e4  # masked positions must not count, whatever they hold
-    ref = torch.nn.functional.scaled_dot_product_attention(
-        q, keys.repeat_interleave(2, 1), values.repeat_interleave(2, 1), attn_mask=keep).transpose(1, 2)
-    assert torch.allclose(attention._one_query_attention(q, keys, values, keep, None), ref, atol=1e-6)
-    layer.batch_select_indices(torch.tensor([2, 0]))  # rows dropped: a new buffer, still read whole
-    assert attention._whole_buffer(layer.keys) is layer._k
-
-
 def test_prefill_groups_keep_to_max_rows():
     from openmanus_lite.engine.decoding import prefill_groups
 
