@@ -7,7 +7,7 @@ process's peak resident memory. One process, the demo's settings (the `cpu` pres
 limits), greedy; what is left of the wall time is the environments and the episode loop.
 
     python benchmarks/eval_profile.py                          # the untrained default model, the demo's 60 episodes
-    OPENMANUS_KV_BUDGET_GB=1.5 python benchmarks/eval_profile.py
+    OPENMANUS_KV_BUDGET_GB=2 python benchmarks/eval_profile.py   # another key/value budget (default 1.5 GB)
 
 Ends with one line `RESULT {json}`.
 """

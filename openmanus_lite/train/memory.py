@@ -27,7 +27,7 @@ GB = 1e9
 CUDA_CONTEXT = 0.5 * GB
 CPU_RUNTIME = 1.2 * GB
 """Resident memory of the imported training stack before any model loads (1.17 GB measured here)."""
-KV_BUDGET = 3 * 2**29
+KV_BUDGET = int(1.5 * 2**30)
 """generation.DEFAULT_KV_BUDGET_GB (this module does not import torch): prefix cache + decoding keys/values."""
 FUSED_LOSS_CAP = 4 * 2**30
 """Unsloth's fused cross-entropy target: min(4 GiB, half of the free memory) (unsloth_zoo _CE_TARGET_GB_CAP)."""
