@@ -114,6 +114,24 @@ def test_cpu_keeps_float32_unless_asked(monkeypatch, native):
             resolve_precision("bfloat16", strict=True)
 
 
+@pytest.mark.parametrize("machine, avx512_bf16, amx, onednn, native", [
+    ("x86_64", True, False, True, True),    # AMD EPYC (Zen 4), Intel Cooper Lake
+    ("x86_64", False, True, True, True),    # Intel Sapphire Rapids (AMX)
+    ("x86_64", False, False, True, False),  # Intel Ice Lake / Tiger Lake: AVX512, oneDNN emulates bf16 (4.8x slower)
+    ("x86_64", False, False, False, False),  # AVX2 only
+    ("aarch64", False, False, True, True),  # elsewhere oneDNN's answer
+    ("aarch64", False, False, False, False),
+])
+def test_native_cpu_bf16_is_the_cpu_s_own_instructions(monkeypatch, machine, avx512_bf16, amx, onednn, native):
+    import platform
+
+    monkeypatch.setattr(platform, "machine", lambda: machine)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: onednn, raising=False)
+    assert precision.cpu_has_native_bf16() is native
+
+
 @pytest.mark.parametrize("native", [True, False])
 def test_preset_with_dtype_on_a_cpu(monkeypatch, native):
     from openmanus_lite.train.presets import get_preset
