@@ -218,17 +218,25 @@ def machine_line(info: Mapping[str, Any]) -> str:
     return line
 
 
-SFT_PACE = {"matmul_gflops": 413.0, "tokens_per_s": 241.9}
-"""One machine's bf16 matmul rate next to the SFT tokens/s it trained; the demo expects as many tokens/s per GFLOP/s.
-An idle 2-core AMD EPYC with native bf16, 2026-12-04: `sft --recipe cpu_60min_agentbench` trained 870,996 tokens in
-60.0 minutes; the probe read 411-415 GFLOP/s."""
+SFT_PACE = {
+    # an idle 2-core AMD EPYC with native bf16, 2026-12-04: `sft --recipe cpu_60min_agentbench` trained 870,996 tokens
+    # in 60.0 minutes; the probe read 411-415 GFLOP/s
+    "bfloat16": {"matmul_gflops": 413.0, "tokens_per_s": 241.9},
+    # an idle 2-core Intel Xeon with AVX512 but no AVX512-BF16, 2026-12-05: `make demo`'s SFT trained 535,623 tokens
+    # in 30.1 minutes; its probe read 339 GFLOP/s
+    "float32": {"matmul_gflops": 339.0, "tokens_per_s": 296.9},
+}
+"""Per dtype, one machine's matmul rate next to the SFT tokens/s it trained; the demo expects as many tokens/s per
+GFLOP/s. The two differ 1.5x (float32 training kept more of its machine's matmul rate than bf16 did), so each dtype
+has its own."""
 
 SFT_RECORDS = {"cpu_30min": (
-    # (training tokens, steps, success on the demo's 60 held-out dev tasks), 2-core AMD EPYC with native bf16, the
-    # recipe's cosine over the training minutes; since issue #41 the recipe updates every 2 conversations (was 4,
-    # whose records were 0.39M tokens: 35.0%, 0.56M: 50.0%, 0.78M: 70.0%; docs/RESULTS.md)
-    (299_252, 252, "48.3% [36.2, 60.7]"),  # `sft --recipe cpu_30min --max_minutes 22.6` then the demo's evaluation
-    (355_162, 301, "55.0% [42.5, 66.9]"),  # `make demo` on a clean clone of 1d72366, 196.5 tokens/s
+    # (training tokens, steps, success on the demo's 60 held-out dev tasks), 2-core machines, the recipe's cosine over
+    # the training minutes; since issue #41 the recipe updates every 2 conversations (was 4, whose records were 0.39M
+    # tokens: 35.0%, 0.56M: 50.0%, 0.78M: 70.0%; docs/RESULTS.md)
+    (299_252, 252, "48.3% [36.2, 60.7]"),  # AMD EPYC, bf16: `sft --recipe cpu_30min --max_minutes 22.6`, then evaluated
+    (355_162, 301, "55.0% [42.5, 66.9]"),  # AMD EPYC, bf16: `make demo` on a clean clone of 1d72366, 196.5 tokens/s
+    (535_623, 454, "71.7% [59.2, 81.5]"),  # Intel Xeon, float32: `make demo` on a clone of a5cf495, 296.9 tokens/s
 )}
 """The demo's SFT results on record by training tokens: a slower machine's 30 minutes hold fewer tokens, and the
 result follows the tokens, not the minutes."""
@@ -247,9 +255,10 @@ def measure_speed(cfg: DemoConfig) -> dict[str, Any] | None:
         return None
     from openmanus_lite.engine.speed import matmul_dtype, matmul_gflops
 
-    gflops = matmul_gflops()
-    return {"matmul_gflops": gflops, "matmul_dtype": str(matmul_dtype()).removeprefix("torch."),
-            "expected_tokens_per_s": round(gflops * SFT_PACE["tokens_per_s"] / SFT_PACE["matmul_gflops"], 1)}
+    gflops, dtype = matmul_gflops(), str(matmul_dtype()).removeprefix("torch.")
+    pace = SFT_PACE.get(dtype, SFT_PACE["float32"])
+    return {"matmul_gflops": gflops, "matmul_dtype": dtype,
+            "expected_tokens_per_s": round(gflops * pace["tokens_per_s"] / pace["matmul_gflops"], 1)}
 
 
 def expectation_lines(cfg: DemoConfig, speed: Mapping[str, Any]) -> list[str]:
@@ -261,8 +270,8 @@ def expectation_lines(cfg: DemoConfig, speed: Mapping[str, Any]) -> list[str]:
              f"model's shapes): SFT should train about {rate:.0f} tokens/s, {tokens / 1e6:.2f}M tokens "
              f"(~{tokens * best_steps / best_tokens:.0f} steps) in its {minutes:g} minutes."]
     if speed["matmul_dtype"] != "bfloat16":
-        lines.append("This CPU has no native bf16 (AVX512-BF16 or AMX): SFT trains in float32 here and the rate above "
-                     "is float32's; every record below trained in bf16, 1.75x faster than float32 where a CPU has it.")
+        lines.append("This CPU has no native bf16 (AVX512-BF16 or AMX): SFT trains in float32 here, and the rate above "
+                     "comes from a float32 run on record.")
     lines.append(f"On record for `{cfg.recipe}` (the demo's 60 held-out tasks): "
                  + "; ".join(f"{n / 1e6:.2f}M tokens ({steps} steps): {result}" for n, steps, result in records)
                  + ".")

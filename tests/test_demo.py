@@ -229,7 +229,8 @@ def slow_machine(monkeypatch):
 
     from openmanus_lite.engine import speed
 
-    monkeypatch.setattr(demo, "SFT_PACE", {"matmul_gflops": 400.0, "tokens_per_s": 200.0})
+    pace = {"matmul_gflops": 400.0, "tokens_per_s": 200.0}
+    monkeypatch.setattr(demo, "SFT_PACE", {"bfloat16": pace, "float32": pace})
     monkeypatch.setattr(speed, "matmul_gflops", lambda *a, **k: 300.0)
 
     def machine(dtype):
@@ -242,17 +243,26 @@ def test_what_to_expect_on_a_slow_machine_with_native_bf16(slow_machine):
     speed = slow_machine("bfloat16")
     assert speed == {"matmul_gflops": 300.0, "matmul_dtype": "bfloat16", "expected_tokens_per_s": 150.0}
     lines = demo.expectation_lines(demo.DemoConfig(), speed)
-    # 150 tokens/s x 30 min = 0.27M tokens; the best record's 355,162 tokens in 301 steps -> 229 steps, 39 minutes
+    # 150 tokens/s x 30 min = 0.27M tokens; the best record's 535,623 tokens in 454 steps -> 229 steps, 60 minutes
     assert lines[0] == ("This machine multiplies 300 GFLOP/s in bfloat16 (the default model's shapes): SFT should "
                         "train about 150 tokens/s, 0.27M tokens (~229 steps) in its 30 minutes.")
     assert lines[1] == ("On record for `cpu_30min` (the demo's 60 held-out tasks): 0.30M tokens (252 steps): 48.3% "
-                        "[36.2, 60.7]; 0.36M tokens (301 steps): 55.0% [42.5, 66.9].")
-    assert lines[2] == ("The record's 55.0% [42.5, 66.9] took 0.36M tokens: about 39 minutes of SFT here "
-                        "(`--sft_minutes 39`).")
+                        "[36.2, 60.7]; 0.36M tokens (301 steps): 55.0% [42.5, 66.9]; 0.54M tokens (454 steps): "
+                        "71.7% [59.2, 81.5].")
+    assert lines[2] == ("The record's 71.7% [59.2, 81.5] took 0.54M tokens: about 60 minutes of SFT here "
+                        "(`--sft_minutes 60`).")
     assert len(lines) == 3
     # a machine as fast as the best record's: nothing to add; --quick (the tiny model) measures nothing
     assert len(demo.expectation_lines(demo.DemoConfig(), {**speed, "expected_tokens_per_s": 431.0})) == 2
     assert demo.measure_speed(demo.DemoConfig.quick()) is None
+
+
+def test_each_dtype_expects_its_own_recorded_pace(slow_machine, monkeypatch):
+    """float32 training kept more of its machine's matmul rate than bf16 did: one pace per dtype."""
+    monkeypatch.setattr(demo, "SFT_PACE", {"bfloat16": {"matmul_gflops": 400.0, "tokens_per_s": 200.0},
+                                           "float32": {"matmul_gflops": 300.0, "tokens_per_s": 250.0}})
+    assert slow_machine("bfloat16")["expected_tokens_per_s"] == 150.0
+    assert slow_machine("float32")["expected_tokens_per_s"] == 250.0
 
 
 def test_what_to_expect_without_native_bf16_and_in_the_report(slow_machine, tmp_path):
@@ -260,7 +270,7 @@ def test_what_to_expect_without_native_bf16_and_in_the_report(slow_machine, tmp_
     lines = demo.expectation_lines(demo.DemoConfig(), speed)
     assert "in float32 (the default model's shapes)" in lines[0]
     assert lines[1].startswith("This CPU has no native bf16 (AVX512-BF16 or AMX): SFT trains in float32 here")
-    assert lines[-1].endswith("about 39 minutes of SFT here (`--sft_minutes 39`).")
+    assert lines[-1].endswith("about 60 minutes of SFT here (`--sft_minutes 60`).")
     state = demo.RunState(tmp_path / "state.json", runs=[{"argv": [], "speed": speed}])
     state.done["sft"] = {"result": {"steps": 110, "train_s": 1800.0, "tokens_per_s": 140.2, "final_loss": 0.5},
                          "seconds": 1800.0}
