@@ -2,8 +2,8 @@
 
 The kit's decoding loop keeps keys/values in a preallocated [rows, kv heads, capacity, dim] buffer
 (`engine.decoding.BufferLayer`) and hands attention a view of its filled positions. `engine.attention` copies that
-view to contiguous memory in bf16 / fp16 and reads it in place in float32; this measures both ways in both dtypes,
-for the default model's shapes (30 layers, 9 query heads over 3 key/value heads of 64), side by side in one process.
+view to contiguous memory in bf16 / fp16 and reads it in place in float32; this times its `grouped_attention` both
+ways in both dtypes, for the default model's shapes (30 layers, 9 query heads over 3 key/value heads of 64), side by side in one process.
 
     python benchmarks/decode_attention.py                        # 16 rows at 1,000 and 2,000 positions
     python benchmarks/decode_attention.py --rows 32 --positions 500,1000
@@ -26,16 +26,16 @@ LAYERS, HEADS, KV_HEADS, DIM = 30, 9, 3, 64  # SmolLM2-135M
 
 
 def step_ms(query, buffers, positions: int, copy: bool, repeats: int) -> float:
-    import torch
+    """Median ms of one step's attention over every layer's buffer: the kit's `grouped_attention` on the filled
+    positions' view, or on a contiguous copy of it made first."""
+    from openmanus_lite.engine.attention import grouped_attention
 
     def step():
         for k, v in buffers:
             key, value = k[:, :, :positions], v[:, :, :positions]
             if copy:
                 key, value = key.contiguous(), value.contiguous()
-            grouped = query.reshape(query.shape[0], KV_HEADS, HEADS // KV_HEADS, DIM)
-            probs = torch.softmax(torch.matmul(grouped, key.transpose(-1, -2)).float() * DIM ** -0.5, -1)
-            torch.matmul(probs.to(value.dtype), value)
+            grouped_attention(query, key, value, None, None)
 
     step()
     times = []

@@ -36,15 +36,24 @@ def _one_query_attention(query: Any, key: Any, value: Any, attention_mask: Any, 
     """Attention of one new token per row as grouped matmuls: [batch, heads, 1, dim] -> [batch, 1, heads, dim]."""
     import torch
 
+    if key.dtype != torch.float32:
+        # bf16 / fp16: the batched matmuls ran slower on the strided cache view than on a contiguous copy (1.4-1.6x
+        # with emulated bf16, several times with native); float32 the other way round: the view is read where it
+        # lies, 1.6-5.7x faster than copying it (16 rows at 1,000 and 2,000 positions, four runs of
+        # benchmarks/decode_attention.py: the copy's time varies most)
+        key, value = key.contiguous(), value.contiguous()
+    return grouped_attention(query, key, value, attention_mask, scaling)
+
+
+def grouped_attention(query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None):
+    """One-query attention over keys/values as given (a view or a copy): each key/value head serves its group of
+    query heads in one matmul, without repeating the keys/values per query head."""
+    import torch
+
     batch, heads, _, dim = query.shape
     kv_heads, kv_len = key.shape[1], key.shape[2]
     scale = dim ** -0.5 if scaling is None else scaling
     grouped = query.reshape(batch, kv_heads, heads // kv_heads, dim)  # the query heads each key/value head serves
-    if key.dtype != torch.float32:
-        # bf16 / fp16: the batched matmuls run 1.4-1.6x slower on the strided cache view than on a contiguous copy;
-        # float32 the other way round: the view is read where it lies, 4.8x faster than copying it (16 rows at 1,000
-        # and 2,000 positions, benchmarks/decode_attention.py)
-        key, value = key.contiguous(), value.contiguous()
     scores = torch.matmul(grouped, key.transpose(-1, -2)).float() * scale
     if attention_mask is not None:
         mask = attention_mask[:, :, -1:, -kv_len:]  # [batch or 1, 1, 1, kv_len]

@@ -37,6 +37,9 @@ class Precision:
         return {"bf16": self.bf16, "fp16": self.fp16, "use_cpu": self.device == "cpu"}
 
 
+_X86 = ("x86_64", "amd64", "i386", "i686", "x86")  # platform.machine() of an x86 CPU, lower case
+
+
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU multiplies bfloat16 natively: AVX512-BF16 or AMX on x86, oneDNN's answer elsewhere.
 
@@ -54,9 +57,6 @@ def cpu_has_native_bf16() -> bool:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):  # a torch without oneDNN: no native path either
         return False
-
-
-_X86 = ("x86_64", "amd64", "i386", "i686", "x86")
 
 
 def gpu_has_native_bf16() -> bool:
