@@ -565,6 +565,7 @@ def train_with_corrections(args, model, tok, ds, trajs, cfg, on_mark, eval_tasks
     horizon = (max(1, round(later[-1] * 60 * first.global_step / first.train_seconds)) if cfg.max_steps > 0
                else cfg.max_steps)
     record["horizon_steps"] = horizon
+    record["minutes_left"] = round(later[-1], 3)  # what the second phase may train: the rollouts spent the rest
 
     def shifted(mark: dict) -> dict:
         """A mark of the second phase counted from the start of training."""

@@ -153,7 +153,11 @@ def test_corrections_join_the_data_midway_and_their_rollouts_count_as_training_t
     first, second = train["marks"]
     assert Path(first["checkpoint"]).parent.name == "trainer"  # before the corrections
     assert Path(second["checkpoint"]).parent.name == "trainer_corrected"  # after them, on the combined data
-    assert fixes["at_minutes"] >= 0.1 and second["train_minutes"] >= 0.2  # the rollouts are inside the budget
+    # the rollouts are inside the budget: the second phase gets what they left of the last mark's 0.2 minutes,
+    # and its marks count from after them
+    assert fixes["at_minutes"] >= 0.1 and fixes["rollout_minutes"] > 0
+    assert fixes["at_minutes"] + fixes["rollout_minutes"] + fixes["minutes_left"] == pytest.approx(0.2, abs=2e-3)
+    assert second["train_minutes"] >= fixes["at_minutes"] + fixes["rollout_minutes"] - 1e-3
     assert second["step"] == train["steps"] > first["step"] and second["tokens_seen"] > first["tokens_seen"]
     assert main(["--quick", "--threads", "1", "--eval-saved", "--labels", second["label"], "--out", str(out)]) == 0
     with pytest.raises(SystemExit):
