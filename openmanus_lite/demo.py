@@ -40,9 +40,9 @@ REPORT = "report.md"
 
 @dataclass
 class DemoConfig:
-    """What the demo does, planned at 45 minutes on a 2-core CPU (`planned_minutes`). The untrained model's
-    evaluation is planned at 5 (measured 5.2: it plays every episode to its turn limit), a trained one's at 1.5
-    (measured 1.0-1.2). The fields left at None are the recipe's."""
+    """What the demo does, in 45 minutes on a 2-core CPU (`total_minutes`). The untrained model's evaluation is
+    planned at 5 (measured 5.2 in bf16, 12.5 in float32: it plays every episode to its turn limit), a trained one's at
+    2 (measured 1.0-1.2 in bf16, 2.0 in float32). The fields left at None are the recipe's."""
 
     preset: str = "cpu"
     model: str | None = None
@@ -56,12 +56,17 @@ class DemoConfig:
     eval_max_turns: int | None = None
     """Turn limit of training prompts and evaluation."""
     sft_minutes: float | None = None
+    """SFT's time limit. None: what the stages before it left of `total_minutes` (`sft_budget`)."""
+    total_minutes: float | None = 45.0
+    """The demo's time budget; None: SFT trains the recipe's minutes whatever the evaluations took."""
     sft_max_length: int | None = None
     prepare_minutes: float = 1.0
     """Planned minutes for the report, not limits: an evaluation always plays every task, so the checkpoints
     compare on the same tasks."""
-    eval_minutes: float = 1.5
+    eval_minutes: float = 2.0
     untrained_eval_minutes: float = 5.0
+    overhead_minutes: float = 0.5
+    """Loading, data preparation and saving around a training stage's limit (measured 0.3-0.8)."""
     grpo_minutes: float = 6.0
     """GRPO's time limit (training time); `grpo_steps` caps it only when the steps are very fast."""
     grpo_steps: int = 60
@@ -85,8 +90,13 @@ class DemoConfig:
         return get_recipe(self.recipe).on_preset(self.preset).replace(domains=tuple(self.domains), seed=self.seed,
                                                                       **changes)
 
+    def budgeted(self) -> bool:
+        """Whether `sft_budget` sets SFT's limit from `total_minutes`."""
+        return self.sft_minutes is None and bool(self.total_minutes)
+
     def planned_minutes(self) -> dict[str, float]:
-        """Minutes per stage: the limits of SFT and GRPO, the plans of the others."""
+        """Minutes per stage: the limits of SFT and GRPO, the plans of the others (SFT's before `sft_budget`: the
+        recipe's)."""
         return {"prepare": self.prepare_minutes, "eval_untrained": self.untrained_eval_minutes,
                 "sft": float(self.sft_recipe().max_minutes or 0.0), "eval_sft": self.eval_minutes,
                 "grpo": self.grpo_minutes, "eval_grpo": self.eval_minutes}
@@ -107,6 +117,7 @@ class DemoConfig:
         return cls(
             preset="cpu_debug", train_per_domain=12, eval_per_domain=3, eval_max_turns=3, sft_minutes=0.6,
             sft_max_length=512, prepare_minutes=0.2, eval_minutes=0.2, untrained_eval_minutes=0.2, grpo_minutes=0.5,
+            total_minutes=None,
             grpo_steps=2, grpo_domains="all", grpo_tasks_per_domain=2, grpo_num_generations=2, grpo_max_turns=2,
         )
 
@@ -242,6 +253,31 @@ SFT_RECORDS = {"cpu_30min": (
 result follows the tokens, not the minutes."""
 
 
+MIN_SFT_SHARE = 0.5
+"""`sft_budget` never cuts SFT below this share of the recipe's minutes: on a very slow machine the demo runs over its
+budget rather than train too little to show anything."""
+
+
+def sft_budget(cfg: DemoConfig, spent_s: float) -> tuple[float, str]:
+    """SFT's limit in minutes, and why: `total_minutes` less the `spent_s` seconds of the stages before it and the
+    plans of those after it (two evaluations and GRPO, each training stage with its overhead), between
+    `MIN_SFT_SHARE` of the recipe's minutes and all of them. `sft_minutes`, when given, is the limit."""
+    recipe_minutes = float(cfg.sft_recipe().max_minutes or 0.0)
+    if not cfg.budgeted() or not recipe_minutes:
+        return recipe_minutes, "the limit asked for" if cfg.sft_minutes is not None else "the recipe's"
+    later = 2 * cfg.eval_minutes + cfg.grpo_minutes + 2 * cfg.overhead_minutes
+    left = cfg.total_minutes - spent_s / 60 - later
+    minutes = round(min(recipe_minutes, max(MIN_SFT_SHARE * recipe_minutes, left)), 1)
+    why = (f"what the {cfg.total_minutes:g}-minute budget leaves after the {spent_s / 60:.1f} minutes spent and "
+           f"{later:g} planned for GRPO and two evaluations")
+    if minutes == recipe_minutes:
+        why += f": all of the recipe's {recipe_minutes:g}"
+    elif left < MIN_SFT_SHARE * recipe_minutes:
+        why += (f" would be {left:.1f}; held at {MIN_SFT_SHARE:.0%} of the recipe's {recipe_minutes:g}, so the demo "
+                "runs over its budget")
+    return minutes, why
+
+
 def measure_speed(cfg: DemoConfig) -> dict[str, Any] | None:
     """The matmul rate in SFT's dtype (a few seconds) and the tokens/s it predicts, for a recipe with records run on
     its own preset's CPU model; else None."""
@@ -261,14 +297,17 @@ def measure_speed(cfg: DemoConfig) -> dict[str, Any] | None:
             "expected_tokens_per_s": round(gflops * pace["tokens_per_s"] / pace["matmul_gflops"], 1)}
 
 
-def expectation_lines(cfg: DemoConfig, speed: Mapping[str, Any]) -> list[str]:
-    """What SFT should train here, what as much gave on record, and on a slower machine how long the best takes."""
-    rate, minutes = speed["expected_tokens_per_s"], cfg.planned_minutes()["sft"]
+def expectation_lines(cfg: DemoConfig, speed: Mapping[str, Any], minutes: float | None = None,
+                      at_most: bool = False) -> list[str]:
+    """What SFT should train here in `minutes` (default: the planned limit; `at_most` before `sft_budget` decided),
+    what as much gave on record, and on a slower machine how long the best takes."""
+    rate, minutes = speed["expected_tokens_per_s"], cfg.planned_minutes()["sft"] if minutes is None else minutes
     tokens, records = rate * 60 * minutes, SFT_RECORDS[cfg.recipe]
     best_tokens, best_steps, best = records[-1]
     lines = [f"This machine multiplies {speed['matmul_gflops']:.0f} GFLOP/s in {speed['matmul_dtype']} (the default "
              f"model's shapes): SFT should train about {rate:.0f} tokens/s, {tokens / 1e6:.2f}M tokens "
-             f"(~{tokens * best_steps / best_tokens:.0f} steps) in its {minutes:g} minutes."]
+             f"(~{tokens * best_steps / best_tokens:.0f} steps) in {'at most' if at_most else 'its'} {minutes:g} "
+             "minutes."]
     if speed["matmul_dtype"] != "bfloat16":
         lines.append("This CPU has no native bf16 (AVX512-BF16 or AMX): SFT trains in float32 here, and the rate above "
                      "comes from a float32 run on record.")
@@ -502,11 +541,22 @@ def success_table(cfg: DemoConfig, results: Mapping[str, Any]) -> str:
     return comparison_markdown(dict(results), cfg.domains, pooled_label="all domains (mean)")
 
 
+def _sft_limit(state: RunState) -> dict[str, Any] | None:
+    """`sft_budget`'s decision ({"minutes", "why"}) in the latest run that made one."""
+    return next((r["sft_limit"] for r in reversed(state.runs) if r.get("sft_limit")), None)
+
+
+def _planned(cfg: DemoConfig, state: RunState) -> dict[str, float]:
+    """`cfg.planned_minutes()` with SFT's limit as `sft_budget` set it."""
+    limit = _sft_limit(state)
+    return {**cfg.planned_minutes(), **({"sft": limit["minutes"]} if limit else {})}
+
+
 def time_table(cfg: DemoConfig, state: RunState) -> str:
     """Markdown: each stage's limit or plan, its recorded minutes (interrupted attempts included) and peak."""
     from openmanus_lite.eval import markdown_table
 
-    plan = cfg.planned_minutes()
+    plan = _planned(cfg, state)
     rows = []
     for s in STAGES:
         budget = f"{plan[s]:g} ({'limit' if s in ('sft', 'grpo') else 'plan'})"
@@ -525,7 +575,8 @@ def time_table(cfg: DemoConfig, state: RunState) -> str:
         else:
             took = "not run"
         rows.append([STAGE_TITLES[s], budget, took, _peak_cell((d or {}).get("peak_memory") or {})])
-    rows.append(["**total**", f"**{sum(plan.values()):g}**", f"**{state.total_seconds() / 60:.1f}**", ""])
+    total = f"{cfg.total_minutes:g} (budget)" if cfg.budgeted() else f"{sum(plan.values()):g}"
+    rows.append(["**total**", f"**{total}**", f"**{state.total_seconds() / 60:.1f}**", ""])
     return markdown_table(["stage", "minutes: limit or plan", "minutes taken", "peak memory of the stage (GB)"], rows)
 
 
@@ -610,8 +661,11 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
         "the other stages' minutes are plans.",
         "",
     ]
+    limit = _sft_limit(state)
+    if limit:
+        lines += [f"SFT's limit, {limit['minutes']:g} minutes: {limit['why']}.", ""]
     if speed:
-        expect = [f"- {x}" for x in expectation_lines(cfg, speed)]
+        expect = [f"- {x}" for x in expectation_lines(cfg, speed, _planned(cfg, state)["sft"])]
         lines += ["## What to expect (measured before training)", "", *expect, ""]
     if "prepare" in d:
         p = d["prepare"]
@@ -689,21 +743,35 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None, fres
     state.save()
     preset = get_preset(cfg.preset)
     plan = cfg.planned_minutes()
-    print(f"[demo] {run_dir}: planned {sum(plan.values()):g} min ("
-          + ", ".join(f"{s} {m:g}" for s, m in plan.items()) + f"); {machine_line(state.runs[-1]['machine'])}")
+    total = cfg.total_minutes if cfg.budgeted() else sum(plan.values())
+    print(f"[demo] {run_dir}: planned {total:g} min ("
+          + ", ".join(f"{s} {'at most ' if s == 'sft' and cfg.budgeted() else ''}{m:g}" for s, m in plan.items())
+          + f"); {machine_line(state.runs[-1]['machine'])}")
     speed = measure_speed(cfg) if "sft" not in state.done else None
     if speed:  # said before anything trains: what this machine will buy in the budget
         state.runs[-1]["speed"] = speed
         state.save()
-        print("\n".join(f"[demo] {line}" for line in expectation_lines(cfg, speed)), flush=True)
+        print("\n".join(f"[demo] {line}" for line in expectation_lines(cfg, speed, at_most=cfg.budgeted())),
+              flush=True)
+        if cfg.budgeted():
+            print(f"[demo] SFT's limit is set after the untrained evaluation: what it leaves of the "
+                  f"{cfg.total_minutes:g}-minute budget.", flush=True)
     fresh = fresh_processes
     data = _stage(state, "prepare", fresh, stage_prepare, cfg, preset, run_dir)["result"]
     _stage(state, "eval_untrained", fresh, stage_eval, cfg, preset, run_dir, "untrained", data["model"])
-    sft = _stage(state, "sft", fresh, stage_sft, cfg, preset, run_dir, data["train_file"])["result"]
+    if "sft" not in state.done:
+        minutes, why = sft_budget(cfg, state.total_seconds())
+        state.runs[-1]["sft_limit"] = {"minutes": minutes, "why": why}
+        state.save()
+        rate = f"; about {speed['expected_tokens_per_s'] * 60 * minutes / 1e6:.2f}M tokens" if speed else ""
+        print(f"[demo] SFT trains {minutes:g} minutes: {why}{rate}.", flush=True)
+    sft_cfg = replace(cfg, sft_minutes=_planned(cfg, state)["sft"])
+    sft = _stage(state, "sft", fresh, stage_sft, sft_cfg, preset, run_dir, data["train_file"])["result"]
     sft_eval = _stage(state, "eval_sft", fresh, stage_eval, cfg, preset, run_dir, "sft", sft["model"])
     grpo = _stage(state, "grpo", fresh, stage_grpo, cfg, preset, run_dir, sft["model"], sft_eval["result"])["result"]
     if not grpo.get("skipped"):
         _stage(state, "eval_grpo", fresh, stage_eval, cfg, preset, run_dir, "grpo", grpo["model"])
+    plan = _planned(cfg, state)
     for s in STAGES:
         if s in state.done and 60 * plan[s] > 0 and state.stage_seconds(s) > 1.5 * 60 * plan[s]:
             print(f"[demo] note: {s} took {state.stage_seconds(s) / 60:.1f} min against {plan[s]:g} planned")

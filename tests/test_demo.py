@@ -132,7 +132,7 @@ def test_grpo_trains_where_sft_has_mixed_outcomes_and_says_why_not_elsewhere(tmp
     assert "GRPO leaves out os: SFT solved 0/3" in log and "GRPO skipped" in log
     state = demo.RunState(tmp_path / "state.json", done={"grpo": {"result": out, "seconds": 0.1}})
     table = demo.time_table(cfg, state)
-    assert "| GRPO | 6 (limit) | skipped |  |" in table and "| evaluate GRPO | 1.5 (plan) | skipped |  |" in table
+    assert "| GRPO | 6 (limit) | skipped |  |" in table and "| evaluate GRPO | 2 (plan) | skipped |  |" in table
     state.done["sft"] = {"result": {}, "seconds": 60.0, "peak_memory": {"rss_gb": 3.14, "rss_kind": "stage"}}
     state.done["prepare"] = {"result": {}, "seconds": 6.0, "peak_memory": {
         "rss_gb": 1.0, "rss_kind": "process lifetime", "cuda_allocated_gb": 2.0, "cuda_reserved_gb": 2.5}}
@@ -252,6 +252,8 @@ def test_what_to_expect_on_a_slow_machine_with_native_bf16(slow_machine):
     assert lines[2] == ("The record's 71.7% [59.2, 81.5] took 0.54M tokens: about 60 minutes of SFT here "
                         "(`--sft_minutes 60`).")
     assert len(lines) == 3
+    # before the untrained evaluation has left SFT its minutes: the recipe's are the most it can have
+    assert demo.expectation_lines(demo.DemoConfig(), speed, at_most=True)[0].endswith("in at most 30 minutes.")
     # a machine as fast as the best record's: nothing to add; --quick (the tiny model) measures nothing
     assert len(demo.expectation_lines(demo.DemoConfig(), {**speed, "expected_tokens_per_s": 431.0})) == 2
     assert demo.measure_speed(demo.DemoConfig.quick()) is None
@@ -279,3 +281,31 @@ def test_what_to_expect_without_native_bf16_and_in_the_report(slow_machine, tmp_
     section = report.split("## What to expect (measured before training)\n\n")[1].split("\n\n")[0]
     assert section.splitlines() == [f"- {x}" for x in lines]
     assert "(140.2 tokens/s; about 150 expected from the matmul rate)" in report
+
+
+def test_sft_trains_what_the_untrained_evaluation_leaves_of_the_budget(tmp_path):
+    """45 minutes less what was spent and 11 planned after SFT (two evaluations of 2, GRPO's 6, two overheads of
+    0.5), between half the recipe's 30 minutes and all of them; a limit asked for is the limit."""
+    cfg = demo.DemoConfig()
+    assert cfg.budgeted() and not demo.DemoConfig.quick().budgeted()
+    minutes, why = demo.sft_budget(cfg, 12.6 * 60)  # float32 on a CPU without native bf16: a 12.5-minute evaluation
+    assert minutes == 21.4
+    assert why == ("what the 45-minute budget leaves after the 12.6 minutes spent and 11 planned for GRPO and two "
+                   "evaluations")
+    assert demo.sft_budget(cfg, 5.3 * 60)[0] == 28.7
+    assert demo.sft_budget(cfg, 2 * 60) == (30.0, "what the 45-minute budget leaves after the 2.0 minutes spent and "
+                                                  "11 planned for GRPO and two evaluations: all of the recipe's 30")
+    minutes, why = demo.sft_budget(cfg, 25 * 60)  # 9 minutes left: too little to show SFT
+    assert minutes == 15.0 and why.endswith("would be 9.0; held at 50% of the recipe's 30, so the demo runs over its "
+                                            "budget")
+    assert demo.sft_budget(demo.replace(cfg, sft_minutes=30.0), 25 * 60) == (30.0, "the limit asked for")
+    assert demo.sft_budget(demo.replace(cfg, total_minutes=None), 25 * 60) == (30.0, "the recipe's")
+
+    # the report: the limit SFT had, why, and the budget as the total's plan
+    state = demo.RunState(tmp_path / "state.json", runs=[{"argv": [], "sft_limit": {"minutes": minutes, "why": why}}])
+    state.done["sft"] = {"result": {"steps": 110, "train_s": 900.0, "tokens_per_s": 140.2, "final_loss": 0.5},
+                         "seconds": 920.0}
+    demo.write_report(cfg, tmp_path, state)
+    report = (tmp_path / demo.REPORT).read_text()
+    assert "| SFT | 15 (limit) | 15.3 |" in report and "| **total** | **45 (budget)** | **15.3** |" in report
+    assert f"SFT's limit, 15 minutes: {why}." in report

@@ -22,15 +22,15 @@ from openmanus_lite.recipes import list_recipes
 from openmanus_lite.schema import DOMAINS
 from openmanus_lite.train.presets import PRESETS
 
-SETTINGS = ("model", "preset", "recipe", "sft_minutes", "grpo_minutes", "eval_minutes", "eval_per_domain",
-            "grpo_domains")
+SETTINGS = ("model", "preset", "recipe", "sft_minutes", "total_minutes", "grpo_minutes", "eval_minutes",
+            "eval_per_domain", "grpo_domains")
 """Options that change DemoConfig (with --quick and --domains)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
     d = DemoConfig()
     p = make_parser("openmanus_lite demo", demo.__doc__.split("\n\n")[0] + " Options take --x_y or --x-y.", (
-        "python -m openmanus_lite demo                  # the 44-minute plan on the embedded default (make demo)",
+        "python -m openmanus_lite demo                  # 45 minutes on the embedded default (make demo)",
         "python -m openmanus_lite demo --quick --domains os,db --output_dir runs/demo-quick",
         "python -m openmanus_lite demo --resume          # continue the latest unfinished run in runs/",
     ))
@@ -42,7 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output_dir", default=None, help="run folder (default: runs/demo-<timestamp>)")
     p.add_argument("--resume", action="store_true",
                    help="continue the latest unfinished run in runs/, with its settings")
-    p.add_argument("--sft_minutes", type=float, default=None, help="SFT time limit (default: the recipe's, 30)")
+    p.add_argument("--sft_minutes", type=float, default=None,
+                   help="SFT time limit (default: what the untrained evaluation leaves of --total_minutes, at most "
+                        "the recipe's 30)")
+    p.add_argument("--total_minutes", type=float, default=None,
+                   help=f"the demo's time budget, from which SFT's limit follows (default: {d.total_minutes:g})")
     p.add_argument("--grpo_minutes", type=float, default=None, help=f"GRPO time limit (default: {d.grpo_minutes:g})")
     p.add_argument("--eval_minutes", type=float, default=None,
                    help=f"planned minutes of a trained checkpoint's evaluation, for the report (default: "
