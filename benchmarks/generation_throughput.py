@@ -20,7 +20,9 @@ per case: generated tokens/s of each, the ratio, seconds per episode-turn and pe
 Ends with one line `RESULT {json}`; `speedup_vs_plain` is the batch-32 greedy first-turn ratio (and
 `speedup_vs_plain_kit_attention` the same against the stricter baseline); `share_of_matmul` is that case's kit
 decoding FLOP rate (2 x params per generated token) as a share of the machine's matmul rate, timed in the same run
-(`engine.speed`, bf16 where the CPU has it natively, else float32, as the kit decodes).
+(`engine.speed`, bf16 where the CPU has it natively, else float32, as the kit decodes). A call's time holds the
+prompts' prefill too (about half of it for first turns at batch 32), so `decode_share_of_matmul` is the same
+tokens over the call's time less its prefill (`decoding._prefill`, timed): the decoding steps alone.
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
+    from openmanus_lite.engine import decoding
     from openmanus_lite.engine.generation import (
         PrefixCache,
         generate_from_ids,
@@ -137,6 +140,18 @@ def main(argv: list[str] | None = None) -> int:
     gflops, flops = matmul_gflops(), decode_flops_per_token(matmul_params(model))
     print(f"matmul rate: {gflops} GFLOP/s in {mm_dtype} on the default model's shapes", flush=True)
 
+    prefill_s = [0.0]  # the kit's prefill time, so that its decoding steps can be timed alone
+    prefill = decoding._prefill
+
+    def timed_prefill(*a, **kw):
+        t = time.perf_counter()
+        try:
+            return prefill(*a, **kw)
+        finally:
+            prefill_s[0] += time.perf_counter() - t
+
+    decoding._prefill = timed_prefill
+
     n_max = max(max(args.batches), args.episodes_at_batch_1)
     convs, envs = episode_prompts(tok, n_max, args.seed)
     first = render_prompts(tok, convs)
@@ -158,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 temperature = 0.7 if mode == "sampled" else 0.0
                 runners = ("plain", "plain_kit_attention", "kit")
                 times = {who: [] for who in runners}
+                decode_times = []
                 tokens = {who: [] for who in runners}
                 rss = {who: [] for who in runners}
                 for r in range(args.rounds):
@@ -177,11 +193,14 @@ def main(argv: list[str] | None = None) -> int:
                                 got = plain_generate(model, tok, prompts, batch, args.new_tokens, temperature, stop,
                                                      attention)
                             else:
+                                prefill_s[0] = 0.0
                                 res = generate_from_ids(model, tok, prompts, max_new_tokens=args.new_tokens,
                                                         temperature=temperature, seed=args.seed + r,
                                                         batch_size=batch, kv_cache=cache)
                                 got = res.num_generated_tokens
                             wall = time.perf_counter() - t0
+                            if who == "kit":
+                                decode_times.append(wall - prefill_s[0])
                         times[who].append(wall)
                         tokens[who].append(got)
                         rss[who].append((mem.rss_gb - base) * 1e9 / 2**20)
@@ -192,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
                     case[f"{who}_s_per_turn"] = round(statistics.median(times[who]) / n, 3)
                     case[f"{who}_peak_rss_mb"] = round(max(rss[who]), 1)
                 case["kit_share_of_matmul"] = share_of_matmul(case["kit_tokens_per_s"], flops, gflops)
+                case["kit_decode_tokens_per_s"] = round(
+                    statistics.median(t / s for t, s in zip(tokens["kit"], decode_times)), 1)
+                case["kit_decode_share_of_matmul"] = share_of_matmul(case["kit_decode_tokens_per_s"], flops, gflops)
                 case["speedup"] = round(case["kit_tokens_per_s"] / case["plain_tokens_per_s"], 2)
                 case["speedup_vs_kit_attention"] = round(
                     case["kit_tokens_per_s"] / case["plain_kit_attention_tokens_per_s"], 2)
@@ -213,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         "matmul_dtype": mm_dtype,
         "flops_per_token": flops,
         "share_of_matmul": head["kit_share_of_matmul"],
+        "decode_share_of_matmul": head["kit_decode_share_of_matmul"],
+        "kit_decode_tokens_per_s": head["kit_decode_tokens_per_s"],
         "speedup_vs_plain": head["speedup"],
         "headline_case": {k: head[k] for k in ("turn", "batch", "mode")},
         "kit_tokens_per_s": head["kit_tokens_per_s"],

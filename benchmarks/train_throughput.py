@@ -86,7 +86,8 @@ def batches(tok, batch_size: int, seq_len: int, n: int, seed: int = 0):
     from openmanus_lite.splits import training_tasks
     from openmanus_lite.train.data import build_sft_dataset
 
-    tasks, _ = training_tasks("sft_train", list_domains(), max(2, batch_size * n // 6 + 1), seed=seed)
+    # half again as many tasks as batches need: conversations longer than seq_len are dropped (26 of 28 were left)
+    tasks, _ = training_tasks("sft_train", list_domains(), max(2, batch_size * n // 4 + 1), seed=seed)
     ds, _ = build_sft_dataset(expert_trajectories(tasks), tok, max_length=seq_len)
     rows = ds.shuffle(seed=seed).select(range(min(len(ds), batch_size * n)))
     out = []

@@ -56,9 +56,10 @@ class DemoConfig:
     eval_max_turns: int | None = None
     """Turn limit of training prompts and evaluation."""
     sft_minutes: float | None = None
-    """SFT's time limit. None: what the stages before it left of `total_minutes` (`sft_budget`)."""
+    """SFT's time limit. None: its share of what the untrained evaluation left of `total_minutes`
+    (`training_budget`)."""
     total_minutes: float | None = 45.0
-    """The demo's time budget; None: SFT trains the recipe's minutes whatever the evaluations took."""
+    """The demo's time budget; None: SFT and GRPO train their limits whatever the evaluations took."""
     sft_max_length: int | None = None
     prepare_minutes: float = 1.0
     """Planned minutes for the report, not limits: an evaluation always plays every task, so the checkpoints
@@ -91,12 +92,11 @@ class DemoConfig:
                                                                       **changes)
 
     def budgeted(self) -> bool:
-        """Whether `sft_budget` sets SFT's limit from `total_minutes`."""
+        """Whether `training_budget` sets SFT's and GRPO's limits from `total_minutes`."""
         return self.sft_minutes is None and bool(self.total_minutes)
 
     def planned_minutes(self) -> dict[str, float]:
-        """Minutes per stage: the limits of SFT and GRPO, the plans of the others (SFT's before `sft_budget`: the
-        recipe's)."""
+        """Minutes per stage: the limits of SFT and GRPO, the plans of the others (before `training_budget`)."""
         return {"prepare": self.prepare_minutes, "eval_untrained": self.untrained_eval_minutes,
                 "sft": float(self.sft_recipe().max_minutes or 0.0), "eval_sft": self.eval_minutes,
                 "grpo": self.grpo_minutes, "eval_grpo": self.eval_minutes}
@@ -253,29 +253,38 @@ SFT_RECORDS = {"cpu_30min": (
 result follows the tokens, not the minutes."""
 
 
-MIN_SFT_SHARE = 0.5
-"""`sft_budget` never cuts SFT below this share of the recipe's minutes: on a very slow machine the demo runs over its
-budget rather than train too little to show anything."""
+MIN_TRAINING_SHARE = 0.5
+"""`training_budget` never cuts a training stage below this share of its limit: on a very slow machine the demo runs
+over its budget rather than train too little to show anything."""
+
+TRAINED_EVAL_SHARE = 0.2
+"""A trained checkpoint's evaluation takes about this share of the untrained model's on the same machine: 0.15-0.23
+in six demo runs on two machines (it answers and stops; the untrained model plays every turn)."""
 
 
-def sft_budget(cfg: DemoConfig, spent_s: float) -> tuple[float, str]:
-    """SFT's limit in minutes, and why: `total_minutes` less the `spent_s` seconds of the stages before it and the
-    plans of those after it (two evaluations and GRPO, each training stage with its overhead), between
-    `MIN_SFT_SHARE` of the recipe's minutes and all of them. `sft_minutes`, when given, is the limit."""
-    recipe_minutes = float(cfg.sft_recipe().max_minutes or 0.0)
-    if not cfg.budgeted() or not recipe_minutes:
-        return recipe_minutes, "the limit asked for" if cfg.sft_minutes is not None else "the recipe's"
-    later = 2 * cfg.eval_minutes + cfg.grpo_minutes + 2 * cfg.overhead_minutes
-    left = cfg.total_minutes - spent_s / 60 - later
-    minutes = round(min(recipe_minutes, max(MIN_SFT_SHARE * recipe_minutes, left)), 1)
-    why = (f"what the {cfg.total_minutes:g}-minute budget leaves after the {spent_s / 60:.1f} minutes spent and "
-           f"{later:g} planned for GRPO and two evaluations")
-    if minutes == recipe_minutes:
-        why += f": all of the recipe's {recipe_minutes:g}"
-    elif left < MIN_SFT_SHARE * recipe_minutes:
-        why += (f" would be {left:.1f}; held at {MIN_SFT_SHARE:.0%} of the recipe's {recipe_minutes:g}, so the demo "
-                "runs over its budget")
-    return minutes, why
+def training_budget(cfg: DemoConfig, spent_s: float, untrained_eval_s: float) -> dict[str, Any]:
+    """The training stages' limits once the untrained evaluation has run: `total_minutes` less the `spent_s` seconds
+    so far, two trained evaluations (`TRAINED_EVAL_SHARE` of `untrained_eval_s` each) and each training stage's
+    overhead, shared by SFT and GRPO in proportion to their limits, at most those limits and at least
+    `MIN_TRAINING_SHARE` of them. {"sft", "grpo", "eval": minutes, "why": the sum}; with `sft_minutes` given, the
+    limits as set."""
+    sft, grpo = float(cfg.sft_recipe().max_minutes or 0.0), cfg.grpo_minutes
+    evaluation = round(TRAINED_EVAL_SHARE * untrained_eval_s / 60, 1) if untrained_eval_s else cfg.eval_minutes
+    if not cfg.budgeted() or not sft:
+        return {"sft": sft, "grpo": grpo, "eval": cfg.eval_minutes,
+                "why": "the limit asked for" if cfg.sft_minutes is not None else "the recipe's"}
+    left = cfg.total_minutes - spent_s / 60 - 2 * evaluation - 2 * cfg.overhead_minutes
+    share = min(1.0, max(MIN_TRAINING_SHARE, left / (sft + grpo)))
+    why = (f"{cfg.total_minutes:g} minutes less {spent_s / 60:.1f} spent, two evaluations of {evaluation:g} (a fifth "
+           f"of the untrained model's) and {2 * cfg.overhead_minutes:g} of loading and saving leave {left:.1f} for "
+           f"SFT and GRPO")
+    if share == 1.0:
+        why += f": their whole {sft:g} and {grpo:g}"
+    elif share == MIN_TRAINING_SHARE:
+        why += f"; held at {MIN_TRAINING_SHARE:.0%} of their {sft:g} and {grpo:g}, so the demo runs over its budget"
+    else:
+        why += f", {share:.0%} of their {sft:g} and {grpo:g} each"
+    return {"sft": round(share * sft, 1), "grpo": round(share * grpo, 1), "eval": evaluation, "why": why}
 
 
 def measure_speed(cfg: DemoConfig) -> dict[str, Any] | None:
@@ -299,7 +308,7 @@ def measure_speed(cfg: DemoConfig) -> dict[str, Any] | None:
 
 def expectation_lines(cfg: DemoConfig, speed: Mapping[str, Any], minutes: float | None = None,
                       at_most: bool = False) -> list[str]:
-    """What SFT should train here in `minutes` (default: the planned limit; `at_most` before `sft_budget` decided),
+    """What SFT should train here in `minutes` (default: the planned limit; `at_most` before `training_budget`),
     what as much gave on record, and on a slower machine how long the best takes."""
     rate, minutes = speed["expected_tokens_per_s"], cfg.planned_minutes()["sft"] if minutes is None else minutes
     tokens, records = rate * 60 * minutes, SFT_RECORDS[cfg.recipe]
@@ -541,15 +550,16 @@ def success_table(cfg: DemoConfig, results: Mapping[str, Any]) -> str:
     return comparison_markdown(dict(results), cfg.domains, pooled_label="all domains (mean)")
 
 
-def _sft_limit(state: RunState) -> dict[str, Any] | None:
-    """`sft_budget`'s decision ({"minutes", "why"}) in the latest run that made one."""
-    return next((r["sft_limit"] for r in reversed(state.runs) if r.get("sft_limit")), None)
+def _budget(state: RunState) -> dict[str, Any] | None:
+    """`training_budget`'s decision in the latest run that made one."""
+    return next((r["budget"] for r in reversed(state.runs) if r.get("budget")), None)
 
 
 def _planned(cfg: DemoConfig, state: RunState) -> dict[str, float]:
-    """`cfg.planned_minutes()` with SFT's limit as `sft_budget` set it."""
-    limit = _sft_limit(state)
-    return {**cfg.planned_minutes(), **({"sft": limit["minutes"]} if limit else {})}
+    """`cfg.planned_minutes()` with the limits and evaluation plans `training_budget` set."""
+    b = _budget(state)
+    return {**cfg.planned_minutes(),
+            **({"sft": b["sft"], "grpo": b["grpo"], "eval_sft": b["eval"], "eval_grpo": b["eval"]} if b else {})}
 
 
 def time_table(cfg: DemoConfig, state: RunState) -> str:
@@ -661,9 +671,9 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
         "the other stages' minutes are plans.",
         "",
     ]
-    limit = _sft_limit(state)
-    if limit:
-        lines += [f"SFT's limit, {limit['minutes']:g} minutes: {limit['why']}.", ""]
+    budget = _budget(state)
+    if budget:
+        lines += [f"Limits: SFT {budget['sft']:g} minutes, GRPO {budget['grpo']:g}: {budget['why']}.", ""]
     if speed:
         expect = [f"- {x}" for x in expectation_lines(cfg, speed, _planned(cfg, state)["sft"])]
         lines += ["## What to expect (measured before training)", "", *expect, ""]
@@ -745,7 +755,8 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None, fres
     plan = cfg.planned_minutes()
     total = cfg.total_minutes if cfg.budgeted() else sum(plan.values())
     print(f"[demo] {run_dir}: planned {total:g} min ("
-          + ", ".join(f"{s} {'at most ' if s == 'sft' and cfg.budgeted() else ''}{m:g}" for s, m in plan.items())
+          + ", ".join(f"{s} {'at most ' if s in ('sft', 'grpo') and cfg.budgeted() else ''}{m:g}"
+                      for s, m in plan.items())
           + f"); {machine_line(state.runs[-1]['machine'])}")
     speed = measure_speed(cfg) if "sft" not in state.done else None
     if speed:  # said before anything trains: what this machine will buy in the budget
@@ -754,24 +765,26 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None, fres
         print("\n".join(f"[demo] {line}" for line in expectation_lines(cfg, speed, at_most=cfg.budgeted())),
               flush=True)
         if cfg.budgeted():
-            print(f"[demo] SFT's limit is set after the untrained evaluation: what it leaves of the "
+            print(f"[demo] SFT's and GRPO's limits are set after the untrained evaluation, from what it leaves of the "
                   f"{cfg.total_minutes:g}-minute budget.", flush=True)
     fresh = fresh_processes
     data = _stage(state, "prepare", fresh, stage_prepare, cfg, preset, run_dir)["result"]
     _stage(state, "eval_untrained", fresh, stage_eval, cfg, preset, run_dir, "untrained", data["model"])
     if "sft" not in state.done:
-        minutes, why = sft_budget(cfg, state.total_seconds())
-        state.runs[-1]["sft_limit"] = {"minutes": minutes, "why": why}
+        budget = training_budget(cfg, state.total_seconds(), state.stage_seconds("eval_untrained"))
+        state.runs[-1]["budget"] = budget
         state.save()
-        rate = f"; about {speed['expected_tokens_per_s'] * 60 * minutes / 1e6:.2f}M tokens" if speed else ""
-        print(f"[demo] SFT trains {minutes:g} minutes: {why}{rate}.", flush=True)
-    sft_cfg = replace(cfg, sft_minutes=_planned(cfg, state)["sft"])
-    sft = _stage(state, "sft", fresh, stage_sft, sft_cfg, preset, run_dir, data["train_file"])["result"]
+        rate = f" (about {speed['expected_tokens_per_s'] * 60 * budget['sft'] / 1e6:.2f}M tokens)" if speed else ""
+        print(f"[demo] SFT trains {budget['sft']:g} minutes{rate}, GRPO {budget['grpo']:g}: {budget['why']}.",
+              flush=True)
+    plan = _planned(cfg, state)
+    limited = replace(cfg, sft_minutes=plan["sft"], grpo_minutes=plan["grpo"])  # the training stages' limits
+    sft = _stage(state, "sft", fresh, stage_sft, limited, preset, run_dir, data["train_file"])["result"]
     sft_eval = _stage(state, "eval_sft", fresh, stage_eval, cfg, preset, run_dir, "sft", sft["model"])
-    grpo = _stage(state, "grpo", fresh, stage_grpo, cfg, preset, run_dir, sft["model"], sft_eval["result"])["result"]
+    grpo = _stage(state, "grpo", fresh, stage_grpo, limited, preset, run_dir, sft["model"],
+                  sft_eval["result"])["result"]
     if not grpo.get("skipped"):
         _stage(state, "eval_grpo", fresh, stage_eval, cfg, preset, run_dir, "grpo", grpo["model"])
-    plan = _planned(cfg, state)
     for s in STAGES:
         if s in state.done and 60 * plan[s] > 0 and state.stage_seconds(s) > 1.5 * 60 * plan[s]:
             print(f"[demo] note: {s} took {state.stage_seconds(s) / 60:.1f} min against {plan[s]:g} planned")

@@ -283,29 +283,33 @@ def test_what_to_expect_without_native_bf16_and_in_the_report(slow_machine, tmp_
     assert "(140.2 tokens/s; about 150 expected from the matmul rate)" in report
 
 
-def test_sft_trains_what_the_untrained_evaluation_leaves_of_the_budget(tmp_path):
-    """45 minutes less what was spent and 11 planned after SFT (two evaluations of 2, GRPO's 6, two overheads of
-    0.5), between half the recipe's 30 minutes and all of them; a limit asked for is the limit."""
+def test_training_stages_share_what_the_evaluations_leave_of_the_budget(tmp_path):
+    """45 minutes less what was spent, two trained evaluations (a fifth of the untrained one's each) and two overheads
+    of 0.5, shared by SFT (30) and GRPO (6) in proportion, between half their limits and all of them."""
     cfg = demo.DemoConfig()
     assert cfg.budgeted() and not demo.DemoConfig.quick().budgeted()
-    minutes, why = demo.sft_budget(cfg, 12.6 * 60)  # float32 on a CPU without native bf16: a 12.5-minute evaluation
-    assert minutes == 21.4
-    assert why == ("what the 45-minute budget leaves after the 12.6 minutes spent and 11 planned for GRPO and two "
-                   "evaluations")
-    assert demo.sft_budget(cfg, 5.3 * 60)[0] == 28.7
-    assert demo.sft_budget(cfg, 2 * 60) == (30.0, "what the 45-minute budget leaves after the 2.0 minutes spent and "
-                                                  "11 planned for GRPO and two evaluations: all of the recipe's 30")
-    minutes, why = demo.sft_budget(cfg, 25 * 60)  # 9 minutes left: too little to show SFT
-    assert minutes == 15.0 and why.endswith("would be 9.0; held at 50% of the recipe's 30, so the demo runs over its "
-                                            "budget")
-    assert demo.sft_budget(demo.replace(cfg, sft_minutes=30.0), 25 * 60) == (30.0, "the limit asked for")
-    assert demo.sft_budget(demo.replace(cfg, total_minutes=None), 25 * 60) == (30.0, "the recipe's")
+    # float32 on a CPU without native bf16: a 13.2-minute untrained evaluation (the demo of 2026-12-05)
+    budget = demo.training_budget(cfg, 13.3 * 60, 13.2 * 60)
+    assert budget == {"sft": 21.2, "grpo": 4.2, "eval": 2.6,
+                      "why": "45 minutes less 13.3 spent, two evaluations of 2.6 (a fifth of the untrained model's) "
+                             "and 1 of loading and saving leave 25.5 for SFT and GRPO, 71% of their 30 and 6 each"}
+    budget = demo.training_budget(cfg, 5.3 * 60, 5.2 * 60)  # bf16 on a CPU with it: a 5.2-minute evaluation
+    assert (budget["sft"], budget["grpo"], budget["eval"]) == (30.0, 6.0, 1.0)
+    assert budget["why"].endswith("leave 36.7 for SFT and GRPO: their whole 30 and 6")
+    budget = demo.training_budget(cfg, 30 * 60, 29.9 * 60)  # 2 minutes left: too little to show anything
+    assert (budget["sft"], budget["grpo"]) == (15.0, 3.0)
+    assert budget["why"].endswith("held at 50% of their 30 and 6, so the demo runs over its budget")
+    assert demo.training_budget(demo.replace(cfg, sft_minutes=30.0), 25 * 60, 25 * 60) == {
+        "sft": 30.0, "grpo": 6.0, "eval": 2.0, "why": "the limit asked for"}
+    assert demo.training_budget(demo.replace(cfg, total_minutes=None), 25 * 60, 25 * 60)["why"] == "the recipe's"
 
-    # the report: the limit SFT had, why, and the budget as the total's plan
-    state = demo.RunState(tmp_path / "state.json", runs=[{"argv": [], "sft_limit": {"minutes": minutes, "why": why}}])
-    state.done["sft"] = {"result": {"steps": 110, "train_s": 900.0, "tokens_per_s": 140.2, "final_loss": 0.5},
-                         "seconds": 920.0}
+    # the report: the limits the stages had, why, the evaluations' plans, and the budget as the total's plan
+    budget = demo.training_budget(cfg, 13.3 * 60, 13.2 * 60)
+    state = demo.RunState(tmp_path / "state.json", runs=[{"argv": [], "budget": budget}])
+    state.done["sft"] = {"result": {"steps": 110, "train_s": 1272.0, "tokens_per_s": 140.2, "final_loss": 0.5},
+                         "seconds": 1290.0}
     demo.write_report(cfg, tmp_path, state)
     report = (tmp_path / demo.REPORT).read_text()
-    assert "| SFT | 15 (limit) | 15.3 |" in report and "| **total** | **45 (budget)** | **15.3** |" in report
-    assert f"SFT's limit, 15 minutes: {why}." in report
+    assert "| SFT | 21.2 (limit) | 21.5 |" in report and "| GRPO | 4.2 (limit) | not run |" in report
+    assert "| evaluate SFT | 2.6 (plan) |" in report and "| **total** | **45 (budget)** | **21.5** |" in report
+    assert f"Limits: SFT 21.2 minutes, GRPO 4.2: {budget['why']}." in report
