@@ -41,8 +41,8 @@ REPORT = "report.md"
 @dataclass
 class DemoConfig:
     """What the demo does, in 45 minutes on a 2-core CPU (`total_minutes`). The untrained model's evaluation is
-    planned at 5 (measured 5.2 in bf16, 12.5 in float32: it plays every episode to its turn limit), a trained one's at
-    2 (measured 1.0-1.2 in bf16, 2.0 in float32). The fields left at None are the recipe's."""
+    planned at 5 (measured 5.2 in bf16, 12.5-13.3 in float32: it plays every episode to its turn limit), a trained
+    one's at 2, then at a fifth of the untrained one's (`training_budget`). The fields left at None are the recipe's."""
 
     preset: str = "cpu"
     model: str | None = None
@@ -247,6 +247,8 @@ SFT_RECORDS = {"cpu_30min": (
     # tokens: 35.0%, 0.56M: 50.0%, 0.78M: 70.0%; docs/RESULTS.md)
     (299_252, 252, "48.3% [36.2, 60.7]"),  # AMD EPYC, bf16: `sft --recipe cpu_30min --max_minutes 22.6`, then evaluated
     (355_162, 301, "55.0% [42.5, 66.9]"),  # AMD EPYC, bf16: `make demo` on a clean clone of 1d72366, 196.5 tokens/s
+    (359_033, 303, "58.3% [45.7, 69.9]"),  # Intel Xeon, float32: `make demo` on a clone of bec1cfc, 20.7 minutes
+    (428_101, 360, "61.7% [49.0, 72.9]"),  # Intel Xeon, float32: `make demo` on a clone of 5d82efa, 23.2 minutes
     (535_623, 454, "71.7% [59.2, 81.5]"),  # Intel Xeon, float32: `make demo` on a clone of a5cf495, 296.9 tokens/s
 )}
 """The demo's SFT results on record by training tokens: a slower machine's 30 minutes hold fewer tokens, and the
@@ -269,10 +271,10 @@ def training_budget(cfg: DemoConfig, spent_s: float, untrained_eval_s: float) ->
     `MIN_TRAINING_SHARE` of them. {"sft", "grpo", "eval": minutes, "why": the sum}; with `sft_minutes` given, the
     limits as set."""
     sft, grpo = float(cfg.sft_recipe().max_minutes or 0.0), cfg.grpo_minutes
-    evaluation = round(TRAINED_EVAL_SHARE * untrained_eval_s / 60, 1) if untrained_eval_s else cfg.eval_minutes
     if not cfg.budgeted() or not sft:
         return {"sft": sft, "grpo": grpo, "eval": cfg.eval_minutes,
                 "why": "the limit asked for" if cfg.sft_minutes is not None else "the recipe's"}
+    evaluation = round(TRAINED_EVAL_SHARE * untrained_eval_s / 60, 1) if untrained_eval_s else cfg.eval_minutes
     left = cfg.total_minutes - spent_s / 60 - 2 * evaluation - 2 * cfg.overhead_minutes
     share = min(1.0, max(MIN_TRAINING_SHARE, left / (sft + grpo)))
     why = (f"{cfg.total_minutes:g} minutes less {spent_s / 60:.1f} spent, two evaluations of {evaluation:g} (a fifth "
