@@ -21,7 +21,7 @@ Ends with one line `RESULT {json}`; `speedup_vs_plain` is the batch-32 greedy fi
 `speedup_vs_plain_kit_attention` the same against the stricter baseline); `share_of_matmul` is that case's kit
 decoding FLOP rate (2 x params per generated token) as a share of the machine's matmul rate, timed in the same run
 (`engine.speed`, bf16 where the CPU has it natively, else float32, as the kit decodes). A call's time holds the
-prompts' prefill too (about half of it for first turns at batch 32), so `decode_share_of_matmul` is the same
+prompts' prefill too (about a third of it for first turns at batch 32), so `decode_share_of_matmul` is the same
 tokens over the call's time less its prefill (`decoding._prefill`, timed): the decoding steps alone.
 """
 

@@ -43,11 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="continue the latest unfinished run in runs/, with its settings")
     p.add_argument("--sft_minutes", type=float, default=None,
-                   help="SFT time limit (default: what the untrained evaluation leaves of --total_minutes, at most "
-                        "the recipe's 30)")
+                   help="SFT time limit; given, it turns the budget off (default: its share of what the untrained "
+                        "evaluation leaves of --total_minutes, at most the recipe's 30)")
     p.add_argument("--total_minutes", type=float, default=None,
-                   help=f"the demo's time budget, from which SFT's limit follows (default: {d.total_minutes:g})")
-    p.add_argument("--grpo_minutes", type=float, default=None, help=f"GRPO time limit (default: {d.grpo_minutes:g})")
+                   help=f"the demo's time budget, from which SFT's and GRPO's limits follow (default: "
+                        f"{d.total_minutes:g})")
+    p.add_argument("--grpo_minutes", type=float, default=None,
+                   help=f"GRPO time limit (default: {d.grpo_minutes:g}, or its share of the budget)")
     p.add_argument("--eval_minutes", type=float, default=None,
                    help=f"planned minutes of a trained checkpoint's evaluation, for the report (default: "
                         f"{d.eval_minutes:g}; not a limit)")
