@@ -273,7 +273,8 @@ def training_budget(cfg: DemoConfig, spent_s: float, untrained_eval_s: float) ->
     sft, grpo = float(cfg.sft_recipe().max_minutes or 0.0), cfg.grpo_minutes
     if not cfg.budgeted() or not sft:
         return {"sft": sft, "grpo": grpo, "eval": cfg.eval_minutes,
-                "why": "the limit asked for" if cfg.sft_minutes is not None else "the recipe's"}
+                "why": "as set, without the budget (it applies when SFT's minutes are not given)"
+                if cfg.sft_minutes is not None else "the recipe's, without a budget"}
     evaluation = round(TRAINED_EVAL_SHARE * untrained_eval_s / 60, 1) if untrained_eval_s else cfg.eval_minutes
     left = cfg.total_minutes - spent_s / 60 - 2 * evaluation - 2 * cfg.overhead_minutes
     share = min(1.0, max(MIN_TRAINING_SHARE, left / (sft + grpo)))

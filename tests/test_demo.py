@@ -301,8 +301,10 @@ def test_training_stages_share_what_the_evaluations_leave_of_the_budget(tmp_path
     assert (budget["sft"], budget["grpo"]) == (15.0, 3.0)
     assert budget["why"].endswith("held at 50% of their 30 and 6, so the demo runs over its budget")
     assert demo.training_budget(demo.replace(cfg, sft_minutes=30.0), 25 * 60, 25 * 60) == {
-        "sft": 30.0, "grpo": 6.0, "eval": 2.0, "why": "the limit asked for"}
-    assert demo.training_budget(demo.replace(cfg, total_minutes=None), 25 * 60, 25 * 60)["why"] == "the recipe's"
+        "sft": 30.0, "grpo": 6.0, "eval": 2.0,
+        "why": "as set, without the budget (it applies when SFT's minutes are not given)"}
+    assert demo.training_budget(demo.replace(cfg, total_minutes=None), 25 * 60, 25 * 60)["why"] == (
+        "the recipe's, without a budget")
 
     # the report: the limits the stages had, why, the evaluations' plans, and the budget as the total's plan
     budget = demo.training_budget(cfg, 13.3 * 60, 13.2 * 60)
