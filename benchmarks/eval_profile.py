@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-def _time_calls(owner, name: str, seconds: collections.Counter, calls: collections.Counter) -> None:
+def time_calls(owner, name: str, seconds: collections.Counter, calls: collections.Counter) -> None:
+    """Replace `owner.name` with a wrapper adding each call's seconds to `seconds[name]` and counting it in `calls`."""
     inner = getattr(owner, name)
 
     def timed(*args, **kwargs):
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     calls: collections.Counter = collections.Counter()
     for owner, name in ((generation, "generate_from_ids"), (generation, "decode"), (decoding, "_prefill"),
                         (decoding.BufferLayer, "batch_select_indices"), (generation, "share_prefixes")):
-        _time_calls(owner, name, seconds, calls)
+        time_calls(owner, name, seconds, calls)
     caches, dropped = [], collections.Counter()
     init, drop = generation.PrefixCache.__init__, generation.PrefixCache.drop
 

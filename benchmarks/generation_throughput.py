@@ -28,6 +28,7 @@ tokens over the call's time less its prefill (`decoding._prefill`, timed): the d
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import statistics
 import sys
@@ -140,17 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     gflops, flops = matmul_gflops(), decode_flops_per_token(matmul_params(model))
     print(f"matmul rate: {gflops} GFLOP/s in {mm_dtype} on the default model's shapes", flush=True)
 
-    prefill_s = [0.0]  # the kit's prefill time, so that its decoding steps can be timed alone
-    prefill = decoding._prefill
+    from benchmarks.eval_profile import time_calls
 
-    def timed_prefill(*a, **kw):
-        t = time.perf_counter()
-        try:
-            return prefill(*a, **kw)
-        finally:
-            prefill_s[0] += time.perf_counter() - t
-
-    decoding._prefill = timed_prefill
+    prefill_s, prefill_calls = collections.Counter(), collections.Counter()  # the kit's decoding steps timed alone
+    time_calls(decoding, "_prefill", prefill_s, prefill_calls)
 
     n_max = max(max(args.batches), args.episodes_at_batch_1)
     convs, envs = episode_prompts(tok, n_max, args.seed)
@@ -193,14 +187,14 @@ def main(argv: list[str] | None = None) -> int:
                                 got = plain_generate(model, tok, prompts, batch, args.new_tokens, temperature, stop,
                                                      attention)
                             else:
-                                prefill_s[0] = 0.0
+                                prefill_s.clear()
                                 res = generate_from_ids(model, tok, prompts, max_new_tokens=args.new_tokens,
                                                         temperature=temperature, seed=args.seed + r,
                                                         batch_size=batch, kv_cache=cache)
                                 got = res.num_generated_tokens
                             wall = time.perf_counter() - t0
                             if who == "kit":
-                                decode_times.append(wall - prefill_s[0])
+                                decode_times.append(wall - prefill_s["_prefill"])
                         times[who].append(wall)
                         tokens[who].append(got)
                         rss[who].append((mem.rss_gb - base) * 1e9 / 2**20)
