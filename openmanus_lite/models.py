@@ -295,6 +295,17 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def end_distributed() -> None:
+    """Wait for every rank, then close the process group that accelerate / torchrun opened (no-op otherwise):
+    a group left open at interpreter exit can abort a rank (`terminate called without an active exception`)
+    after its training has finished and saved."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def unsloth_available() -> bool:
     """Whether Unsloth imports; installed but failing (on Colab: a torch that cannot use the GPU) also warns."""
     try:

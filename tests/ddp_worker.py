@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     torch.manual_seed(0)
-    from openmanus_lite.models import LoraSpec, load_model
+    from openmanus_lite.models import LoraSpec, end_distributed, load_model
 
     model, tok = load_model(args.model, backend="auto", lora=LoraSpec(r=4, alpha=8))
     before = fingerprint(model)
@@ -66,6 +66,7 @@ def main() -> None:
         "before": before, "after": fingerprint(trained), "world_size": int(os.environ.get("WORLD_SIZE", "1")),
         "backend": getattr(trained, "openmanus_backend", None) or getattr(model, "openmanus_backend", None),
     }))
+    end_distributed()
 
 
 if __name__ == "__main__":

@@ -83,4 +83,9 @@ def main(argv: list[str] | None = None) -> int:
               f"Install the kit's requirements: make venv (or pip install -r requirements.txt).", file=sys.stderr)
         return 1
     argv.remove(name)  # --debug stays, wherever it was
-    return command(inspect.unwrap(module.main))(argv)
+    code = command(inspect.unwrap(module.main))(argv)
+    if "torch" in sys.modules:  # a command launched by torchrun / accelerate closes its process group
+        from openmanus_lite.models import end_distributed
+
+        end_distributed()
+    return code
