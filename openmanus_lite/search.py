@@ -32,8 +32,6 @@ _ERROR_RE = re.compile(r"^\s*(error|invalid format)\b|command not found|no such 
 
 
 # ---------------------------------------------------------------- the blindfolded simulator
-
-
 def _blind_score(answer_text: str | None) -> float:
     """Stands in for `Env._safe_score` on a search copy: the checker is never run there."""
     return 0.0
@@ -76,8 +74,6 @@ class Simulator:
 
 
 # ---------------------------------------------------------------- proposals and cost
-
-
 @dataclass
 class Candidate:
     """A proposed assistant turn and what generating it cost."""
@@ -148,8 +144,7 @@ class PolicyProposer:
         self.name = getattr(policy, "name", "policy")
 
     def _counter(self) -> int | None:
-        v = getattr(self.policy, "generated_tokens", None)
-        return None if v is None else int(v)
+        return None if (v := getattr(self.policy, "generated_tokens", None)) is None else int(v)
 
     def _charge(self, cands: list[Candidate], before: int | None) -> list[Candidate]:
         """Sets what each candidate of one call cost, unless its sample said so itself."""
@@ -174,9 +169,7 @@ class PolicyProposer:
                                  f"conversations; it must return n samples per conversation")
             samples = [[_as_candidate(s) for s in per] for per in samples]
             self._charge([c for per in samples for c in per], before)
-            for got, per in zip(out, samples):
-                got += per
-            return out
+            return [got + per for got, per in zip(out, samples)]
         for _ in range(n):
             for got, c in zip(out, self._act(histories, envs)):
                 got.append(c)
@@ -268,15 +261,13 @@ class Meter:
 
 
 # ---------------------------------------------------------------- values
-
 Scorer = Callable[[Messages, View], float]
 
 
 def answer_grounding(answer: str, observations: list[str]) -> float:
     """Fraction of the answer's comma-separated items seen in the observations: read off beats made up."""
     items = [s.strip(" '\"`").lower() for s in re.split(r"[,\n]", answer.strip().strip("[](){}"))]
-    items = [s for s in items if s]
-    if not items:
+    if not (items := [s for s in items if s]):
         return 0.0
     seen = "\n".join(observations).lower()
     return sum(1 for s in items if re.search(r"(?<!\w)" + re.escape(s) + r"(?!\w)", seen)) / len(items)
@@ -330,17 +321,13 @@ SCORERS: dict[str, Scorer] = {"heuristic": heuristic_value, "logprob": logprob_v
 
 def as_scorer(obj: str | Scorer | None) -> Scorer:
     """A name in SCORERS, any callable (history, view) -> float (a reward model), or None: heuristic_value."""
-    if obj is None:
-        return heuristic_value
     if isinstance(obj, str) and obj not in SCORERS:
         raise ValueError(f"unknown scorer {obj!r}; available: {sorted(SCORERS)} or any callable "
                          f"(history, view) -> float")
-    return SCORERS[obj] if isinstance(obj, str) else obj
+    return heuristic_value if obj is None else SCORERS[obj] if isinstance(obj, str) else obj
 
 
 # ---------------------------------------------------------------- search tree
-
-
 @dataclass(eq=False)
 class Node:
     sim: Simulator
@@ -350,9 +337,7 @@ class Node:
     value: float = 0.0
     logprob: float | None = 0.0
     children: list["Node"] | None = None
-    deviations: int = 0
-    """Turns on this path where the search took something other than the policy's greedy turn:
-    the tie-breaker between equally valued trajectories (prefer what the policy would do)."""
+    deviations: int = 0  # turns off the policy's greedy choice on this path (see `_Search.rank`)
     visits: int = 0
     total: float = 0.0
 
@@ -482,8 +467,6 @@ class _Search:
 
 
 # ---------------------------------------------------------------- strategies (`options`: see _Search)
-
-
 def best_of_n(task: Task, proposer: Any, budget: Budget, *, n: int | None = None, parallel: int = 8,
               **options: Any) -> SearchResult:
     """Sample whole episodes (the first greedy, the rest sampled, `parallel` at a time in
@@ -583,8 +566,7 @@ def dfsdt(task: Task, proposer: Any, budget: Budget, *, max_children: int = 3, a
                 continue
             if len(child.actions) > len(deepest[0].actions):
                 deepest[0] = child
-            found = visit(child)
-            if found is not None:
+            if (found := visit(child)) is not None:
                 return found
         return None
 
@@ -597,8 +579,6 @@ STRATEGIES: dict[str, Callable[..., SearchResult]] = {
 
 
 # ---------------------------------------------------------------- evaluation (outside the search)
-
-
 def replay(task: Task, actions: list[str], max_turns: int | None = None):
     """Play `actions` in a fresh, unmodified environment: (messages, last StepResult, env)."""
     env, messages = start_episode(task, max_turns)

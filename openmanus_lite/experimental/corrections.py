@@ -12,12 +12,7 @@ from __future__ import annotations
 from openmanus_lite.envs import turn_limit
 from openmanus_lite.rollout import play_turn, start_episode
 from openmanus_lite.schema import Task, Trajectory, Turn
-from openmanus_lite.train.preferences import (
-    ReplayMismatch,
-    _finish_with_expert,
-    label_step_values,
-    step_labels,
-)
+from openmanus_lite.train.preferences import ReplayMismatch, _finish_with_expert, label_step_values, step_labels
 from openmanus_lite.train.recovery import with_recovery_note
 
 
@@ -31,11 +26,9 @@ def cut_points(episode: Trajectory, per_episode: int) -> list[int]:
 
 
 def corrected_episode(task: Task, episode: Trajectory, turn: int, max_turns: int | None) -> Trajectory | None:
-    """The model's turns of `episode` up to assistant turn `turn` (train=False), then the expert to the end.
-
-    The expert's first turn opens its thought with `recovery.RECOVERY_NOTE` when the environment rejected the
-    model's turn. None when the episode ends at that turn (nothing left to correct).
-    """
+    """The model's turns of `episode` up to assistant turn `turn` (train=False), then the expert to the end. The
+    expert's first turn opens its thought with `recovery.RECOVERY_NOTE` when the environment rejected the model's turn.
+    None when the episode ends at that turn (nothing left to correct)."""
     env, messages = start_episode(task, max_turns)
     assistant = [m for m in episode.messages if m.role == "assistant"]
     for text in assistant[: turn + 1]:
@@ -44,8 +37,7 @@ def corrected_episode(task: Task, episode: Trajectory, turn: int, max_turns: int
             return None
     rejected = not env.last_info.get("valid", True)
     prefix = len(messages)
-    finished = _finish_with_expert(env, messages)
-    if not finished or not env.last_info.get("success"):
+    if not _finish_with_expert(env, messages) or not env.last_info.get("success"):
         return None
     if rejected:
         messages[prefix]["content"] = with_recovery_note(messages[prefix]["content"])
@@ -57,12 +49,10 @@ def corrected_episode(task: Task, episode: Trajectory, turn: int, max_turns: int
 
 def correction_trajectories(episodes: list[Trajectory], tasks: list[Task], max_turns: int | dict[str, int] | None,
                             per_episode: int = 2) -> tuple[list[Trajectory], dict[str, int]]:
-    """Corrections (`corrected_episode`) at the first `per_episode` cut points of each of the model's episodes.
-
-    `tasks` are the episodes' tasks (matched by id); `max_turns` the limits they were played with. Returns
-    (trajectories, counts): 'clean' episodes had no cut point, 'replay_mismatch' ones did not replay, 'unfinished'
-    cut points the expert cannot finish from, and 'kept' counts the trajectories.
-    """
+    """Corrections (`corrected_episode`) at the first `per_episode` cut points of each of the model's episodes. `tasks`
+    are the episodes' tasks (matched by id); `max_turns` the limits they were played with. Returns (trajectories,
+    counts): 'clean' episodes had no cut point, 'replay_mismatch' ones did not replay, 'unfinished' cut points the
+    expert cannot finish from, and 'kept' counts the trajectories."""
     by_id = {t.id: t for t in tasks}
     out: list[Trajectory] = []
     counts = {"episodes": len(episodes), "clean": 0, "replay_mismatch": 0, "unfinished": 0, "kept": 0}

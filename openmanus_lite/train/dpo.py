@@ -27,9 +27,6 @@ from openmanus_lite.train.run_control import TimeLimit
 MERGED_MARKER = "openmanus_merged_from.json"
 
 
-# --------------------------------------------------------------------------- shared training plumbing
-
-
 def run_config(settings: Any, cls: type, defaults: dict[str, Any], output_dir: str | os.PathLike | None,
                name: str) -> Any:
     """The trainer's own copy of `settings` (default: `cls` with the presets' `defaults`, under the cache's
@@ -77,11 +74,8 @@ def config_dtype(args: Any) -> Any:
     frozen weights are loaded in the precision the trainer computes in, not a second guess of it."""
     import torch
 
-    if getattr(args, "bf16", False):
-        return torch.bfloat16
-    if getattr(args, "fp16", False):
-        return torch.float16
-    return torch.float32
+    flags = (("bf16", torch.bfloat16), ("fp16", torch.float16))
+    return next((dtype for flag, dtype in flags if getattr(args, flag, False)), torch.float32)
 
 
 def is_adapter_dir(path: str | os.PathLike) -> bool:
@@ -124,15 +118,10 @@ def resolve_checkpoint(path: str | os.PathLike, merged_dir: str | os.PathLike | 
 def _copy_tokenizer_class(src: Path, dst: Path) -> None:
     """Keep `tokenizer_class` as the source wrote it (see models.load_tokenizer for why it matters)."""
     s, d = src / "tokenizer_config.json", dst / "tokenizer_config.json"
-    if s.is_file() and d.is_file():
-        cls = json.loads(s.read_text()).get("tokenizer_class")
+    if s.is_file() and d.is_file() and (cls := json.loads(s.read_text()).get("tokenizer_class")):
         cfg = json.loads(d.read_text())
-        if cls:
-            cfg["tokenizer_class"] = cls
-            d.write_text(json.dumps(cfg, indent=2, ensure_ascii=False))
-
-
-# --------------------------------------------------------------------------- training
+        cfg["tokenizer_class"] = cls
+        d.write_text(json.dumps(cfg, indent=2, ensure_ascii=False))
 
 
 def DPOSettings(**old: Any) -> DPORunConfig:  # noqa: N802  (the old class name)
@@ -152,15 +141,9 @@ class DPOResult(TrainReport):
                 "start": self.start_checkpoint}
 
 
-def run_dpo(
-    start: str | os.PathLike | tuple[Any, Any],
-    rows: list[dict[str, Any]],
-    settings: DPORunConfig | None = None,
-    *,
-    output_dir: str | os.PathLike | None = None,
-    eval_rows: list[dict[str, Any]] | None = None,
-    resume: str | None = None,
-) -> DPOResult:
+def run_dpo(start: str | os.PathLike | tuple[Any, Any], rows: list[dict[str, Any]],
+            settings: DPORunConfig | None = None, *, output_dir: str | os.PathLike | None = None,
+            eval_rows: list[dict[str, Any]] | None = None, resume: str | None = None) -> DPOResult:
     """DPO on preference rows, from an SFT checkpoint path (resolved, loaded with a fresh LoRA adapter) or a
     loaded (model, tokenizer) used as given (TRL then copies its adapter as the reference). `settings`: a
     DPORunConfig (`preset.dpo_config()`; default the presets' DPO); `resume`: a checkpoint of this run."""

@@ -25,34 +25,25 @@ from openmanus_lite.rollout import episode_trajectory, play_turn, run_episodes, 
 from openmanus_lite.schema import Task, Trajectory
 
 MISTAKE_KINDS = ("random", "corrupt", "skip")
-"""Injected mistakes: the environment's random action, a corrupted expert action (`corrupt_turn`),
-or a skipped step (`skipped_step`: the expert's turn after next, played one turn early)."""
-
+"""Injected mistakes: the environment's random action, a corrupted expert action (`corrupt_turn`) or a skipped
+step (`skipped_step`: the expert's turn after next, played one turn early)."""
 ALL_MISTAKE_KINDS = MISTAKE_KINDS + ("typical",)
-"""...and, asked for by name, the domain's typical slip (`Env.typical_mistake`, e.g. db's unquoted names) at
-the first turn that has one; a random action where the domain has none."""
-
+"""...and, by name, the domain's typical slip (`Env.typical_mistake`) at its first turn; else a random action."""
 PAIR_MISTAKE_KINDS = ("random", "corrupt")
-"""The default kinds for preference data. Skips are left out: a skipped step can beat the
-expert's turn in hindsight (a search location that happened to be empty), and a pair that
-prefers it would teach a model not to look."""
-
+"""The default for preference data: a skip can beat the expert in hindsight (a search location that happened to be
+empty), and a pair preferring it would teach a model not to look."""
 JUDGES = ("outcome", "step_value")
 TIE_BREAKS = ("none", "efficiency")
 PRM_LABELS = ("progress", "solvable")
-"""Process labels: 'solvable' = the expert still solves the task from the state after the turn;
-'progress' = solvable and the turn shrank the expert's remaining turns (wasted and fatal turns get 0)."""
+"""'solvable': the expert still solves the task after the turn; 'progress': solvable and the turn shrank the
+expert's remaining turns."""
 
 
 # --------------------------------------------------------------------------- comparing episodes
-
-
 def action_key(text: str, domain: str) -> str:
     """The action a turn takes, normalised (thought wording ignored); unparseable turns keep their text."""
     parsed = parse_step(text, domain)
-    if isinstance(parsed, ParseError):
-        return "invalid:" + " ".join(str(text).split())
-    return parsed[1].text
+    return "invalid:" + " ".join(str(text).split()) if isinstance(parsed, ParseError) else parsed[1].text
 
 
 def first_divergence(a: Trajectory, b: Trajectory) -> tuple[int | None, str]:
@@ -81,19 +72,16 @@ def episode_score(traj: Trajectory) -> float:
 
 
 def compare_episodes(a: Trajectory, b: Trajectory, tie_break: str = "efficiency") -> tuple[int, str]:
-    """(+1 if a is better, -1 if b is, 0 if neither; the reason that decided).
-
-    The outcome decides first. With `tie_break="efficiency"`, two equally *successful* episodes
-    are ordered by fewer invalid actions, then fewer turns; two equal failures are never ordered.
-    """
+    """(+1 if a is better, -1 if b is, 0 if neither; the reason that decided). The outcome decides first; with
+    `tie_break="efficiency"` two equally *successful* episodes are ordered by fewer invalid actions, then fewer turns;
+    two equal failures are never ordered."""
     if tie_break not in TIE_BREAKS:
         raise ValueError(f"tie_break must be one of {TIE_BREAKS}, got {tie_break!r}")
     sa, sb = episode_score(a), episode_score(b)
     if sa != sb:
         return (1 if sa > sb else -1), "outcome"
     if tie_break == "efficiency" and a.meta.get("success") and b.meta.get("success"):
-        ka = (int(a.meta.get("invalid_actions", 0)), _assistant_turns(a))
-        kb = (int(b.meta.get("invalid_actions", 0)), _assistant_turns(b))
+        ka, kb = ((int(t.meta.get("invalid_actions", 0)), _assistant_turns(t)) for t in (a, b))
         if ka != kb:
             return (1 if ka < kb else -1), "efficiency"
     return 0, "tie"
@@ -105,8 +93,6 @@ def _assistant_turns(traj: Trajectory, end: int | None = None) -> int:
 
 
 # --------------------------------------------------------------------------- pairs
-
-
 @dataclass
 class PreferencePair:
     """One preference in TRL's conversational format, with where it came from."""
@@ -116,14 +102,11 @@ class PreferencePair:
     rejected: Messages
     task_id: str
     domain: str
-    level: str
-    """'step' (one diverging turn each) or 'trajectory' (the rest of each episode)."""
-    reason: str
-    """What decided it: 'outcome', 'efficiency', 'step_value' or 'step_efficiency'."""
+    level: str  # 'step' (one diverging turn each) or 'trajectory' (the rest of each episode)
+    reason: str  # what decided it: 'outcome', 'efficiency', 'step_value' or 'step_efficiency'
     chosen_value: float
     rejected_value: float
-    turn: int
-    """The assistant turn (0-based) at which the two episodes diverge."""
+    turn: int  # the assistant turn (0-based) at which the two episodes diverge
     chosen_source: str = ""
     rejected_source: str = ""
 
@@ -158,8 +141,7 @@ class PairSet:
 
 
 def _task_id(traj: Trajectory) -> str:
-    tid = traj.meta.get("task_id")
-    if not tid:
+    if not (tid := traj.meta.get("task_id")):
         raise ValueError(f"trajectory {traj.id!r} has no meta['task_id']: pairs are only made within one task "
                          "(episodes from run_episodes or collect_episodes carry it)")
     return str(tid)
@@ -167,13 +149,11 @@ def _task_id(traj: Trajectory) -> str:
 
 def make_pairs(episodes: Iterable[Trajectory], *, level: str = "step", judge: str = "outcome",
                tie_break: str = "efficiency", max_pairs_per_task: int | None = None, seed: int = 0) -> PairSet:
-    """Preference pairs from every two episodes of the same task (`level`: see the module doc).
-
-    judge: 'outcome' compares final scores (`compare_episodes`); 'step_value' the expert-continuation
-    values right after the diverging turn (`label_step_values`), so a pair credits that turn itself, not
-    a later mistake; with tie_break='efficiency' equal values are ordered by the expert's remaining
-    turns. Duplicates are dropped; at most `max_pairs_per_task` pairs per task (sampled with `seed`).
-    """
+    """Preference pairs from every two episodes of the same task (`level`: see the module doc). judge: 'outcome'
+    compares final scores (`compare_episodes`); 'step_value' the expert-continuation values right after the diverging
+    turn (`label_step_values`), so a pair credits that turn itself, not a later mistake; with tie_break='efficiency'
+    equal values are ordered by the expert's remaining turns. Duplicates are dropped; at most `max_pairs_per_task` pairs
+    per task (sampled with `seed`)."""
     if level not in ("step", "trajectory"):
         raise ValueError(f"level must be 'step' or 'trajectory', got {level!r}")
     if judge not in JUDGES:
@@ -233,11 +213,8 @@ def _step_value(traj: Trajectory, turn: int) -> tuple[float, int]:
 
 
 # --------------------------------------------------------------------------- episodes
-# Policy rollouts go through `rollout.run_episodes`; the helpers below step environments
-# themselves because they intervene inside an episode (inject a mistake at a chosen turn, let the
-# expert take over, replay a trajectory to label each step), which a policy loop does not allow.
-
-
+# These step environments themselves, not through `rollout.run_episodes`: they intervene inside an episode
+# (inject a mistake, let the expert take over, replay to label each step), which a policy loop does not allow.
 def _safe_expert(env: Env) -> str | None:
     """The expert's next turn, or None when the expert itself fails in this state (counted by callers)."""
     try:
@@ -316,8 +293,7 @@ def _retell(thought: str, old: str, new: str) -> str:
 
 
 def _bump_number(s: str, rng: random.Random) -> str | None:
-    nums = list(_NUMBER.finditer(s))
-    if not nums:
+    if not (nums := list(_NUMBER.finditer(s))):
         return None
     m = rng.choice(nums)
     value = int(m.group())
@@ -326,8 +302,7 @@ def _bump_number(s: str, rng: random.Random) -> str | None:
 
 
 def _drop_letter(s: str, rng: random.Random) -> str | None:
-    words = list(_WORD.finditer(s))
-    if not words:
+    if not (words := list(_WORD.finditer(s))):
         return None
     m = rng.choice(words)
     k = rng.randrange(m.start(), m.end())
@@ -335,12 +310,10 @@ def _drop_letter(s: str, rng: random.Random) -> str | None:
 
 
 def skipped_step(env: Env) -> str | None:
-    """The expert's turn after next, to play now: a step skipped, thought and all (putting into a
-    fridge not yet opened, treating an object not yet taken). None when the expert has no turn after
-    next in this state. The environment itself is untouched (the look-ahead runs on a clone)."""
+    """The expert's turn after next, to play now: a step skipped, thought and all (putting into a fridge not yet
+    opened). None when the expert has no turn after next; `env` itself is untouched (the look-ahead is on a clone)."""
     sim = env.clone()
-    text = _safe_expert(sim)
-    if text is None:
+    if (text := _safe_expert(sim)) is None:
         return None
     sim.step(text)
     return None if sim.done else _safe_expert(sim)
@@ -349,10 +322,7 @@ def skipped_step(env: Env) -> str | None:
 def _typical_turn(task: Task, max_turns: int | None, rng: random.Random) -> int | None:
     """The first turn of the expert's episode at which the environment has its typical slip, or None."""
     env, _ = start_episode(task, max_turns)
-    while not env.done:
-        due = _safe_expert(env)
-        if due is None:
-            return None
+    while not env.done and (due := _safe_expert(env)) is not None:
         if env.typical_mistake(due, rng) is not None:
             return env.turn
         env.step(due)
@@ -362,14 +332,11 @@ def _typical_turn(task: Task, max_turns: int | None, rng: random.Random) -> int 
 def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, ...] = MISTAKE_KINDS,
                      max_turns: int | None = None, expert_turns: int | None = None, repeats: int = 1
                      ) -> list[Trajectory]:
-    """`n` expert episodes with one injected mistake each (kinds in turn), at a random turn; the expert carries on.
-
-    A skip with nothing to skip becomes a corrupted turn; a rejected mistake is played again up to `repeats` times
-    in a row, as a model stuck in a loop does. meta['mistake'] = {'turn', 'kind' played, 'valid', 'played'} (the
-    last two absent when the episode ended before the turn). Whether a mistake was recoverable is the env's call.
-    """
-    unknown = [k for k in kinds if k not in ALL_MISTAKE_KINDS]
-    if unknown:
+    """`n` expert episodes with one injected mistake each (kinds in turn), at a random turn; the expert carries on. A
+    skip with nothing to skip becomes a corrupted turn; a rejected mistake is played again up to `repeats` times in a
+    row, as a model stuck in a loop does. meta['mistake'] = {'turn', 'kind' played, 'valid', 'played'} (the last two
+    absent when the episode ended before the turn). Whether a mistake was recoverable is the env's call."""
+    if unknown := [k for k in kinds if k not in ALL_MISTAKE_KINDS]:
         raise ValueError(f"unknown mistake kind {unknown[0]!r}; expected some of {ALL_MISTAKE_KINDS}")
     if repeats < 1:
         raise ValueError(f"repeats must be at least 1, got {repeats}")
@@ -415,8 +382,6 @@ def mistake_episodes(task: Task, n: int, rng: random.Random, kinds: tuple[str, .
 
 
 # --------------------------------------------------------------------------- step values (PRM labels)
-
-
 class ReplayMismatch(RuntimeError):
     """Replaying an episode's actions did not reproduce its recorded observations."""
 
@@ -428,19 +393,16 @@ def expert_value(env: Env) -> tuple[float, int]:
     sim = env.clone()
     start = sim.turn
     while not sim.done:
-        text = _safe_expert(sim)
-        if text is None:
+        if (text := _safe_expert(sim)) is None:
             return 0.0, sim.turn - start
         sim.step(text)
     return float(sim.last_info.get("score", 0.0)), sim.turn - start
 
 
 def label_step_values(task: Task, traj: Trajectory, max_turns: int | None = None) -> list[float]:
-    """Replay `traj` in a fresh environment and return the expert-continuation value after each assistant turn.
-
-    Stores in meta 'step_values' and 'step_remaining' (the expert's turns still needed) per assistant turn, and
-    'start_remaining'; raises ReplayMismatch when the recorded observations are not reproduced.
-    """
+    """Replay `traj` in a fresh environment and return the expert-continuation value after each assistant turn. Stores
+    in meta 'step_values' and 'step_remaining' (the expert's turns still needed) per assistant turn, and
+    'start_remaining'; raises ReplayMismatch when the recorded observations are not reproduced."""
     if task.id != traj.meta.get("task_id", task.id):
         raise ValueError(f"trajectory {traj.id!r} is for task {traj.meta.get('task_id')!r}, not {task.id!r}")
     env, opening = start_episode(task, max_turns or traj.meta.get("max_turns"))
@@ -449,7 +411,7 @@ def label_step_values(task: Task, traj: Trajectory, max_turns: int | None = None
         raise ReplayMismatch(f"trajectory {traj.id!r}: its first message is not what the environment shows for task "
                              f"{task.id!r} (different task, max_turns or environment version?)")
     start_remaining = expert_value(env)[1]
-    values, remaining = [], []
+    steps: list[tuple[float, int]] = []  # (value, expert turns remaining) after each assistant turn
     for i, turn in enumerate(msgs):
         if turn.role != "assistant":
             continue
@@ -458,11 +420,10 @@ def label_step_values(task: Task, traj: Trajectory, max_turns: int | None = None
         step = env.step(turn.content)
         if not step.done and (i + 1 >= len(msgs) or msgs[i + 1].content != step.observation):
             raise ReplayMismatch(f"trajectory {traj.id!r}: replaying message {i} gave a different observation")
-        value, left = expert_value(env)
-        values.append(value)
-        remaining.append(left)
-    traj.meta.update(step_values=values, step_remaining=remaining, start_remaining=start_remaining)
-    return values
+        steps.append(expert_value(env))
+    traj.meta.update(step_values=[v for v, _ in steps], step_remaining=[n for _, n in steps],
+                     start_remaining=start_remaining)
+    return traj.meta["step_values"]
 
 
 def step_labels(traj: Trajectory, label: str = "progress") -> list[int]:
@@ -486,21 +447,17 @@ def prm_rows(episodes: Iterable[Trajectory], label: str = "progress") -> list[di
 
 
 # --------------------------------------------------------------------------- collecting a pool
-
-
 def collect_episodes(tasks: list[Task], *, policy: Any = None, samples_per_task: int = 2, mistakes_per_task: int = 2,
                      mistake_kinds: tuple[str, ...] = PAIR_MISTAKE_KINDS, max_turns: int | None = None, seed: int = 0,
                      batch_size: int = 32, progress: bool = False) -> tuple[list[Trajectory], Counter]:
     """(episodes from the three sources labelled with step values, counts per source and of unreplayable ones).
     Rollouts need a sampling policy: a greedy one repeats itself, and identical episodes give no pairs."""
-    repeated = sorted(tid for tid, n in Counter(t.id for t in tasks).items() if n > 1)
-    if repeated:
+    if repeated := sorted(tid for tid, n in Counter(t.id for t in tasks).items() if n > 1):
         raise ValueError(f"task ids must be unique (pairs are made per task id); repeated: {repeated[:5]}")
     rng = random.Random(seed)
     episodes: list[Trajectory] = []
     for task in tasks:
-        expert = expert_episode(task, max_turns)
-        episodes.append(expert)
+        episodes.append(expert := expert_episode(task, max_turns))
         if mistakes_per_task:
             episodes += mistake_episodes(task, mistakes_per_task, rng, mistake_kinds, max_turns,
                                          expert_turns=int(expert.meta["turns"]))
@@ -524,8 +481,6 @@ def collect_episodes(tasks: list[Task], *, policy: Any = None, samples_per_task:
 
 
 # --------------------------------------------------------------------------- fitting a length budget
-
-
 def fit_prompt(prompt: Messages, completions: list[Messages], count_tokens: Callable[[Messages], int],
                max_tokens: int) -> Messages | None:
     """The prompt without its oldest turn pairs after the task message, so it + the longest completion fits
@@ -554,8 +509,7 @@ def pair_dataset(rows: list[dict[str, Any]], tokenizer: Any, max_length: int) ->
     counts: Counter = Counter()
     out = []
     for r in rows:
-        missing = [key for key in ("prompt", "chosen", "rejected") if key not in r]
-        if missing:
+        if missing := [key for key in ("prompt", "chosen", "rejected") if key not in r]:
             raise ValueError(f"preference row lacks {missing}: rows need prompt, chosen and rejected message lists "
                              "(make them with preferences.make_pairs(...).rows())")
         prompt = fit_prompt(r["prompt"], [r["chosen"], r["rejected"]], count, max_length)
@@ -581,8 +535,6 @@ def split_by_task(rows: list[dict[str, Any]], eval_fraction: float, seed: int = 
 
 
 # --------------------------------------------------------------------------- one call for the whole data set
-
-
 @dataclass
 class PreferenceData:
     """Everything built from one pool of episodes: step pairs (DPO), trajectory pairs (ORM),
@@ -638,13 +590,8 @@ def build_preference_data(tasks: list[Task], *, judge: str = "step_value", tie_b
     by_source: dict[str, list[bool]] = defaultdict(list)
     for e in episodes:
         by_source[e.source].append(bool(e.meta.get("success")))
-    counts = {
-        "tasks": len(tasks),
-        "episodes": dict(ep_counts),
-        "success_rate_by_source": {k: round(sum(v) / len(v), 4) for k, v in sorted(by_source.items())},
-        "step_pairs": steps.summary(),
-        "trajectory_pairs": trajs.summary(),
-        "prm_steps": len(labels),
-        "prm_positive_rate": sum(labels) / len(labels) if labels else None,
-    }
+    counts = {"tasks": len(tasks), "episodes": dict(ep_counts),
+              "success_rate_by_source": {k: round(sum(v) / len(v), 4) for k, v in sorted(by_source.items())},
+              "step_pairs": steps.summary(), "trajectory_pairs": trajs.summary(),
+              "prm_steps": len(labels), "prm_positive_rate": sum(labels) / len(labels) if labels else None}
     return PreferenceData(episodes, steps.rows(), trajs.rows(), prm, counts)

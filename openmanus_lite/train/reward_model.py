@@ -36,8 +36,6 @@ def RMSettings(**old: Any) -> RewardRunConfig:  # noqa: N802  (the old class nam
 
 
 # --------------------------------------------------------------------------- loading heads
-
-
 def _head(kind: str) -> tuple[Any, int]:
     """(model class, number of labels): a 1-logit sequence head for the ORM, a 2-class token head for the PRM."""
     from transformers import AutoModelForSequenceClassification, AutoModelForTokenClassification
@@ -80,12 +78,9 @@ def load_reward_model(path: str | os.PathLike):
     meta = json.loads(marker.read_text())
     kind = meta["kind"]
     cls, num_labels = _head(kind)
-    # on a GPU: the precision it was trained in, on the GPU; on a CPU: float32 (16-bit is slow there)
-    gpu = torch.cuda.is_available()
-    kwargs: dict[str, Any] = {"num_labels": num_labels, "dtype": getattr(torch, meta.get("dtype", "float32"))
-                              if gpu else torch.float32}
-    if gpu:
-        kwargs["device_map"] = {"": torch.cuda.current_device()}
+    kwargs: dict[str, Any] = {"num_labels": num_labels, "dtype": torch.float32}  # on a CPU (16-bit is slow there)
+    if torch.cuda.is_available():  # the precision it was trained in, on the GPU
+        kwargs.update(dtype=getattr(torch, meta.get("dtype", "float32")), device_map={"": torch.cuda.current_device()})
     if (folder / "adapter_config.json").is_file():
         from peft import PeftModel
 
@@ -99,12 +94,11 @@ def load_reward_model(path: str | os.PathLike):
 
 
 # --------------------------------------------------------------------------- scorers
-
-
 class _RewardModel:
     """Shared scoring plumbing: chat-template rendering, length fitting, batching, caching."""
 
     kind = ""
+    OPTIONS = ("max_length", "batch_size")  # the settings `save` records and `load_reward_model` passes back
 
     def __init__(self, model, tokenizer, *, base: str = "", max_length: int = 1024, batch_size: int = 8):
         self.model = model
@@ -118,16 +112,16 @@ class _RewardModel:
         model.eval()
 
     def options(self) -> dict[str, Any]:
-        return {"max_length": self.max_length, "batch_size": self.batch_size}
+        return {name: getattr(self, name) for name in self.OPTIONS}
 
     def fit(self, messages: Messages) -> Messages:
         """Keep the task message and the most recent turns within max_length."""
         messages = [{"role": m["role"], "content": m["content"]} for m in messages]
         if len(messages) < 2:
             return messages
-        body, last = messages[:-1], messages[-1:]
-        fitted = fit_prompt(body, [last], self._count, self.max_length)
-        return (fitted + last) if fitted is not None else messages[:1] + last
+        last = messages[-1:]
+        fitted = fit_prompt(messages[:-1], [last], self._count, self.max_length)
+        return (fitted if fitted is not None else messages[:1]) + last
 
     def _encode(self, messages: Messages) -> list[int]:
         ids = self.tokenizer.apply_chat_template(self.fit(messages), tokenize=True, return_dict=True)["input_ids"]
@@ -204,9 +198,8 @@ class RewardModelReward:
 
 @register_reward("orm", bounds=(0.0, 1.0), factory=True)
 def orm_reward(model_path: str | None = None, batch_size: int = 8) -> RewardModelReward:
-    """A learned outcome reward model (`python -m openmanus_lite dpo train-rm`) scoring prompt +
-    completion: the sigmoid of its Bradley-Terry logit, in (0, 1). Needs
-    params={'orm': {'model_path': <saved reward model folder>}}."""
+    """A learned outcome reward model (`python -m openmanus_lite dpo train-rm`) scoring prompt + completion: the sigmoid
+    of its Bradley-Terry logit, in (0, 1). Needs params={'orm': {'model_path': <saved reward model folder>}}."""
     if not model_path:
         raise ValueError("the orm reward needs params={'orm': {'model_path': <folder saved by train-rm>}}")
     rm = load_reward_model(model_path)
@@ -233,13 +226,11 @@ class OutcomeRewardModel(_RewardModel):
     which is what best-of-N needs and saves a forward pass per intermediate step."""
 
     kind = "orm"
+    OPTIONS = _RewardModel.OPTIONS + ("score_unfinished",)
 
     def __init__(self, model, tokenizer, *, score_unfinished: bool = False, **kw):
         super().__init__(model, tokenizer, **kw)
         self.score_unfinished = score_unfinished
-
-    def options(self) -> dict[str, Any]:
-        return {**super().options(), "score_unfinished": self.score_unfinished}
 
     def raw_scores(self, conversations: list[Messages]) -> list[float]:
         """The head's logits (Bradley-Terry scale: differences are log-odds of preference)."""
@@ -259,15 +250,13 @@ class ProcessRewardModel(_RewardModel):
     """Scores every step of a history; the search value aggregates them (`aggregate`)."""
 
     kind = "prm"
+    OPTIONS = _RewardModel.OPTIONS + ("aggregate",)
 
     def __init__(self, model, tokenizer, *, aggregate: str = "min", **kw):
         if aggregate not in AGGREGATES:
             raise ValueError(f"aggregate must be one of {tuple(AGGREGATES)}, got {aggregate!r}")
         super().__init__(model, tokenizer, **kw)
         self.aggregate = aggregate
-
-    def options(self) -> dict[str, Any]:
-        return {**super().options(), "aggregate": self.aggregate}
 
     def step_probabilities(self, conversations: list[Messages]) -> list[list[float]]:
         """P(label 1) after each assistant turn of each conversation (of the fitted history)."""
@@ -291,16 +280,11 @@ class ProcessRewardModel(_RewardModel):
 
 
 # --------------------------------------------------------------------------- PRM tokenization
-
-
 def step_positions(tokenizer, messages: Messages, max_length: int | None = None
                    ) -> tuple[list[int], list[list[int]]]:
-    """(input ids, per assistant turn the token positions that carry its label).
-
-    Positions: the last token of the turn's `<|im_end|>` and, when an observation follows,
-    the last token of that observation's `<|im_end|>`. Found from character offsets of the
-    chat-template rendering of each message prefix; turns cut off by `max_length` are absent.
-    """
+    """(input ids, per assistant turn the token positions that carry its label): the last token of the turn's
+    `<|im_end|>` and, when an observation follows, of that observation's `<|im_end|>`. Found from character offsets
+    of the chat-template rendering of each message prefix; turns cut off by `max_length` are absent."""
     text = tokenizer.apply_chat_template(messages, tokenize=False)
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = list(enc["input_ids"]), list(enc["offset_mapping"])
@@ -325,8 +309,7 @@ def step_positions(tokenizer, messages: Messages, max_length: int | None = None
         pos = [token_at(ends[k])]
         if k + 1 < len(messages) and messages[k + 1]["role"] == "user":
             pos.append(token_at(ends[k + 1]))
-        pos = [p for p in pos if p is not None and p < limit]
-        if not pos:
+        if not (pos := [p for p in pos if p is not None and p < limit]):
             break
         positions.append(pos)
     return ids[:limit], positions
@@ -355,8 +338,6 @@ def prm_features(rows: Iterable[dict[str, Any]], tokenizer, max_length: int) -> 
 
 
 # --------------------------------------------------------------------------- training
-
-
 def trainer_setup(base: str | os.PathLike, settings: RewardRunConfig | None, output_dir: str | os.PathLike | None,
                   kind: str) -> tuple[RewardRunConfig, int, Any, Any, str]:
     """(the trainer's copy of `settings`, max_length, then `_load_head`'s model, tokenizer and path). Default
@@ -402,8 +383,6 @@ def train_prm(base: str | os.PathLike, rows: list[dict[str, Any]], settings: Rew
 
 
 # --------------------------------------------------------------------------- evaluation
-
-
 def pair_accuracy(rm: _RewardModel, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Held-out pairs: how often the RM scores prompt+chosen above prompt+rejected (ties count half)."""
     if not rows:
@@ -424,8 +403,7 @@ def step_accuracy(prm: ProcessRewardModel, rows: list[dict[str, Any]]) -> dict[s
     steps = [(int(y), q) for r, p in zip(rows, probs) for y, q in zip(r["step_labels"], p)]
     if not steps:
         return {"n": 0}
-    pos = [q for y, q in steps if y == 1]
-    neg = [q for y, q in steps if y == 0]
+    pos, neg = [q for y, q in steps if y == 1], [q for y, q in steps if y == 0]
     hit_pos, hit_neg = sum(q >= 0.5 for q in pos), sum(q < 0.5 for q in neg)
     both = bool(pos and neg)
     return {
