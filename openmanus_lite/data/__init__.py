@@ -22,6 +22,7 @@ from openmanus_lite.data.merge import (
     from_hf_dataset,
     load_report,
     load_splits,
+    merge,  # the function: binding it after the submodule loaded replaces the package's `merge` attribute
     read_jsonl,
     read_parquet,
     save_splits,
@@ -30,10 +31,7 @@ from openmanus_lite.data.merge import (
     write_jsonl,
     write_parquet,
 )
-from openmanus_lite.data.merge import merge as _merge_function
 from openmanus_lite.data.sources import SOURCES, InputError, RawRow, RowRejected, get_source, read_rows
-
-merge = _merge_function  # the function, not the submodule of the same name
 
 _LAZY = {"make_negatives": "negatives", **dict.fromkeys(
     ("trajectory_stats", "summary_tables", "rejection_table", "plot_overview", "save_plots"), "stats")}

@@ -189,8 +189,8 @@ class MergeReport:
         width = max([len("source")] + [len(s) for s in self.input_rows]) + 2
         kept = _totals(Counter({k: n for k, n in self.outcomes.items() if k[2] == "kept"}), 0)
         lines = [f"{'source':<{width}}{'read':>8}{'kept':>8}{'rejected':>10}"]
-        for source, read in sorted(self.input_rows.items()):
-            lines.append(f"{source:<{width}}{read:>8}{kept[source]:>8}{read - kept[source]:>10}")
+        lines += [f"{source:<{width}}{read:>8}{kept[source]:>8}{read - kept[source]:>10}"
+                  for source, read in sorted(self.input_rows.items())]
         for title, counts in (("rejections", {r: n for r, n in self.by_reason().items() if r != "kept"}),
                               ("added", _totals(self.added, 2))):
             if counts:
@@ -298,8 +298,7 @@ def _process_row(module, ctx: _Ctx, validator: Validator, deduper: Deduper, row:
 
 def _outcomes(ctx: _Ctx, rows: Iterable[RawRow]) -> Iterator[Outcome]:
     module, validator, deduper = get_source(ctx.name), Validator(ctx.cfg), Deduper(ctx.cfg.dedup)
-    for row in rows:
-        yield _process_row(module, ctx, validator, deduper, row)
+    return (_process_row(module, ctx, validator, deduper, row) for row in rows)
 
 
 def convert_source(spec: SourceSpec, *, strict: bool = True) -> Iterator[tuple[RawRow, Trajectory | Issue]]:
@@ -412,15 +411,12 @@ def _workers_for(specs: list[SourceSpec], cfg: MergeConfig) -> int:
     if cfg.workers is not None:
         return cfg.workers if cfg.workers >= 2 else 0
     total = sum(f.stat().st_size for spec in specs for f, _ in _parallel_files(spec) or ())
-    n = min(2, _usable_cpus())
-    return n if n >= 2 and total >= AUTO_PARALLEL_BYTES else 0
+    return 2 if _usable_cpus() >= 2 and total >= AUTO_PARALLEL_BYTES else 0
 
 
 def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool: _ChunkPool) -> Iterator[Outcome]:
-    """Outcomes in input order. Every process, the main one included, claims the next chunk when free, so both
-    cores stay busy however the load shifts (a fixed share for the main process left a core idle); the main one
-    waits only when every chunk is taken.
-    """
+    """Outcomes in input order. Every process, the main one included, claims the next chunk when free (a fixed
+    share for the main process left a core idle); the main one waits only when every chunk is taken."""
     tasks = [(ctx, str(file), start, end, line, split) for file, split in _parallel_files(spec)
              for start, end, line in jsonl_chunks(file, CHUNK_BYTES)]
     counter, results, n = pool.counter, pool.results, len(tasks)
@@ -431,21 +427,15 @@ def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool: _ChunkPool) -> Iterato
     for i in range(n):
         while i not in ready:
             try:
-                got = results.get_nowait()
+                j, out, error = results.get_nowait()
             except queue.Empty:
-                got = None
-                j = _claim(counter)
-                if j == i:
-                    ready[i] = None
-                elif j < n:
-                    ready[j] = list(_chunk_outcomes(tasks[j]))
+                if (j := _claim(counter)) < n:
+                    out, error = (None if j == i else list(_chunk_outcomes(tasks[j]))), None
                 else:
-                    got = results.get()  # every chunk is taken: wait for a worker's
-            if got is not None:
-                j, out, error = got
-                if error is not None:
-                    raise error
-                ready[j] = out
+                    j, out, error = results.get()  # every chunk is taken: wait for a worker's
+            if error is not None:
+                raise error
+            ready[j] = out
         out = ready.pop(i)
         yield from _chunk_outcomes(tasks[i]) if out is None else out
     for r in running:
@@ -454,10 +444,9 @@ def _parallel_outcomes(spec: SourceSpec, ctx: _Ctx, pool: _ChunkPool) -> Iterato
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic collector for a phase that builds millions of acyclic objects: its passes were a fifth of
-    a merge's CPU time (benchmarks/merge_throughput.py). Freeze + unfreeze on the way out moves them to the oldest
-    generation in O(1), so the next collection does not walk them all (skipped when the program froze objects).
-    """
+    """Pause the cyclic collector while millions of acyclic objects are built (its passes were a fifth of a
+    merge's CPU time); freeze + unfreeze on the way out moves them to the oldest generation in O(1), so the next
+    collection does not walk them all (skipped when the program froze objects itself)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -489,8 +478,7 @@ def merge(sources: Iterable[SourceSpec | str] | dict[str, str], config: MergeCon
             splits["train"] = _upsample(splits["train"], cfg, report, rng)
             if cfg.negatives:
                 negs = make_negatives(splits["train"], cfg.negatives, cfg.seed)
-                for t in negs:
-                    report.added[(t.source, t.domain, f"negative:{t.meta['negative']['kind']}")] += 1
+                report.added.update((t.source, t.domain, f"negative:{t.meta['negative']['kind']}") for t in negs)
                 splits["train"] = splits["train"] + negs
             for name in SPLITS:
                 random.Random(f"{cfg.seed}-{name}").shuffle(splits[name])
@@ -767,13 +755,10 @@ def check_formats(formats: Iterable[str]) -> tuple[str, ...]:
 
 def save_splits(splits: dict[str, list[Trajectory]], out_dir: str | Path, formats: Iterable[str] = ("jsonl",),
                 report: MergeReport | None = None, workers: int = 0) -> dict[str, list[Path]]:
-    """Write `<split>.jsonl` / `.parquet` / `hf/`, `splits.json` and `report.json`.
-
-    They are staged in a temporary folder and moved into place only when all are written, so a failed save
-    leaves the previous outputs whole. Outputs of the previous save that this one did not write are removed
-    (a stale `train.parquet` beside a new `train.jsonl` would pass for this merge's); files the kit did not
-    write stay.
-    """
+    """Write `<split>.jsonl` / `.parquet` / `hf/`, `splits.json` and `report.json`, staged in a temporary folder
+    and moved into place only when all are written, so a failed save leaves the previous outputs whole. Outputs of
+    the previous save that this one did not write are removed (a stale `train.parquet` beside a new `train.jsonl`
+    would pass for this merge's); files the kit did not write stay."""
     formats = check_formats(formats)
     final = Path(out_dir)
     final.mkdir(parents=True, exist_ok=True)

@@ -62,8 +62,7 @@ def _train_turns(traj: Trajectory) -> list[int]:
 
 
 def invalid_action_sample(traj: Trajectory, rng: random.Random) -> Trajectory | None:
-    """One invalid action and its error before a training turn; only the recovery trains (never learn the
-    mistake)."""
+    """One invalid action and its error before a training turn; only the recovery trains (never the mistake)."""
     options, turns = INVALID_ACTIONS.get(traj.domain), _train_turns(traj)
     if not options or not turns:
         return None

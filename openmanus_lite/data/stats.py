@@ -70,8 +70,7 @@ def _figure(ncols: int = 1, nrows: int = 1, size: tuple[float, float] = (6, 4)):
 
 
 def _titles(ax, title: str, ylabel: str = "") -> None:
-    ax.set_title(title)
-    ax.set_ylabel(ylabel)
+    ax.set(title=title, ylabel=ylabel)
     ax.tick_params(axis="x", labelrotation=30)
 
 
@@ -96,9 +95,7 @@ def plot_lengths(df, column: str = "turns", ax=None):
     ax = _figure()[1][0][0] if ax is None else ax
     for domain, group in df.groupby("domain"):
         ax.hist(group[column], bins=20, histtype="step", linewidth=1.5, label=domain)
-    ax.set_title(f"{column} per trajectory")
-    ax.set_xlabel(column)
-    ax.set_ylabel("trajectories")
+    ax.set(title=f"{column} per trajectory", xlabel=column, ylabel="trajectories")
     if df["domain"].nunique():
         ax.legend(fontsize="small", loc="upper right")
     return ax.figure
@@ -120,8 +117,7 @@ def plot_rejections(report, ax=None):
     ax = _figure()[1][0][0] if ax is None else ax
     items = sorted(((r, n) for r, n in report.by_reason().items() if r != "kept"), key=lambda x: x[1])
     ax.barh([r for r, _ in items], [n for _, n in items], color="tab:red")
-    ax.set_title(f"rejections ({sum(n for _, n in items)} of {sum(report.input_rows.values())} rows)")
-    ax.set_xlabel("rows")
+    ax.set(title=f"rejections ({sum(n for _, n in items)} of {sum(report.input_rows.values())} rows)", xlabel="rows")
     if not items:
         ax.text(0.5, 0.5, "no rejections", ha="center", va="center", transform=ax.transAxes)
     return ax.figure

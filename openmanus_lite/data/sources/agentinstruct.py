@@ -2,8 +2,7 @@
 
 Schema: `{"id": "db_460", "conversations": [{"from": "human"|"gpt", "loss": bool|null, "value": str}]}`,
 one hub split per task. Re-keyed copies found elsewhere (`role`/`content` turns, `loss` dropped) are read
-too; their train flags are inferred (see `normalize`). The domain is `SPLIT_DOMAINS` of the hub split,
-else of the id prefix before `_`; anything else is `other` (an honest "unknown", never forced into a domain).
+too; their train flags are inferred (see `normalize`).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ SPLIT_DOMAINS: dict[str, str] = {
 
 
 def domain_for(split: str | None, rid: str) -> str:
-    """Domain from the split name, else from the id prefix (`db_460` -> db)."""
+    """From the split name, else the id prefix (`db_460` -> db); else `other`, never forced into a domain."""
     return SPLIT_DOMAINS.get(split) or SPLIT_DOMAINS.get(rid.rsplit("_", 1)[0], "other")
 
 

@@ -1,10 +1,9 @@
 """AgentTraj-L (AgentGym/AgentTraj-L): 14,485 trajectories over AgentGym's environments.
 
 Schema: `{"item_id": "webshop_3499", "conversations": [{"from": "human"|"gpt", "loss": bool|null,
-"value": str}]}` (also as shipped in the OpenManus-RL repository's `data/*/*.parquet`). The environment
-is only known from the `item_id` prefix: the longest prefix of `PREFIX_DOMAINS` that matches gives the
-domain, else `other`. SqlGym episodes are one SQL statement with no final answer (the statement is what
-is graded), so they carry `meta["answer_optional"]`.
+"value": str}]}` (also as shipped in the OpenManus-RL repository's `data/*/*.parquet`); only the `item_id`
+prefix names the environment. SqlGym episodes are one SQL statement with no final answer (the statement is
+what is graded), so they carry `meta["answer_optional"]`.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ ANSWER_OPTIONAL_PREFIXES = ("sqlgym_",)
 
 
 def domain_for(item_id: str) -> str:
+    """The domain of the longest matching prefix, else `other`."""
     return next((PREFIX_DOMAINS[p] for p in _PREFIXES if item_id.startswith(p)), "other")
 
 

@@ -66,12 +66,10 @@ _SQL_HEAD = "sql\n```sql\n"
 
 
 def canonical_action(action: str, domain: str, style: str = "") -> tuple[str, Action | str, str | None]:
-    """The action in canonical form, its parse, and the name of a rewrite if one was needed.
-
-    Only the framing changes, never the command, query or arguments; the one rewrite is AgentBench OS's
-    `finish` and InterCode's `submit`, which the unified grammar spells `answer(done)` in os and db. For
-    styles `parse_turn` built with react's own helpers, `parse_action` is skipped (a third of the time on tool use).
-    """
+    """The action in canonical form, its parse, and the name of a rewrite if one was needed. Only the framing
+    changes, never the command, query or arguments; the one rewrite is AgentBench OS's `finish` and InterCode's
+    `submit`, which the unified grammar spells `answer(done)` in os and db. For styles `parse_turn` built with
+    react's own helpers, `parse_action` is skipped (a third of the time on tool use)."""
     if style == "final_answer" and action.startswith("answer(") and action.endswith(")"):
         return action, Action("answer", action[7:-1]), None
     if style == "db_operation" and action.startswith(_SQL_HEAD) and action.endswith("\n```") \
@@ -102,8 +100,7 @@ def conversation_trajectory(row: RawRow, source: str, rid: str, domain: str, *, 
                             turns_fields: tuple[str, ...] = ("conversations", "messages"),
                             final_text_as_answer: bool = False, **extra_meta: Any) -> Trajectory:
     """The Trajectory of a row that holds a conversation; the id is `tid` or `<source>/<rid>`.
-    `final_text_as_answer`: a final assistant turn with no action is the reply, written as `answer(<text>)`.
-    """
+    `final_text_as_answer`: a final assistant turn with no action is the reply, written as `answer(<text>)`."""
     field, turns = pick_turns(row, *turns_fields)
     role_key, content_key, loss_key = turn_keys(turns)
     if turns is None:
@@ -163,11 +160,9 @@ def conversation_trajectory(row: RawRow, source: str, rid: str, domain: str, *, 
         actions[i] = (content, action)
         out.append(_Turn("assistant", content, train))
 
-    meta: dict[str, Any] = {"train_flags": "source" if has_flags else "inferred"}
-    for key, value in (("demo_turns", demos), ("free_text_turns", free_text), ("rewrites", rewrites)):
-        if value:
-            meta[key] = value
-    meta.update(source_id=rid, split=row.split, file=row.file, line=row.line, **extra_meta)
+    optional = {"demo_turns": demos, "free_text_turns": free_text, "rewrites": rewrites}
+    meta = {"train_flags": "source" if has_flags else "inferred", **{k: v for k, v in optional.items() if v},
+            "source_id": rid, "split": row.split, "file": row.file, "line": row.line, **extra_meta}
     return attach_actions(Trajectory(tid or f"{source}/{rid}", source, domain, out, meta), actions)
 
 
