@@ -12,45 +12,33 @@ from openmanus_lite._lazy import lazy_exports
 __version__ = "0.1.0"
 
 # public name -> module that defines it
-_EXPORTS: dict[str, str] = {
-    # schema
-    "DOMAINS": "schema", "EXTRA_LABELS": "schema", "SchemaError": "schema",
-    "Turn": "schema", "Trajectory": "schema", "Task": "schema", "StepResult": "schema",
-    # grammar
-    "parse_turn": "react", "parse_action": "react", "parse_step": "react", "format_turn": "react",
-    "format_tagged": "react", "parse_tagged": "react", "extract_answer": "react",
-    # environments
-    "Env": "envs", "make_env": "envs", "list_domains": "envs", "generate_tasks": "envs",
-    "synthesize_trajectories": "envs", "run_expert": "envs",
-    # rollouts and policies
-    "run_episodes": "rollout", "ExpertPolicy": "policies", "RandomPolicy": "policies",
-    "CallablePolicy": "policies", "as_policy": "policies",
-    # rewards
-    "get_reward_funcs": "rewards", "register_reward": "rewards", "build_rewards": "rewards",
-    "check_reward_columns": "rewards", "parse_reward_spec": "rewards", "reward_table": "rewards",
-    # evaluation and search
-    "run_benchmark": "eval", "load_suite": "eval", "comparison_table": "eval", "sign_tests": "eval",
-    "make_policy": "eval", "find_checkpoint": "models",
+# module -> the public names it defines
+_MODULES: dict[str, str] = {
+    "schema": "DOMAINS EXTRA_LABELS SchemaError Turn Trajectory Task StepResult",
+    "react": "parse_turn parse_action parse_step format_turn format_tagged parse_tagged extract_answer",
+    "envs": "Env make_env list_domains generate_tasks synthesize_trajectories run_expert",
+    "rollout": "run_episodes",
+    "policies": "ExpertPolicy RandomPolicy CallablePolicy as_policy ModelPolicy",
+    "rewards": "get_reward_funcs register_reward build_rewards check_reward_columns parse_reward_spec reward_table",
+    "eval": "run_benchmark load_suite comparison_table sign_tests make_policy",
     # training recipes (data + SFT settings of measured runs) and the tasks training may use
-    "get_recipe": "recipes", "list_recipes": "recipes", "recipe_dataset": "recipes", "recipe_preset": "recipes",
-    "default_recipe_name": "recipes", "recipe_tasks": "recipes", "recipe_trajectories": "recipes",
-    "training_tasks": "splits", "heldout_tasks": "splits", "check_disjoint": "splits",
+    "recipes": "get_recipe list_recipes recipe_dataset recipe_preset default_recipe_name recipe_tasks "
+               "recipe_trajectories",
+    "splits": "training_tasks heldout_tasks check_disjoint",
     # training: the trainers, their configs (TRL's, with the kit's few fields) and the presets that fill them
-    "run_sft": "train.sft", "run_grpo": "train.grpo", "run_dpo": "train.dpo",
-    "SFTRunConfig": "train.configs", "GRPORunConfig": "train.configs", "DPORunConfig": "train.configs",
-    "RewardRunConfig": "train.configs", "get_preset": "train.presets", "default_preset_name": "train.presets",
-    "load_trajectories": "train.data", "loss_token_texts": "train.data", "save_adapter": "train.sft",
-    "save_merged": "train.sft", "load_trained": "train.sft", "export_gguf": "train.sft",
-    "GGUFExportUnavailable": "train.sft", "load_for_grpo": "train.grpo", "build_env_dataset": "train.grpo_data",
-    "build_single_turn_dataset": "train.grpo_data", "value_task_rows": "train.grpo_data",
-    "unseen_rows": "train.grpo_data", "format_warmup_trajectories": "train.grpo_data",
-    "single_turn_accuracy": "train.grpo", "plot_reward_curves": "train.grpo", "format_samples": "train.grpo",
-    "tool_dataset": "train.tool_env", "tool_env_factory": "train.tool_env",
-    # models
-    "load_model": "models", "prepare_default_model": "models", "build_tiny_model": "models",
-    "load_tokenizer": "models", "ModelPolicy": "policies", "count_parameters": "models",
-    "generate_turns": "engine.generation",
+    "train.sft": "run_sft save_adapter save_merged load_trained export_gguf GGUFExportUnavailable",
+    "train.grpo": "run_grpo load_for_grpo single_turn_accuracy plot_reward_curves format_samples",
+    "train.dpo": "run_dpo",
+    "train.configs": "SFTRunConfig GRPORunConfig DPORunConfig RewardRunConfig",
+    "train.presets": "get_preset default_preset_name",
+    "train.data": "load_trajectories loss_token_texts",
+    "train.grpo_data": "build_env_dataset build_single_turn_dataset value_task_rows unseen_rows "
+                       "format_warmup_trajectories",
+    "train.tool_env": "tool_dataset tool_env_factory",
+    "models": "load_model prepare_default_model build_tiny_model load_tokenizer count_parameters find_checkpoint",
+    "engine.generation": "generate_turns",
 }
+_EXPORTS: dict[str, str] = {name: module for module, names in _MODULES.items() for name in names.split()}
 
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
 

@@ -245,9 +245,8 @@ def _parse_any(s: str) -> Action | ParseError:
 
 
 def _expected(domain: str | None) -> str:
-    if domain in ACTION_FORMS:
-        return "Valid forms: " + ACTION_FORMS[domain]
-    return "Valid forms: " + "; ".join(f"{d}: {f}" for d, f in ACTION_FORMS.items())
+    forms = ACTION_FORMS.get(domain) or "; ".join(f"{d}: {f}" for d, f in ACTION_FORMS.items())
+    return "Valid forms: " + forms
 
 
 def parse_step(text: str, domain: str | None = None) -> tuple[ParsedTurn, Action] | ParseError:

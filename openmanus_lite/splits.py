@@ -18,53 +18,22 @@ from openmanus_lite.envs import generate_tasks
 from openmanus_lite.eval.suites import list_suites, load_suite, read_manifest
 from openmanus_lite.schema import Task
 
-# --------------------------------------------------------------------------- seeds
+# ----------------------------------------- seeds (a run adds its own `--seed`; the scripts named are in benchmarks/)
 
-SFT_TRAIN_SEED = 1000
-"""Tasks whose expert trajectories SFT trains on (`sft --synth-seed`, benchmarks/sft_learning.py,
-notebook 04; the benchmark adds its `--seed`)."""
+SFT_TRAIN_SEED = 1000  # expert trajectories SFT trains on (`sft --synth-seed`, sft_learning.py, notebook 04)
+SFT_TRAIN_MAX_PER_DOMAIN = 750  # most sft_train tasks per domain a measured run used (250 x household's weight 3)
+SFT_CORRECTION_SEED = 2000  # tasks played mid-training for `--corrections-at` (their corrections are trained on)
+DEMO_GRPO_SEED = 7000  # the demo's multi-turn GRPO tasks (plus `DemoConfig.seed`)
+GRPO_TRAIN_SEED = 0  # GRPO prompts and environment tasks (`grpo` CLI, grpo_learning.py, notebook 06)
+PREFERENCE_TRAIN_SEED = 1  # preference pairs and reward-model data (`dpo` CLI, preference_learning.py, notebook 09)
+EVAL_SEED = 7001  # held-out tasks of the learning benchmarks and notebooks 04 and 06: SFT and GRPO figures compare
+GRPO_PROBE_SEED = 3000  # where grpo_learning.py probes the SFT checkpoint (2000, SFT_CORRECTION_SEED's, until #28)
+VERL_TEST_SEED = 10_000  # test split of `export --tasks` (its train split: grpo_train's seed minus held-out tasks)
+HELDOUT_POOL = 60  # tasks per domain and difficulty of each held-out seed that training sets avoid (defaults ask <= 50)
 
-SFT_TRAIN_MAX_PER_DOMAIN = 750
-"""The most sft_train tasks per domain a measured SFT run trained on (250 x household weight 3,
-benchmarks/sft_learning.py): what a later stage checks its held-out tasks against."""
-
-SFT_CORRECTION_SEED = 2000
-"""Tasks the model plays mid-training for `--corrections-at` (their corrections are trained on)."""
-
-DEMO_GRPO_SEED = 7000
-"""The demo's multi-turn GRPO tasks (plus `DemoConfig.seed`)."""
-
-GRPO_TRAIN_SEED = 0
-"""GRPO prompts and environment tasks (`grpo` CLI, benchmarks/grpo_learning.py, notebook 06; plus `--seed`)."""
-
-PREFERENCE_TRAIN_SEED = 1
-"""Tasks of preference pairs and reward-model data (`dpo` CLI, benchmarks/preference_learning.py,
-notebook 09; plus `--seed`)."""
-
-EVAL_SEED = 7001
-"""Held-out evaluation tasks of the learning benchmarks and notebooks 04 and 06 (SFT and GRPO
-measure on the same tasks, so their figures compare)."""
-
-GRPO_PROBE_SEED = 3000
-"""Tasks on which benchmarks/grpo_learning.py probes where the SFT checkpoint already succeeds.
-Was 2000 until issue #28, the seed of SFT_CORRECTION_SEED's training tasks."""
-
-VERL_TEST_SEED = 10_000
-"""The test split of `python -m openmanus_lite export --tasks` (its train split is grpo_train's seed,
-minus these tasks and the kit's held-out ones; both plus `--seed`)."""
-
-HELDOUT_POOL = 60
-"""Tasks per domain and difficulty of each held-out seed that training sets avoid: a held-out
-split asks for at most this many (every default asks for 50 or fewer)."""
-
-SEARCH_SUITE = "dev"
-"""The frozen suite that test-time search is measured on (benchmarks/test_time_scaling.py, notebook 08)."""
-
-PREFERENCE_EVAL_SUITE = "test"
-"""The frozen suite that preference training is measured on (benchmarks/preference_learning.py, notebook 09)."""
-
-DEMO_EVAL_SUITE = "dev"
-"""The frozen suite that the demo evaluates every checkpoint on."""
+SEARCH_SUITE = "dev"  # frozen suite test-time search is measured on (test_time_scaling.py, notebook 08)
+PREFERENCE_EVAL_SUITE = "test"  # frozen suite preference training is measured on (preference_learning.py, nb 09)
+DEMO_EVAL_SUITE = "dev"  # frozen suite the demo evaluates every checkpoint on
 
 
 @dataclass(frozen=True)
@@ -72,13 +41,12 @@ class Split:
     """A named source of tasks: a generator seed or a frozen suite, and whether models train on it."""
 
     name: str
-    role: str
-    """'train' or 'heldout'."""
+    role: str  # 'train' or 'heldout'
     seed: int | None = None
     suite: str | None = None
 
 
-SPLITS: dict[str, Split] = {s.name: s for s in (  # each seed's docstring above says who uses it
+SPLITS: dict[str, Split] = {s.name: s for s in (  # each seed's comment above says who uses it
     Split("sft_train", "train", SFT_TRAIN_SEED),
     Split("sft_corrections", "train", SFT_CORRECTION_SEED),
     Split("demo_grpo_train", "train", DEMO_GRPO_SEED),

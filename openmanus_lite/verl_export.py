@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+from openmanus_lite.react import extract_answer
 from openmanus_lite.schema import Task, Trajectory
 
 DATA_SOURCE_PREFIX = "openmanus_lite"
@@ -32,8 +33,6 @@ def task_to_verl_row(task: Task, split: str, index: int) -> dict[str, Any]:
 
 def trajectory_to_verl_rl_row(traj: Trajectory, split: str, index: int) -> dict[str, Any] | None:
     """An RL row of a trajectory ending in a final answer (the prompt: all before that turn), else None."""
-    from openmanus_lite.react import extract_answer
-
     last = max((i for i, t in enumerate(traj.messages) if t.role == "assistant"), default=None)
     if last is None:
         return None
@@ -42,7 +41,7 @@ def trajectory_to_verl_rl_row(traj: Trajectory, split: str, index: int) -> dict[
         return None
     return {
         "data_source": f"{DATA_SOURCE_PREFIX}/{traj.source}",
-        "prompt": [{"role": t.role, "content": t.content} for t in traj.messages[:last]],
+        "prompt": traj.to_messages()[:last],
         "ability": traj.domain,
         "reward_model": {"style": "rule", "ground_truth": gold},
         "extra_info": {"split": split, "index": index, "task_id": traj.id, "difficulty": ""},
@@ -51,7 +50,7 @@ def trajectory_to_verl_rl_row(traj: Trajectory, split: str, index: int) -> dict[
 
 def trajectory_to_verl_sft_row(traj: Trajectory, split: str, index: int) -> dict[str, Any]:
     return {
-        "messages": [{"role": t.role, "content": t.content} for t in traj.messages],
+        "messages": traj.to_messages(),
         "data_source": f"{DATA_SOURCE_PREFIX}/{traj.source}",
         "ability": traj.domain,
         "extra_info": {"split": split, "index": index, "task_id": traj.id},
@@ -77,19 +76,12 @@ def export_tasks(tasks: Iterable[Task], path: str | Path, split: str = "train") 
 def export_trajectories(trajs: Iterable[Trajectory], path: str | Path, split: str = "train",
                         layout: str = "sft") -> tuple[Path, int]:
     """Trajectories -> verl SFT rows or RL rows (`layout="rl"`); (path, trajectories skipped without an answer)."""
-    rows, skipped = [], 0
-    for i, t in enumerate(trajs):
-        if layout == "sft":
-            rows.append(trajectory_to_verl_sft_row(t, split, i))
-        elif layout == "rl":
-            row = trajectory_to_verl_rl_row(t, split, i)
-            if row is None:
-                skipped += 1
-            else:
-                rows.append(row)
-        else:
-            raise ValueError(f"layout must be 'sft' or 'rl', got {layout!r}")
-    return _write(rows, Path(path)), skipped
+    if layout not in ("sft", "rl"):
+        raise ValueError(f"layout must be 'sft' or 'rl', got {layout!r}")
+    to_row = trajectory_to_verl_sft_row if layout == "sft" else trajectory_to_verl_rl_row
+    rows = [to_row(t, split, i) for i, t in enumerate(trajs)]
+    kept = [row for row in rows if row is not None]
+    return _write(kept, Path(path)), len(rows) - len(kept)
 
 
 def read_verl_parquet(path: str | Path) -> list[dict[str, Any]]:

@@ -20,14 +20,13 @@ from typing import Any
 
 from openmanus_lite.train.presets import default_preset_name, get_preset
 
-RECIPE_MODULES = ("cpu_60min", "cpu_30min", "t4", "gpu8", "cpu_60min_agentbench")
-"""One module per recipe in this package; each defines RECIPE."""
+RECIPE_MODULES = ("cpu_60min", "cpu_30min", "t4", "gpu8", "cpu_60min_agentbench")  # each module defines RECIPE
+# the recipe's fields that are SFTRunConfig settings (TRL's names); the preset's fill in the rest
 SFT_FIELDS = ("max_minutes", "mark_minutes", "max_steps", "num_train_epochs", "lr_scheduler_type", "warmup_steps",
               "per_device_train_batch_size", "gradient_accumulation_steps", "max_length", "learning_rate", "seed")
-"""The recipe's fields that are SFTRunConfig settings (TRL's names); the preset's fill in the rest."""
+# old recipe field names, still accepted by `replace` with a DeprecationWarning
 RENAMED = {"batch_size": "per_device_train_batch_size", "grad_accum": "gradient_accumulation_steps",
            "scheduler": "lr_scheduler_type"}
-"""Old recipe field names, still accepted by `replace` with a DeprecationWarning."""
 
 
 @dataclass(frozen=True)
@@ -35,49 +34,37 @@ class Recipe:
     """Data + SFT settings + preset of one training run (see the package docstring)."""
 
     name: str
-    preset: str
-    """Hardware preset (train/presets.py): the model, how it loads, and any SFT setting not named here."""
-    about: str
-    """One line: what the recipe is for and the figure it reproduces."""
+    preset: str  # hardware preset (train/presets.py): the model, how it loads, and any SFT setting not named here
+    about: str  # one line: what the recipe is for and the figure it reproduces
     # ---- data
-    domains: tuple[str, ...] | None = None
-    """None: every registered domain."""
-    split: str = "sft_train"
-    """The training split of splits.py the tasks come from (held-out tasks of the kit are left out)."""
-    seed: int = 0
-    """Added to the split's seed (a run's own task seed) and the recovery and trainer seed."""
+    domains: tuple[str, ...] | None = None  # None: every registered domain
+    split: str = "sft_train"  # the splits.py training split the tasks come from (the kit's held-out tasks left out)
+    seed: int = 0  # added to the split's seed (a run's own task seed) and the recovery and trainer seed
     tasks_per_domain: int = 250
+    # a domain's training tasks = tasks_per_domain x its weight (not named: 1); weights of registered domains outside
+    # `domains` do not apply, so a recipe narrowed to some domains keeps the others' weights
     domain_weights: tuple[tuple[str, float], ...] = ()
-    """Training tasks of a domain = tasks_per_domain x its weight (domains not named: 1; weights of registered
-    domains outside `domains` do not apply, so a recipe narrowed to some domains keeps the others' weights)."""
     difficulty: str = "easy"
-    db_agentbench_share: float = 0.0
-    """Share of the db training tasks made by envs/sql_tables.py (AgentBench-style tables and questions) instead
-    of at `difficulty`."""
+    db_agentbench_share: float = 0.0  # share of db tasks made AgentBench-style (envs/sql_tables.py), not at difficulty
+    # environment turn limit stated in every training prompt (one, or per domain); None: the environments'
     turn_limits: int | tuple[tuple[str, int], ...] | None = None
-    """Environment turn limit stated in every training prompt (one, or per domain); None: the environments'."""
-    recovery: int = 0
-    """Recovery episodes per training task (an injected mistake the expert recovers from)."""
+    recovery: int = 0  # recovery episodes per training task (an injected mistake the expert recovers from)
     recovery_kinds: tuple[str, ...] = ("random",)
     recovery_repeats: tuple[int, ...] = (1,)
     # ---- SFT (SFTRunConfig fields, TRL's names)
-    max_minutes: float | None = None
-    """Training-time budget; None: the step/epoch budget alone."""
+    max_minutes: float | None = None  # training-time budget; None: the step/epoch budget alone
     mark_minutes: tuple[float, ...] = ()
     max_steps: int = -1
     num_train_epochs: float = 1.0
-    lr_scheduler_type: str = "linear"
-    """Any of transformers' schedulers, or "cosine_by_time" (a cosine over max_minutes of training time)."""
+    lr_scheduler_type: str = "linear"  # any of transformers' schedulers, or "cosine_by_time" (over max_minutes)
     warmup_steps: int = 5
     per_device_train_batch_size: int = 4
     gradient_accumulation_steps: int = 1
     max_length: int = 1024
     learning_rate: float = 2e-4
     # ---- model
-    dtype: str | None = None
-    """'auto' (bfloat16 where the CPU/GPU has it natively, else float32), a dtype name, or None: the preset's."""
-    lora_r: int | None = None
-    """LoRA rank on the preset's target modules (alpha = lora_alpha); None: the preset's LoRA as it is."""
+    dtype: str | None = None  # 'auto' (bfloat16 where native, else float32), a dtype name, or None: the preset's
+    lora_r: int | None = None  # LoRA rank on the preset's target modules (alpha: lora_alpha); None: the preset's LoRA
     lora_alpha: int | None = None
 
     def replace(self, **changes: Any) -> "Recipe":

@@ -53,27 +53,24 @@ def answer_match_path(solution: Any, answer_type: str | None = None) -> str | No
     backslash command, \\( or \\[, a $...$ pair, ^ or _{), else "agent" (text, numbers, lists, a lone "$12")."""
     if solution is None:
         return None
-    if answer_type is not None and answer_type == answer_type:  # NaN from pandas counts as unset
-        if answer_type not in ANSWER_TYPES:
-            raise ValueError(f"column {ANSWER_TYPE!r} must be one of {ANSWER_TYPES}, got {answer_type!r}")
-        return answer_type if not _blank(solution) else None
+    typed = answer_type is not None and answer_type == answer_type  # NaN from pandas counts as unset
+    if typed and answer_type not in ANSWER_TYPES:
+        raise ValueError(f"column {ANSWER_TYPE!r} must be one of {ANSWER_TYPES}, got {answer_type!r}")
     if _blank(solution):
         return None
-    if isinstance(solution, str):
-        s = solution.lstrip()
-        if not s.startswith("[") and _MATH_HINT.search(solution):
-            return "math"
+    if typed:
+        return answer_type
+    if isinstance(solution, str) and not solution.lstrip().startswith("[") and _MATH_HINT.search(solution):
+        return "math"
     return "agent"
 
 
 def _blank(solution: Any) -> bool:
     if isinstance(solution, str):
         return not solution.strip()
-    if isinstance(solution, (list, tuple)):
-        return len(solution) == 0
     if isinstance(solution, float):
         return math.isnan(solution)
-    return False
+    return isinstance(solution, (list, tuple)) and not solution
 
 
 def _answer_score(text: str, solution: Any, answer_type: Any = None, ordered: Any = None) -> float | None:
@@ -101,15 +98,12 @@ def agent_answer(text: str) -> str | None:
         a = _extract_answer(text)
     except Exception:  # the grammar never raises by contract; a reward must not even if it did
         a = None
-    if a is not None:
-        return a
-    b = _last_boxed(text)
-    if b is not None:
-        return b
+    if a is None:
+        a = _last_boxed(text)
     s = text.strip()
-    if s and len(s) <= _MAX_PLAIN_ANSWER and "\n" not in s:
+    if a is None and s and len(s) <= _MAX_PLAIN_ANSWER and "\n" not in s:
         return s
-    return None
+    return a
 
 
 def _extract_answer(text: str) -> str | None:
@@ -207,16 +201,14 @@ def _parse_number(s: str) -> _Num | None:
     """12, -3.5, 1e3, 1,234.5, 3/4, $12, 50% as a number; None for anything else."""
     num = s[1:] if s.startswith("$") else s  # currency
     num = num[:-1] if num.endswith("%") else num
-    if num and (num[0].isdigit() or num[0] in "+-."):
-        if _NUMBER.fullmatch(num):
-            return _json_number(num)
-        elif _THOUSANDS.fullmatch(num):
-            return _Num(float(num.replace(",", "")), len(num.partition(".")[2]))
-        else:
-            m = _FRACTION.fullmatch(num)
-            if m and int(m.group(2)) != 0:
-                return _Num(int(m.group(1)) / int(m.group(2)), 6)
-    return None
+    if not num or not (num[0].isdigit() or num[0] in "+-."):
+        return None
+    if _NUMBER.fullmatch(num):
+        return _json_number(num)
+    if _THOUSANDS.fullmatch(num):
+        return _Num(float(num.replace(",", "")), len(num.partition(".")[2]))
+    m = _FRACTION.fullmatch(num)
+    return _Num(int(m.group(1)) / int(m.group(2)), 6) if m and int(m.group(2)) != 0 else None
 
 
 def _flatten(x: Any, out: list) -> None:
@@ -278,41 +270,32 @@ def _items(s: str, split: bool) -> tuple:
     return (_norm_item(t),)
 
 
-@lru_cache(maxsize=4096)
-def _gold_items_str(s: str) -> tuple:
-    return _items(s, split=False)
-
-
-_GOLD_CACHE: dict[tuple, tuple] = {}
+_GOLD_CACHE: dict[Any, tuple] = {}
 
 
 def _gold_items(solution: Any) -> tuple:
     """The gold as items; cached, since GRPO scores each gold once per generation."""
-    if type(solution) is str:
-        return _gold_items_str(solution)
-    key = None
+    key = solution if type(solution) is str else None
     if type(solution) is list or type(solution) is tuple:
-        try:
-            key = (type(solution), *map(type, solution), *solution)  # typed: True == 1 must not collide
-            hit = _GOLD_CACHE.get(key)
-        except TypeError:  # unhashable items (nested lists): no caching
-            key = hit = None
-        if hit is not None:
-            return hit
-    out: list = []
-    _flatten(solution, out)
-    items = tuple(out)
-    if key is not None:
-        if len(_GOLD_CACHE) >= 4096:
-            _GOLD_CACHE.clear()
-        _GOLD_CACHE[key] = items
+        key = (type(solution), *map(type, solution), *solution)  # typed: True == 1 must not collide
+    try:
+        items = _GOLD_CACHE.get(key)
+    except TypeError:  # unhashable items (nested lists): no caching
+        key = items = None
+    if items is None:
+        out: list = []
+        _flatten(solution, out)
+        items = tuple(out)
+        if key is not None:
+            if len(_GOLD_CACHE) >= 4096:
+                _GOLD_CACHE.clear()
+            _GOLD_CACHE[key] = items
     return items
 
 
 def clear_caches() -> None:
     """Forget cached gold answers (benchmarks call it between runs)."""
     _GOLD_CACHE.clear()
-    _gold_items_str.cache_clear()
     parse_gold.cache_clear()
 
 
@@ -360,33 +343,22 @@ def answers_match(pred: Any, solution: Any, ordered: bool = False) -> bool:
 _MAX_MATH_CHARS = 100_000  # math_verify on megabytes takes seconds; no real answer is that long
 
 
-class _DropDeprecation(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "equations=True in NormalizationConfig is deprecated" not in record.getMessage()
-
-
 @lru_cache(maxsize=1)
 def _math_verify():
     try:
         import math_verify
         from latex2sympy2_extended import NormalizationConfig
     except ImportError as e:
-        raise ImportError(
-            "the accuracy reward (and answer_match on LaTeX golds) needs math-verify: "
-            "pip install 'openmanus_lite[train]' "
-            f"(or pip install math-verify) ({e})"
-        ) from None
+        raise ImportError("the accuracy reward (and answer_match on LaTeX golds) needs math-verify: pip install "
+                          f"'openmanus_lite[train]' (or pip install math-verify) ({e})") from None
     # open-r1's equations=True still works in this latex2sympy2 but warns on every call
-    logging.getLogger("latex2sympy2_extended.math_normalization").addFilter(_DropDeprecation())
-    answer_cfg = [
-        math_verify.LatexExtractionConfig(
-            normalization_config=NormalizationConfig(
-                nits=False, malformed_operators=False, basic_latex=True, equations=True, boxed="all", units=True
-            ),
-            boxed_match_priority=0,  # \boxed{} first
-            try_extract_without_anchor=False,
-        )
-    ]
+    logging.getLogger("latex2sympy2_extended.math_normalization").addFilter(
+        lambda record: "equations=True in NormalizationConfig is deprecated" not in record.getMessage())
+    normalization = NormalizationConfig(nits=False, malformed_operators=False, basic_latex=True, equations=True,
+                                        boxed="all", units=True)
+    # boxed_match_priority=0: \boxed{} first
+    answer_cfg = [math_verify.LatexExtractionConfig(normalization_config=normalization, boxed_match_priority=0,
+                                                    try_extract_without_anchor=False)]
     return math_verify, answer_cfg
 
 

@@ -36,14 +36,10 @@ COLUMN_HINTS = {
 
 def _content(msg: Mapping) -> str:
     c = msg.get("content")
-    if isinstance(c, str):
-        return str(c)
     if isinstance(c, list):  # multimodal parts: [{"type": "text", "text": ...}, ...]
-        return "".join(
-            p if isinstance(p, str) else p.get("text") if isinstance(p, Mapping) and isinstance(p.get("text"), str) else ""
-            for p in c
-        )
-    return ""
+        texts = (p.get("text") if isinstance(p, Mapping) else p for p in c)
+        return "".join(t for t in texts if isinstance(t, str))
+    return str(c) if isinstance(c, str) else ""
 
 
 def _assistant_text(m: Any) -> str | None:
@@ -69,14 +65,12 @@ def last_assistant_text(completion: Any) -> str:
 
 def assistant_texts(completion: Any) -> list[str]:
     """The text of every assistant message, in order (a plain string is one message)."""
-    if type(completion) is str:
-        return [completion]
+    if isinstance(completion, str):
+        return [str(completion)]
     if type(completion) is list or isinstance(completion, (list, tuple)):
         return [t for t in map(_assistant_text, completion) if t is not None]
     if isinstance(completion, Mapping):
         return [_content(completion)] if completion.get("role") in (None, "assistant") else []
-    if isinstance(completion, str):
-        return [str(completion)]
     if isinstance(completion, (bytes, bytearray)):
         return [bytes(completion).decode("utf-8", "replace")]
     return []
@@ -120,18 +114,17 @@ def env_column(kwargs: Mapping[str, Any], name: str, n: int, reward: str) -> lis
     zero-argument method; `env_outcome` falls back to the environment's `get_reward()`)."""
     if kwargs.get(name) is not None or kwargs.get("environments") is None:
         return need(kwargs, name, n, reward)
-    out = []
-    for env in as_list(kwargs["environments"], n, "environments", reward):
-        v = getattr(env, name, None)
-        if v is None and name == ENV_OUTCOME:
-            v = getattr(env, "get_reward", None)
-        if callable(v):
-            try:
-                v = v()
-            except Exception:
-                v = None
-        out.append(v)
-    return out
+    return [_env_value(env, name) for env in as_list(kwargs["environments"], n, "environments", reward)]
+
+
+def _env_value(env: Any, name: str) -> Any:
+    v = getattr(env, name, None)
+    if v is None and name == ENV_OUTCOME:
+        v = getattr(env, "get_reward", None)
+    try:
+        return v() if callable(v) else v
+    except Exception:
+        return None
 
 
 def number(v: Any) -> float | None:

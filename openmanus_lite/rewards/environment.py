@@ -64,15 +64,14 @@ def trajectory_reward_inputs(trajectories: Sequence[Any]) -> dict[str, list]:
     """Reward keyword arguments for finished episodes, as the multi-turn rollout hands them over: `prompts` (up to
     the first user message), `completions` (the rest) and ROLLOUT_COLUMNS, for `reward_table(spec, **inputs)`."""
     out: dict[str, list] = {k: [] for k in ("prompts", "completions", *ROLLOUT_COLUMNS)}
+    from_meta = {ENV_OUTCOME: "score", ENV_SUCCESS: "success", INVALID_ACTIONS: "invalid_actions", NUM_TURNS: "turns"}
     for t in trajectories:
         msgs = t.to_messages() if hasattr(t, "to_messages") else list(t["messages"])
         meta = getattr(t, "meta", None) or (t.get("meta", {}) if isinstance(t, Mapping) else {})
         first = next((i for i, m in enumerate(msgs) if m["role"] == "user"), 0)
         out["prompts"].append(msgs[: first + 1])
         out["completions"].append(msgs[first + 1:])
-        out[ENV_OUTCOME].append(meta.get("score"))
-        out[ENV_SUCCESS].append(meta.get("success"))
-        out[INVALID_ACTIONS].append(meta.get("invalid_actions"))
-        out[NUM_TURNS].append(meta.get("turns"))
+        for column, key in from_meta.items():
+            out[column].append(meta.get(key))
         out[DOMAIN].append(getattr(t, "domain", None) or (t.get("domain") if isinstance(t, Mapping) else None))
     return out

@@ -99,11 +99,9 @@ def accuracy_skips(solutions: Iterable[Any]) -> int:
 
 @lru_cache(maxsize=None)
 def _warn_gold_type(kind: str) -> None:
-    warnings.warn(
-        f"reward 'accuracy' got a {kind} in column {SOLUTION!r}: open-r1's accuracy parses text only, so "
-        "the sample is skipped (None); use the 'answer_match' reward for list and other agent answers",
-        stacklevel=2,
-    )
+    warnings.warn(f"reward 'accuracy' got a {kind} in column {SOLUTION!r}: open-r1's accuracy parses text only, so "
+                  "the sample is skipped (None); use the 'answer_match' reward for list and other agent answers",
+                  stacklevel=2)
 
 
 def _correct(texts: list[str], kwargs: Mapping[str, Any], reward: str) -> list[bool | None]:
@@ -113,10 +111,8 @@ def _correct(texts: list[str], kwargs: Mapping[str, Any], reward: str) -> list[b
     elif kwargs.get(ENV_OUTCOME) is not None or kwargs.get("environments") is not None:
         scores = [number(v) for v in env_column(kwargs, ENV_OUTCOME, len(texts), reward)]
     else:
-        raise ValueError(
-            f"reward {reward!r} needs the column {SOLUTION!r} (or {ENV_OUTCOME!r} from the multi-turn rollout) "
-            "to tell correct completions from wrong ones"
-        )
+        raise ValueError(f"reward {reward!r} needs the column {SOLUTION!r} (or {ENV_OUTCOME!r} from the multi-turn "
+                         "rollout) to tell correct completions from wrong ones")
     return [None if s is None else s >= 1.0 for s in scores]
 
 
@@ -132,16 +128,11 @@ def length_reward(prompts=None, completions=None, **kwargs) -> list[float]:
     if not lengths or max(lengths) == min(lengths):
         return [0.0] * len(lengths)
     lo, hi = min(lengths), max(lengths)
-    out = []
-    for n, ok in zip(lengths, correct):
-        lam = 0.5 - (n - lo) / (hi - lo)
-        out.append(lam if ok is None or ok else min(0.0, lam))
-    return out
+    lams = [0.5 - (n - lo) / (hi - lo) for n in lengths]
+    return [lam if ok is None or ok else min(0.0, lam) for lam, ok in zip(lams, correct)]
 
 
-@register_reward(
-    "cosine", columns=[(SOLUTION, ENV_OUTCOME, "environments")], bounds=(-1.0, 1.0), factory=True
-)
+@register_reward("cosine", columns=[(SOLUTION, ENV_OUTCOME, "environments")], bounds=(-1.0, 1.0), factory=True)
 class CosineScaledReward:
     """open-r1's cosine-scaled reward: shorter correct completions earn more, longer wrong ones lose less (lengths
     in characters, capped at max_len); None when the gold cannot be scored."""
@@ -155,17 +146,15 @@ class CosineScaledReward:
         self.__name__ = "cosine"
 
     def __call__(self, prompts=None, completions=None, **kwargs) -> list[float | None]:
-        min_w, max_w, min_c, max_c, max_len = self.params
         texts = [last_assistant_text(c) for c in completions_list(completions, self.__name__)]
-        out = []
-        for t, ok in zip(texts, _correct(texts, kwargs, self.__name__)):
-            if ok is None:
-                out.append(None)
-                continue
-            cosine = math.cos(min(1.0, len(t) / max_len) * math.pi)
-            lo, hi = (min_c, max_c) if ok else (max_w, min_w)
-            out.append(lo + 0.5 * (hi - lo) * (1.0 + cosine))
-        return out
+        correct = _correct(texts, kwargs, self.__name__)
+        return [None if ok is None else self._value(len(t), ok) for t, ok in zip(texts, correct)]
+
+    def _value(self, length: int, correct: bool) -> float:
+        min_w, max_w, min_c, max_c, max_len = self.params
+        cosine = math.cos(min(1.0, length / max_len) * math.pi)
+        lo, hi = (min_c, max_c) if correct else (max_w, min_w)
+        return lo + 0.5 * (hi - lo) * (1.0 + cosine)
 
 
 @register_reward("repetition_penalty", bounds=(-1.0, 0.0), factory=True)
@@ -183,17 +172,15 @@ class RepetitionPenalty:
         self.__name__ = "repetition_penalty"
 
     def __call__(self, prompts=None, completions=None, **kwargs) -> list[float]:
-        n = self.ngram_size
-        out = []
-        for c in completions_list(completions, self.__name__):
-            words = "\n".join(assistant_texts(c)).lower().split()
-            if len(words) < n:
-                out.append(0.0)
-                continue
-            total = len(words) - n + 1
-            distinct = len(set(zip(*[words[i:] for i in range(n)])))
-            out.append((1.0 - distinct / total) * self.max_penalty)
-        return out
+        return [self._penalty("\n".join(assistant_texts(c))) for c in completions_list(completions, self.__name__)]
+
+    def _penalty(self, text: str) -> float:
+        """The penalty of one completion's text."""
+        n, words = self.ngram_size, text.lower().split()
+        if len(words) < n:
+            return 0.0
+        distinct = len(set(zip(*[words[i:] for i in range(n)])))
+        return (1.0 - distinct / (len(words) - n + 1)) * self.max_penalty
 
 
 @register_reward("soft_overlong_punishment", columns=["completion_ids"], bounds=(-1.0, 0.0), factory=True)
@@ -203,37 +190,27 @@ class SoftOverlongPunishment:
 
     def __init__(self, max_completion_len: int | None = None, soft_punish_cache: int = 0):
         if max_completion_len is None:
-            raise ValueError(
-                "soft_overlong_punishment needs max_completion_len: pass params={'soft_overlong_punishment': "
-                "{'max_completion_len': <GRPOConfig.max_completion_length>, 'soft_punish_cache': <tokens>}}"
-            )
+            raise ValueError("soft_overlong_punishment needs max_completion_len: pass params="
+                             "{'soft_overlong_punishment': {'max_completion_len': <GRPOConfig.max_completion_length>, "
+                             "'soft_punish_cache': <tokens>}}")
         if max_completion_len <= 0 or not 0 <= soft_punish_cache <= max_completion_len:
-            raise ValueError(
-                f"need max_completion_len > 0 and 0 <= soft_punish_cache <= max_completion_len, got "
-                f"{max_completion_len} and {soft_punish_cache}"
-            )
+            raise ValueError(f"need max_completion_len > 0 and 0 <= soft_punish_cache <= max_completion_len, got "
+                             f"{max_completion_len} and {soft_punish_cache}")
         self.max_len, self.cache = int(max_completion_len), int(soft_punish_cache)
         self.reward_range = (-1.0, 0.0)
         self.__name__ = "soft_overlong_punishment"
 
     def __call__(self, prompts=None, completions=None, completion_ids=None, **kwargs) -> list[float]:
         if completion_ids is None:
-            raise ValueError(
-                "reward 'soft_overlong_punishment' needs completion_ids (token ids; GRPOTrainer passes them)"
-            )
-        out = []
-        for ids in completion_ids:
-            try:
-                n = len(ids)
-            except TypeError:
-                n = 0
-            if n <= self.max_len - self.cache:
-                out.append(0.0)
-            elif n <= self.max_len:
-                out.append((self.max_len - self.cache - n) / self.cache)
-            else:
-                out.append(-1.0)
-        return out
+            raise ValueError("reward 'soft_overlong_punishment' needs completion_ids (token ids; GRPOTrainer "
+                             "passes them)")
+        return [self._penalty(len(ids) if hasattr(ids, "__len__") else 0) for ids in completion_ids]
+
+    def _penalty(self, n: int) -> float:
+        """The punishment of a completion of `n` tokens."""
+        if n <= self.max_len - self.cache:
+            return 0.0
+        return (self.max_len - self.cache - n) / self.cache if n <= self.max_len else -1.0
 
 
 _STEPS = re.compile(r"(Step \d+:|^\d+\.|\n-|\n\*|First,|Second,|Next,|Finally,)")

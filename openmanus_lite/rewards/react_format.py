@@ -21,11 +21,8 @@ from openmanus_lite.react import (  # the private patterns keep the fast path on
 from openmanus_lite.rewards.columns import DOMAIN, assistant_texts, completions_list, optional
 from openmanus_lite.rewards.registry import register_reward
 
-_ACT = "Act"
-_ACTION_UPPER = "ACTION"
 _LABEL_AT = re.compile(r"[ \t]*(Act|Action|ACTION)[ \t]*:")
 _NONSPACE = re.compile(r"\S")
-_STYLE_UNIFIED = "Act"
 
 
 def first_label(t: str) -> tuple[int, int, str] | None:
@@ -33,13 +30,13 @@ def first_label(t: str) -> tuple[int, int, str] | None:
     the colon, label word), or None. Every label contains "Act" or "ACTION": str.find jumps between candidates."""
     pos, n = 0, len(t)
     while True:
-        i = t.find(_ACT, pos)
-        j = t.find(_ACTION_UPPER, pos, i + 5 if i >= 0 else n)  # only an ACTION that starts first
+        i = t.find("Act", pos)
+        j = t.find("ACTION", pos, i + 5 if i >= 0 else n)  # only an ACTION that starts first
         k = j if j >= 0 else i
         if k < 0:
             return None
         if k == i and t.startswith("Act:", k) and (k == 0 or t[k - 1] == "\n"):
-            return k, k + 4, _STYLE_UNIFIED  # the usual "\nAct:" line
+            return k, k + 4, "Act"  # the usual "\nAct:" line
         ls = t.rfind("\n", 0, k) + 1
         m = _LABEL_AT.match(t, ls)
         if m is not None:
@@ -93,30 +90,21 @@ def react_turn_score(text: str, domain: str | None = None) -> float:
                 allowed = DOMAIN_ACTION_KINDS.get(domain) if type(domain) is str else None
                 if allowed is not None and kind not in allowed:
                     return 0.0
-            if word != _STYLE_UNIFIED:
-                return 0.5
-            return 1.0 if _thought_first(text, ls) else 0.5
+            return 1.0 if word == "Act" and _thought_first(text, ls) else 0.5
         r = parse_step(text[ls:], domain)
     except Exception:
         return 0.0
     if isinstance(r, ParseError):
         return 0.0
-    turn = r[0]
-    if not isinstance(turn, ParsedTurn) or turn.style != "unified":
-        return 0.5
-    return 1.0 if _thought_first(text, ls) else 0.5
+    return 1.0 if isinstance(r[0], ParsedTurn) and r[0].style == "unified" and _thought_first(text, ls) else 0.5
 
 
 def _thought_first(text: str, ls: int) -> bool:
     """The turn starts with `Think:` and non-blank reasoning before the label line at `ls`."""
-    if text.startswith("Think:"):
-        h = 0
-    else:
-        first = _NONSPACE.search(text, 0, ls)
-        if first is None or not text.startswith("Think:", first.start()):
-            return False
-        h = first.start()
-    return _NONSPACE.search(text, h + 6, ls) is not None
+    first = _NONSPACE.search(text, 0, ls)
+    if first is None or not text.startswith("Think:", first.start()):
+        return False
+    return _NONSPACE.search(text, first.start() + 6, ls) is not None
 
 
 @register_reward("react_format")

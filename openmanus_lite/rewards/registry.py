@@ -162,10 +162,10 @@ def _import_reward(path: str) -> RewardInfo:
     except Exception as e:  # the module's own code may raise anything while importing
         raise ValueError(f"cannot import reward {path!r}: importing module {module_name!r} failed with "
                          f"{type(e).__name__}: {e}") from e
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"cannot import reward {path!r}: module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+    try:
+        obj = functools.reduce(getattr, attr.split("."), obj)
+    except AttributeError:
+        raise ValueError(f"cannot import reward {path!r}: module {module_name!r} has no attribute {attr!r}") from None
     if not callable(obj):
         raise ValueError(f"reward {path!r} is a {type(obj).__name__}, not a function "
                          f"f(prompts, completions, **columns) -> list[float]")
@@ -184,20 +184,16 @@ def describe_rewards(spec: Spec | None = None) -> list[dict[str, Any]]:
 
 def _spec_item(tok: str) -> tuple[str, str | float]:
     """(name, weight) of one spec item: name, name:weight or name=weight; an import path has its own colon."""
-    if "=" in tok:
-        name, _, weight = tok.rpartition("=")
-    else:
-        head, sep, tail = tok.rpartition(":")
+    sep = "=" if "=" in tok else ":"
+    name, found, weight = tok.rpartition(sep)
+    if sep == ":":
         try:
-            float(tail)
-            is_weight = bool(sep)
+            float(weight)
         except ValueError:
-            is_weight = False
-        if is_weight:
-            name, weight = head, tail
-        elif sep and head in _REGISTRY:
-            raise ValueError(f"weight of reward {head!r} must be a number, got {tail!r}")
-        else:
+            if found and name in _REGISTRY:
+                raise ValueError(f"weight of reward {name!r} must be a number, got {weight!r}") from None
+            found = ""  # no weight: the colon is an import path's
+        if not found:
             name, weight = tok, 1.0
     if not name or name.startswith(":") or name.endswith(":"):
         raise ValueError(f"cannot read reward spec item {tok!r}; write name, name:weight or package.module:function")
