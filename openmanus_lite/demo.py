@@ -17,11 +17,14 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from openmanus_lite.errors import UserError
 from openmanus_lite.paths import REAL_SAMPLES_DIR, RUNS_DIR, SAMPLES_DIR
 from openmanus_lite.peak_memory import PeakMemory, release_memory, run_in_fresh_process
 from openmanus_lite.splits import DEMO_EVAL_SUITE, DEMO_GRPO_SEED
 
-STAGES = ("prepare", "eval_untrained", "sft", "eval_sft", "grpo", "eval_grpo")
+STAGE_TITLES = {"prepare": "prepare: model and data", "eval_untrained": "evaluate the untrained model",
+                "sft": "SFT", "eval_sft": "evaluate SFT", "grpo": "GRPO", "eval_grpo": "evaluate GRPO"}
+STAGES = tuple(STAGE_TITLES)
 
 CHECKPOINTS = {"untrained": "untrained", "sft": "SFT", "grpo": "GRPO"}
 """Evaluated checkpoints (eval_<key> stages) and their column names in the report."""
@@ -31,9 +34,8 @@ GRPO_DOMAIN_RULES = {
     "success": "domains where the SFT evaluation had at least one success",
     "all": "every domain of the demo",
 }
-"""Which domains GRPO trains on. With the outcome reward alone a group whose samples all fail (or all succeed) has
-no advantage to learn from, and the SFT evaluation is the best guess of where groups will mix. `all` is for
---quick, whose tiny model never succeeds."""
+"""Which domains GRPO trains on: under the outcome reward a group whose samples all fail (or all succeed) has no
+advantage, and the SFT evaluation best guesses where groups will mix. `all`: --quick's tiny model never succeeds."""
 
 REPORT = "report.md"
 
@@ -42,44 +44,33 @@ REPORT = "report.md"
 class DemoConfig:
     """What the demo does, in 45 minutes on a 2-core CPU (`total_minutes`). The untrained model's evaluation is
     planned at 5 (measured 5.2 in bf16, 12.5-13.3 in float32: it plays every episode to its turn limit), a trained
-    one's at 2, then at a fifth of the untrained one's (`training_budget`). The fields left at None are the recipe's."""
+    one's at 2, then at a fifth of the untrained one's (`training_budget`). The fields left at None are the recipe's
+    (`model`: the preset's)."""
 
     preset: str = "cpu"
     model: str | None = None
-    """None: the preset's model."""
     domains: tuple[str, ...] = ("os", "db", "web", "kg", "household", "ecommerce")
-    recipe: str = "cpu_30min"
-    """The SFT data and settings (its sft_train split leaves out every held-out task, the dev suite included)."""
+    recipe: str = "cpu_30min"  # SFT data and settings; its sft_train split leaves out every held-out task
     train_per_domain: int | None = None
-    eval_per_domain: int = 10
-    """Easy tasks per domain from the frozen dev suite, the same for every evaluated checkpoint."""
-    eval_max_turns: int | None = None
-    """Turn limit of training prompts and evaluation."""
-    sft_minutes: float | None = None
-    """SFT's time limit. None: its share of what the untrained evaluation left of `total_minutes`
-    (`training_budget`)."""
-    total_minutes: float | None = 45.0
-    """The demo's time budget; None: SFT and GRPO train their limits whatever the evaluations took."""
+    eval_per_domain: int = 10  # easy tasks per domain of the frozen dev suite, the same for every checkpoint
+    eval_max_turns: int | None = None  # turn limit of training prompts and evaluation
+    sft_minutes: float | None = None  # SFT's limit; None: its share of what the untrained evaluation left
+    total_minutes: float | None = 45.0  # the budget; None: SFT and GRPO train their limits whatever evaluations took
     sft_max_length: int | None = None
+    # planned minutes for the report, not limits: an evaluation plays every task, so checkpoints compare on the same
     prepare_minutes: float = 1.0
-    """Planned minutes for the report, not limits: an evaluation always plays every task, so the checkpoints
-    compare on the same tasks."""
     eval_minutes: float = 2.0
     untrained_eval_minutes: float = 5.0
-    overhead_minutes: float = 0.5
-    """Loading, data preparation and saving around a training stage's limit (measured 0.3-0.8)."""
-    grpo_minutes: float = 6.0
-    """GRPO's time limit (training time); `grpo_steps` caps it only when the steps are very fast."""
+    overhead_minutes: float = 0.5  # loading, data and saving around a training stage's limit (measured 0.3-0.8)
+    grpo_minutes: float = 6.0  # GRPO's limit (training time); grpo_steps caps it only when steps are very fast
     grpo_steps: int = 60
-    grpo_domains: str = "mixed"
-    """A key of GRPO_DOMAIN_RULES; GRPO is skipped when no domain qualifies."""
-    grpo_rewards: str = "env_outcome"
-    """The outcome alone: shaped terms were reward-hacked (train/configs.py DEFAULT_REWARDS)."""
+    grpo_domains: str = "mixed"  # a key of GRPO_DOMAIN_RULES; GRPO is skipped when no domain qualifies
+    grpo_rewards: str = "env_outcome"  # the outcome alone: shaped terms were reward-hacked (train/configs.py)
     grpo_tasks_per_domain: int = 24
     grpo_num_generations: int = 4
+    # caps each domain's evaluation limit (web's 9 and household's 16 become 7) so one step's 8 episodes stay short
+    # on a CPU; None: no cap
     grpo_max_turns: int | None = 7
-    """Caps each domain's evaluation limit (web's 9 and household's 16 become 7) so one step's 8 episodes stay
-    short on a CPU; None: no cap."""
     seed: int = 0
 
     def sft_recipe(self):
@@ -114,15 +105,13 @@ class DemoConfig:
     @classmethod
     def quick(cls) -> "DemoConfig":
         """The same pipeline on the tiny test model with small settings (seconds per stage)."""
-        return cls(
-            preset="cpu_debug", train_per_domain=12, eval_per_domain=3, eval_max_turns=3, sft_minutes=0.6,
-            sft_max_length=512, prepare_minutes=0.2, eval_minutes=0.2, untrained_eval_minutes=0.2, grpo_minutes=0.5,
-            total_minutes=None,
-            grpo_steps=2, grpo_domains="all", grpo_tasks_per_domain=2, grpo_num_generations=2, grpo_max_turns=2,
-        )
+        return cls(preset="cpu_debug", train_per_domain=12, eval_per_domain=3, eval_max_turns=3, sft_minutes=0.6,
+                   sft_max_length=512, prepare_minutes=0.2, eval_minutes=0.2, untrained_eval_minutes=0.2,
+                   grpo_minutes=0.5, total_minutes=None, grpo_steps=2, grpo_domains="all", grpo_tasks_per_domain=2,
+                   grpo_num_generations=2, grpo_max_turns=2)
 
 
-class ConfigMismatch(ValueError):
+class ConfigMismatch(UserError):
     """A run folder holds finished stages made with other settings than the ones asked for."""
 
 
@@ -149,8 +138,8 @@ class RunState:
         tmp.replace(self.path)
 
     def stage_seconds(self, name: str) -> float:
-        d = self.done.get(name)
-        return (float(d["seconds"]) + float(d.get("interrupted_s", 0.0)) if d else 0.0) + self.interrupted.get(name, 0.0)
+        d = self.done.get(name) or {"seconds": 0.0}
+        return float(d["seconds"]) + float(d.get("interrupted_s", 0.0)) + self.interrupted.get(name, 0.0)
 
     def total_seconds(self) -> float:
         """The stages' recorded times, not this process's clock, which misses the runs before a resume."""
@@ -193,25 +182,20 @@ def machine_info() -> dict[str, Any]:
     """CPU model, cores this process may use, torch threads, native bf16 (CPU, and GPU when there is one)."""
     import platform
 
-    cpu = None
+    import torch
+
+    from openmanus_lite.engine.precision import cpu_has_native_bf16, gpu_has_native_bf16
+
     try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), None)
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
     except OSError:
-        pass
+        lines = []
+    cpu = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
     info: dict[str, Any] = {
         "cpu": cpu or platform.processor() or platform.machine() or "unknown CPU",
         "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
-        "logical_cpus": os.cpu_count(),
-        "python": platform.python_version(),
-    }
-    try:
-        import torch
-
-        from openmanus_lite.engine.precision import cpu_has_native_bf16, gpu_has_native_bf16
-    except ImportError:
-        return info
-    info.update(torch=torch.__version__, torch_threads=torch.get_num_threads(), native_bf16=cpu_has_native_bf16())
+        "logical_cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(), "native_bf16": cpu_has_native_bf16()}
     if torch.cuda.is_available():
         info.update(gpu=torch.cuda.get_device_name(0), gpu_native_bf16=gpu_has_native_bf16())
     return info
@@ -219,11 +203,9 @@ def machine_info() -> dict[str, Any]:
 
 def machine_line(info: Mapping[str, Any]) -> str:
     """One line for the report: 'CPU model, N cores (T torch threads), native bf16: yes/no[; GPU ...]'."""
-    line = f"{info['cpu']}, {info['cores']} cores"
-    if info.get("torch_threads"):
-        line += f" ({info['torch_threads']} torch threads)"
-    if "native_bf16" in info:
-        line += f", native bf16 on the CPU: {'yes' if info['native_bf16'] else 'no'}"
+    line = f"{info['cpu']}, {info['cores']} cores"  # an older run's record may lack the torch fields
+    line += f" ({info['torch_threads']} torch threads)" if info.get("torch_threads") else ""
+    line += f", native bf16 on the CPU: {'yes' if info['native_bf16'] else 'no'}" if "native_bf16" in info else ""
     if info.get("gpu"):
         line += f"; GPU {info['gpu']} (native bf16: {'yes' if info.get('gpu_native_bf16') else 'no'})"
     return line
@@ -237,9 +219,8 @@ SFT_PACE = {
     # in 30.1 minutes; its probe read 339 GFLOP/s
     "float32": {"matmul_gflops": 339.0, "tokens_per_s": 296.9},
 }
-"""Per dtype, one machine's matmul rate next to the SFT tokens/s it trained; the demo expects as many tokens/s per
-GFLOP/s. The two differ 1.5x (float32 training kept more of its machine's matmul rate than bf16 did), so each dtype
-has its own."""
+"""Per dtype (they differ 1.5x: float32 training kept more of its matmul rate than bf16), one machine's matmul rate
+next to the SFT tokens/s it trained; the demo expects as many tokens/s per GFLOP/s."""
 
 SFT_RECORDS = {"cpu_30min": (
     # (training tokens, steps, success on the demo's 60 held-out dev tasks), 2-core machines, the recipe's cosine over
@@ -260,16 +241,15 @@ MIN_TRAINING_SHARE = 0.5
 over its budget rather than train too little to show anything."""
 
 TRAINED_EVAL_SHARE = 0.2
-"""A trained checkpoint's evaluation takes about this share of the untrained model's on the same machine: 0.15-0.23
-in six demo runs on two machines (it answers and stops; the untrained model plays every turn)."""
+"""A trained checkpoint's evaluation takes about this share of the untrained model's (0.15-0.23 in six demo runs on
+two machines): it answers and stops; the untrained model plays every turn."""
 
 
 def training_budget(cfg: DemoConfig, spent_s: float, untrained_eval_s: float) -> dict[str, Any]:
-    """The training stages' limits once the untrained evaluation has run: `total_minutes` less the `spent_s` seconds
-    so far, two trained evaluations (`TRAINED_EVAL_SHARE` of `untrained_eval_s` each) and each training stage's
-    overhead, shared by SFT and GRPO in proportion to their limits, at most those limits and at least
-    `MIN_TRAINING_SHARE` of them. {"sft", "grpo", "eval": minutes, "why": the sum}; with `sft_minutes` given, the
-    limits as set."""
+    """{"sft", "grpo", "eval": minutes, "why": the sum} once the untrained evaluation has run: `total_minutes` less
+    the `spent_s` seconds so far, two trained evaluations (`TRAINED_EVAL_SHARE` of `untrained_eval_s` each) and two
+    overheads, shared by SFT and GRPO in proportion to their limits, between `MIN_TRAINING_SHARE` of those and all;
+    with `sft_minutes` given, the limits as set."""
     sft, grpo = float(cfg.sft_recipe().max_minutes or 0.0), cfg.grpo_minutes
     if not cfg.budgeted() or not sft:
         return {"sft": sft, "grpo": grpo, "eval": cfg.eval_minutes,
@@ -293,15 +273,14 @@ def training_budget(cfg: DemoConfig, spent_s: float, untrained_eval_s: float) ->
 def measure_speed(cfg: DemoConfig) -> dict[str, Any] | None:
     """The matmul rate in SFT's dtype (a few seconds) and the tokens/s it predicts, for a recipe with records run on
     its own preset's CPU model; else None."""
-    from openmanus_lite.recipes import get_recipe
-
-    if cfg.recipe not in SFT_RECORDS or cfg.model or cfg.preset != get_recipe(cfg.recipe).preset:
-        return None
     import torch
 
-    if torch.cuda.is_available():
-        return None
     from openmanus_lite.engine.speed import matmul_dtype, matmul_gflops
+    from openmanus_lite.recipes import get_recipe
+
+    if (cfg.recipe not in SFT_RECORDS or cfg.model or cfg.preset != get_recipe(cfg.recipe).preset
+            or torch.cuda.is_available()):
+        return None
 
     gflops, dtype = matmul_gflops(), str(matmul_dtype()).removeprefix("torch.")
     pace = SFT_PACE.get(dtype, SFT_PACE["float32"])
@@ -374,22 +353,17 @@ def _eval_suite(cfg: DemoConfig):
     return load_suite(DEMO_EVAL_SUITE, domains=cfg.domains, difficulties=["easy"], limit=cfg.eval_per_domain)
 
 
-def _turn_limits(cfg: DemoConfig) -> int | dict[str, int] | None:
-    """The limits the training prompts state, so that evaluation states the same."""
-    return cfg.sft_recipe().max_turns()
-
-
 def stage_eval(cfg: DemoConfig, preset, run_dir: Path, label: str, model_path: str | None = None) -> dict[str, Any]:
     """Greedy episodes on the frozen dev suite; the result is saved as JSON for the comparison."""
     from openmanus_lite.eval import run_benchmark
     from openmanus_lite.policies import ModelPolicy
 
     model, tokenizer = preset.load(model_path, for_training=False)
-    suite = _eval_suite(cfg)
     policy = ModelPolicy(model, tokenizer, name=label, max_new_tokens=preset.max_new_tokens,
                          batch_size=preset.eval_batch_size)
-    result = run_benchmark(policy, suite, max_turns=_turn_limits(cfg), batch_size=preset.eval_batch_size,
-                           label=label)
+    # the turn limits the training prompts state
+    result = run_benchmark(policy, _eval_suite(cfg), max_turns=cfg.sft_recipe().max_turns(),
+                           batch_size=preset.eval_batch_size, label=label)
     path = run_dir / f"eval_{label}.json"
     result.save(path)
     row = result.row()
@@ -435,16 +409,15 @@ def select_grpo_domains(result, domains, rule: str = "mixed") -> tuple[list[str]
         k, n = row.successes, row.n
         if rule == "all" or (k > 0 and (rule == "success" or k < n)):
             chosen.append(d)
-        elif k == 0:
-            reasons[d] = f"SFT solved 0/{n}: every group would likely fail alike, no advantage to learn from"
         else:
-            reasons[d] = f"SFT solved {n}/{n}: every group would likely succeed alike, no advantage to learn from"
+            alike = "fail" if k == 0 else "succeed"
+            reasons[d] = f"SFT solved {k}/{n}: every group would likely {alike} alike, no advantage to learn from"
     return chosen, reasons
 
 
 def grpo_turn_limits(cfg: DemoConfig, domains) -> int | dict[str, int] | None:
     """GRPO's turn limit per domain: the evaluation's (what the SFT prompts stated), capped at grpo_max_turns."""
-    limits, cap = _turn_limits(cfg), cfg.grpo_max_turns
+    limits, cap = cfg.sft_recipe().max_turns(), cfg.grpo_max_turns
     if isinstance(limits, dict):
         return {d: min(limits[d], cap) if cap else limits[d] for d in domains if d in limits} or cap
     if limits is None:
@@ -454,14 +427,6 @@ def grpo_turn_limits(cfg: DemoConfig, domains) -> int | dict[str, int] | None:
 
 GRPO_GROUPS_PER_STEP = 2
 """Groups of `grpo_num_generations` episodes in each GRPO optimizer step of the demo."""
-
-
-def _signal_text(grpo: dict) -> str:
-    """A group whose episodes all earn the same reward has no advantage and teaches nothing (issue #40)."""
-    if not grpo.get("groups"):
-        return ""
-    return (f" {grpo['groups_with_signal']} of {grpo['groups']} groups carried a signal (rewards that differ within "
-            "the group); the others, all solved or all failed, added no gradient.")
 
 
 def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval: dict) -> dict[str, Any]:
@@ -494,10 +459,9 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
         # episodes in one pass got a whole demo OOM-killed at 24 GB, a group of 4 a pass peaked at 6.0 GB, one
         # episode 3.2 (benchmarks/memory.py --stages grpo; docs/RESULTS.md)
         num_generations=cfg.grpo_num_generations, per_device_train_batch_size=micro,
-        gradient_accumulation_steps=GRPO_GROUPS_PER_STEP * cfg.grpo_num_generations // micro,
-        max_turns=limits, max_new_tokens=preset.max_new_tokens, max_episode_tokens=longest * (preset.max_new_tokens + 160),
-        save_strategy="steps", save_steps=4, seed=cfg.seed, sample_every=0, max_minutes=cfg.grpo_minutes,
-    )
+        gradient_accumulation_steps=GRPO_GROUPS_PER_STEP * cfg.grpo_num_generations // micro, max_turns=limits,
+        max_new_tokens=preset.max_new_tokens, max_episode_tokens=longest * (preset.max_new_tokens + 160),
+        save_strategy="steps", save_steps=4, seed=cfg.seed, sample_every=0, max_minutes=cfg.grpo_minutes)
     result = run_grpo(model, tok, dataset, gcfg, rollout_func=rollout, resume=True)
     fig = plot_reward_curves(result.log_history, title="GRPO rewards (multi-turn)")
     _save_figure(fig, run_dir / "grpo_rewards.png")
@@ -505,37 +469,35 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     rewards = [h.get("reward") for h in result.log_history if "reward" in h]
     shares = [h["signal/group_share"] for h in result.log_history if "signal/group_share" in h]
     return {"model": str(merged_dir), "domains": domains, "left_out": reasons, "rewards": cfg.grpo_rewards,
-            "steps": len(rewards), "reward_first": rewards[0] if rewards else None,
-            "reward_last": rewards[-1] if rewards else None,
-            "groups": GRPO_GROUPS_PER_STEP * len(shares),
-            "groups_with_signal": round(GRPO_GROUPS_PER_STEP * sum(shares))}  # shares: each step's groups with signal
+            "steps": len(rewards), "reward_first": (rewards or [None])[0], "reward_last": (rewards or [None])[-1],
+            "groups": GRPO_GROUPS_PER_STEP * len(shares),  # shares: each step's share of groups with signal
+            "groups_with_signal": round(GRPO_GROUPS_PER_STEP * sum(shares))}
 
 
-def _plot_losses(history: list[dict], path: Path) -> None:
+def _pyplot():
+    """pyplot on the file-only backend: the demo may run without a display."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _plot_losses(history: list[dict], path: Path) -> None:
     logged = [h for h in history if "loss" in h]
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = _pyplot().subplots(figsize=(6, 3.5))
     ax.plot([h["step"] for h in logged], [h["loss"] for h in logged])
     ax.set(xlabel="step", ylabel="training loss", title="SFT loss")
     _save_figure(fig, path)
 
 
 def _save_figure(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
     fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    _pyplot().close(fig)
 
 
 # --------------------------------------------------------------------------- report
-
-
-STAGE_TITLES = {"prepare": "prepare: model and data", "eval_untrained": "evaluate the untrained model",
-                "sft": "SFT", "eval_sft": "evaluate SFT", "grpo": "GRPO", "eval_grpo": "evaluate GRPO"}
 
 
 def load_results(state: RunState) -> dict[str, Any]:
@@ -570,11 +532,12 @@ def time_table(cfg: DemoConfig, state: RunState) -> str:
     from openmanus_lite.eval import markdown_table
 
     plan = _planned(cfg, state)
+    grpo_skipped = state.done.get("grpo", {}).get("result", {}).get("skipped")
     rows = []
     for s in STAGES:
         budget = f"{plan[s]:g} ({'limit' if s in ('sft', 'grpo') else 'plan'})"
         d = state.done.get(s)
-        if d and d["result"].get("skipped"):
+        if (d and d["result"].get("skipped")) or (s == "eval_grpo" and grpo_skipped):
             took = "skipped"
         elif d or s in state.interrupted:
             took = f"{state.stage_seconds(s) / 60:.1f}"
@@ -583,8 +546,6 @@ def time_table(cfg: DemoConfig, state: RunState) -> str:
                 took += f" (of which {lost / 60:.1f} interrupted)"
             if not d:
                 took += ", unfinished"
-        elif s == "eval_grpo" and state.done.get("grpo", {}).get("result", {}).get("skipped"):
-            took = "skipped"
         else:
             took = "not run"
         rows.append([STAGE_TITLES[s], budget, took, _peak_cell((d or {}).get("peak_memory") or {})])
@@ -633,11 +594,7 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
 
     results = load_results(state)
     if results:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
+        plt = _pyplot()
         plot_comparison(list(results.values()), level="domain", path=run_dir / "comparison.png",
                         title="success on held-out dev tasks (95% Wilson intervals)")
         plt.close("all")
@@ -649,30 +606,19 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
     n_eval = len(_eval_suite(cfg).tasks)
     speed = next((r["speed"] for r in reversed(state.runs) if r.get("speed")), None)
     lines = [
-        "# openmanus_lite demo: untrained -> SFT -> GRPO",
-        "",
+        "# openmanus_lite demo: untrained -> SFT -> GRPO", "",
         f"- **Machine**: {'; '.join(machines) or 'not recorded'}",
         f"- **Model**: preset `{cfg.preset}` ({d.get('prepare', {}).get('model', cfg.model or 'the preset model')})",
         f"- **Evaluation**: {cfg.eval_per_domain} held-out easy tasks per domain from the frozen `{DEMO_EVAL_SUITE}` "
         f"suite ({n_eval} episodes per checkpoint, the same tasks for each), greedy",
         f"- **Total time**: {state.total_seconds() / 60:.1f} minutes (the sum of the stages' recorded times"
         + (f", across {len(state.runs)} runs of the command" if len(state.runs) > 1 else "") + ")",
-        f"- **Command**: `{commands[0]}`",
-        "",
-        "## Success on held-out tasks (95% Wilson intervals)",
-        "",
-        success,
-        "",
-        *verdict_lines(results),
-        "",
+        f"- **Command**: `{commands[0]}`", "",
+        "## Success on held-out tasks (95% Wilson intervals)", "", success, "", *verdict_lines(results), "",
         *_image(run_dir, "comparison.png", "success per domain and checkpoint"),
-        "## Time per stage",
-        "",
-        times,
-        "",
+        "## Time per stage", "", times, "",
         "SFT and GRPO stop at their limits (training time; loading, data preparation and saving come on top); "
-        "the other stages' minutes are plans.",
-        "",
+        "the other stages' minutes are plans.", "",
     ]
     budget = _budget(state)
     if budget:
@@ -699,13 +645,16 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
         g = d["grpo"]
         left = "; ".join(f"{dom}: {why}" for dom, why in g.get("left_out", {}).items())
         lines += ["## GRPO", ""]
+        # a group whose episodes all earn the same reward has no advantage and teaches nothing (issue #40)
+        signal = (f" {g['groups_with_signal']} of {g['groups']} groups carried a signal (rewards that differ within "
+                  "the group); the others, all solved or all failed, added no gradient.") if g.get("groups") else ""
         if g.get("skipped"):
             lines += [f"Skipped: {g['skipped']}." + (f" {left}." if left else ""), ""]
         else:
             lines += [f"Multi-turn, reward `{g.get('rewards', cfg.grpo_rewards)}`, on {', '.join(g['domains'])} "
                       f"({GRPO_DOMAIN_RULES[cfg.grpo_domains]}): {g['steps']} steps, mean group reward "
                       f"{_fmt(g['reward_first'])} at the first step, {_fmt(g['reward_last'])} at the last."
-                      + _signal_text(g) + (f" Left out: {left}." if left else ""), "",
+                      + signal + (f" Left out: {left}." if left else ""), "",
                       *_image(run_dir, "grpo_rewards.png", "GRPO rewards per step")]
     lines += ["## Reproduce", "", "```bash", commands[0], "```", ""]
     if len(commands) > 1:

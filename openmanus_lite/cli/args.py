@@ -17,14 +17,9 @@ from typing import Any, Mapping, Sequence
 
 from openmanus_lite.errors import UserError
 
-DEPRECATED: dict[str, str] = {
-    "out": "output_dir",
-    "lr": "learning_rate",
-    "steps": "max_steps",
-    "epochs": "num_train_epochs",
-    "batch_size": "per_device_train_batch_size",
-    "grad_accum": "gradient_accumulation_steps",
-}
+DEPRECATED: dict[str, str] = {"out": "output_dir", "lr": "learning_rate", "steps": "max_steps",
+                              "epochs": "num_train_epochs", "batch_size": "per_device_train_batch_size",
+                              "grad_accum": "gradient_accumulation_steps"}
 """Old kit spellings (after the dash-to-underscore step) -> the TRL / transformers name."""
 
 REPORT_TO = ("none", "tensorboard", "trackio", "wandb")
@@ -83,10 +78,10 @@ def expand_config(argv: Sequence[str], parser: argparse.ArgumentParser, *, inser
     actions = {s: a for a in parser._actions for s in a.option_strings}
     tokens: list[str] = []
     for key, value in config.items():
-        flag = f"--{str(key).replace('-', '_')}"
-        action = actions.get(flag)
         if value is None:
             continue
+        flag = f"--{str(key).replace('-', '_')}"
+        action = actions.get(flag)
         if isinstance(action, argparse._StoreTrueAction):
             if not isinstance(value, bool):
                 raise fail(f": {key!r} is a switch: give true or false, not {value!r}")

@@ -6,16 +6,16 @@ from __future__ import annotations
 import argparse
 import errno
 import json
-import shlex
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from openmanus_lite import demo
 from openmanus_lite.cli import command
 from openmanus_lite.cli.args import comma_list, make_parser, parse
-from openmanus_lite.demo import GRPO_DOMAIN_RULES, ConfigMismatch, DemoConfig, latest_run, run_demo
+from openmanus_lite.demo import GRPO_DOMAIN_RULES, DemoConfig, command_line, latest_run, run_demo
 from openmanus_lite.errors import UserError
 from openmanus_lite.paths import RUNS_DIR
 from openmanus_lite.recipes import list_recipes
@@ -72,19 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     p = build_parser()
     args, _ = parse(p, argv)
-    cfg = DemoConfig.quick() if args.quick else DemoConfig()
     given = {name: getattr(args, name) for name in SETTINGS if getattr(args, name) is not None}
-    for name, value in given.items():
-        setattr(cfg, name, value)
     if args.domains:
-        cfg.domains = comma_list(args.domains)
-        if set(cfg.domains) - set(DOMAINS):
-            p.error(f"--domains: unknown {[d for d in cfg.domains if d not in DOMAINS]}; choose from {list(DOMAINS)}")
+        given["domains"] = comma_list(args.domains)
+        unknown = [d for d in given["domains"] if d not in DOMAINS]
+        if unknown:
+            p.error(f"--domains: unknown {unknown}; choose from {list(DOMAINS)}")
+    cfg = replace(DemoConfig.quick() if args.quick else DemoConfig(), **given)
     run_dir = Path(args.output_dir) if args.output_dir else (latest_run() if args.resume else None)
     if args.resume and run_dir is None:
         print(f"[demo] --resume: no unfinished run in {RUNS_DIR}; starting a new one")
     run_dir = run_dir or RUNS_DIR / time.strftime("demo-%Y%m%d-%H%M%S")
-    fresh = args.quick or args.domains or given or args.overwrite_output_dir
+    fresh = args.quick or given or args.overwrite_output_dir
     where = ""
     if not fresh and (run_dir / "config.json").is_file():
         where = f" (the settings of {run_dir})"
@@ -110,11 +109,9 @@ def main(argv: list[str]) -> int:
         for old in run_dir.iterdir():
             if old.name != LOCK_FILE:
                 shutil.rmtree(old) if old.is_dir() else old.unlink()
-    resume = f"python -m openmanus_lite demo --output_dir {shlex.quote(str(run_dir))}"  # config.json holds the rest
+    resume = command_line(["--output_dir", str(run_dir)])  # config.json holds the rest
     try:
         run_demo(cfg, run_dir, argv, fresh_processes=not args.one_process)
-    except ConfigMismatch as e:
-        raise UserError(str(e)) from e
     except KeyboardInterrupt:
         print(f"\n[demo] interrupted; finished stages are kept. Resume with:\n  {resume}", file=sys.stderr)
         return 130

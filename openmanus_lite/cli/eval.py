@@ -17,29 +17,20 @@ import re
 import sys
 from pathlib import Path
 
+from openmanus_lite import eval as ev
 from openmanus_lite.cli import command
 from openmanus_lite.cli.args import DEPRECATED, comma_list, make_parser, user_input
 from openmanus_lite.cli.args import parse as parse_args
 from openmanus_lite.envs.base import parse_turn_limits
 from openmanus_lite.errors import UserError
-from openmanus_lite.eval import (
-    comparison_table,
-    flipped_tasks,
-    freeze_suites,
-    list_suites,
-    load_result,
-    load_suite,
-    make_policy,
-    plot_comparison,
-    run_benchmark,
-    sign_tests,
-    verify_suites,
-)
+from openmanus_lite.eval import make_policy
 from openmanus_lite.eval.suites import TASKS_PER_CELL, TURN_TOKENS
 from openmanus_lite.search import Budget
 
 RENAMED = {**DEPRECATED, "batch_size": "per_device_eval_batch_size"}
 """Old spellings: here the batch is of episodes evaluated together, TrainingArguments' eval batch."""
+
+COMPARE_EXAMPLE = "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json"
 
 COUNTS = ("limit", "per_device_eval_batch_size", "max_new_tokens", "budget_calls", "budget_tokens")
 """Options that count something and must be at least 1 when given."""
@@ -60,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The parser of `eval` itself (the subcommands build their own)."""
     p = make_parser("python -m openmanus_lite eval", __doc__, (
         "python -m openmanus_lite eval --model expert --model random --suite dev --limit 1 --output_dir runs/eval",
-        "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json",
+        COMPARE_EXAMPLE,
         "python -m openmanus_lite eval verify",
     ))
     p.add_argument("--model", action="append", required=True,
@@ -93,8 +84,8 @@ def _run(argv: list[str]) -> int:
             raise UserError(f"--{name} must be at least 1, got {getattr(a, name)}")
     if a.strategy and not (a.budget_calls or a.budget_tokens):
         raise UserError("--strategy needs --budget_calls or --budget_tokens")
-    suite = load_suite(a.suite, domains=comma_list(a.domains) or None,
-                       difficulties=comma_list(a.difficulties) or None, limit=a.limit)
+    suite = ev.load_suite(a.suite, domains=comma_list(a.domains) or None,
+                          difficulties=comma_list(a.difficulties) or None, limit=a.limit)
     search = {"search": a.strategy, "budget": Budget(tokens=a.budget_tokens, calls=a.budget_calls),
               "search_options": {"oracle": a.oracle}} if a.strategy else {}
     out = Path(a.output_dir)
@@ -102,9 +93,9 @@ def _run(argv: list[str]) -> int:
     for spec in a.model:
         policy = make_policy(spec, max_new_tokens=a.max_new_tokens or TURN_TOKENS.get(suite.name, 96),
                              temperature=a.temperature, batch_size=a.per_device_eval_batch_size, seed=a.seed)
-        res = run_benchmark(policy, suite, max_turns=a.max_turns, batch_size=a.per_device_eval_batch_size,
-                            progress=not a.no_progress, seed=a.seed, meta={"model": spec},
-                            label=f"{a.strategy}:{spec}" if a.strategy else spec, **search)
+        res = ev.run_benchmark(policy, suite, max_turns=a.max_turns, batch_size=a.per_device_eval_batch_size,
+                               progress=not a.no_progress, seed=a.seed, meta={"model": spec},
+                               label=f"{a.strategy}:{spec}" if a.strategy else spec, **search)
         stem = out / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', res.label).strip('_') or 'policy'}_{suite.name}"
         res.save(stem.with_suffix(".json"))
         res.save(stem.with_suffix(".csv"))
@@ -122,36 +113,33 @@ def _run(argv: list[str]) -> int:
 def print_comparison(results, level: str, plot: str | Path | None) -> None:
     """Rates side by side; against the first result the tasks that flipped and the paired exact sign test on
     them (per domain and overall, eval.compare.sign_tests); a grouped bar chart at `plot`."""
-    print(comparison_table(results, level=level).to_string())
+    print(ev.comparison_table(results, level=level).to_string())
     first = results[0]
     for other in results[1:]:
-        flips = flipped_tasks(first, other)
+        flips = ev.flipped_tasks(first, other)
         print(f"\n{len(flips)} tasks changed between {first.label} and {other.label}")
         if len(flips):
             print(flips.to_string(index=False))
         print(f"\n== paired sign test, {other.label} vs {first.label} (tasks that changed outcome; two-sided exact p)")
-        print(sign_tests(first, other).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+        print(ev.sign_tests(first, other).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     if plot:
         import matplotlib
 
         matplotlib.use("Agg")
-        plot_comparison(results, level=level, path=plot)
+        ev.plot_comparison(results, level=level, path=plot)
         print(f"plot: {plot}")
 
 
 def _compare(argv: list[str]) -> int:
-    p = make_parser("python -m openmanus_lite eval compare", "Rates side by side, the tasks that flipped, "
-                    "and the paired exact sign test on them (per domain and overall).", (
-                        "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json",
-                        "python -m openmanus_lite eval compare runs/eval/expert_dev.json runs/eval/random_dev.json "
-                        "--level overall --plot runs/eval/cmp.png",
-                    ))
+    p = make_parser("python -m openmanus_lite eval compare", "Rates side by side, the tasks that flipped, and the "
+                    "paired exact sign test on them (per domain and overall).",
+                    (COMPARE_EXAMPLE, f"{COMPARE_EXAMPLE} --level overall --plot runs/eval/cmp.png"))
     p.add_argument("results", nargs="+", help="result files (.json or .csv) written by `eval`")
     p.add_argument("--level", default="domain", choices=["domain", "cell", "overall"])
     p.add_argument("--plot", help="write a grouped bar chart here (.png)")
     a = parse(p, argv)
     with user_input():
-        results = [load_result(path) for path in a.results]
+        results = [ev.load_result(path) for path in a.results]
     seen: dict[str, int] = {}
     for r in results:  # same labels from different files: make them distinct
         seen[r.label] = seen.get(r.label, 0) + 1
@@ -163,14 +151,15 @@ def _compare(argv: list[str]) -> int:
 
 def _verify(argv: list[str]) -> int:
     p = make_parser("python -m openmanus_lite eval verify", "Check the frozen suites' checksums.",
-                    ("python -m openmanus_lite eval verify", "python -m openmanus_lite eval verify --root data/benchmark"))
+                    ("python -m openmanus_lite eval verify",
+                     "python -m openmanus_lite eval verify --root data/benchmark"))
     p.add_argument("--root", help="suite folder (default: the shipped suites, data/benchmark)")
     a = parse(p, argv)
-    problems = verify_suites(a.root)
+    problems = ev.verify_suites(a.root)
     for line in problems:
         print(f"error: {line}", file=sys.stderr)
-    for name in [] if problems else list_suites(a.root):
-        s = load_suite(name, root=a.root)
+    for name in [] if problems else ev.list_suites(a.root):
+        s = ev.load_suite(name, root=a.root)
         print(f"{name}: {len(s)} tasks, domains {s.domains}, difficulties {s.difficulties}: checksums ok")
     return 1 if problems else 0
 
@@ -191,8 +180,8 @@ def freeze_parser() -> argparse.ArgumentParser:
 
 def _freeze(argv: list[str]) -> int:
     a = parse(freeze_parser(), argv)
-    m = freeze_suites(a.output_dir, domains=comma_list(a.domains) or None, per_cell=a.per_cell,
-                      agentbench_path=False if a.no_agentbench else a.agentbench, force=a.force)
+    m = ev.freeze_suites(a.output_dir, domains=comma_list(a.domains) or None, per_cell=a.per_cell,
+                         agentbench_path=False if a.no_agentbench else a.agentbench, force=a.force)
     for name, files in m["suites"].items():
         print(f"{name}: {sum(m['files'][f]['tasks'] for f in files)} tasks in {len(files)} files")
     if m["skipped"]:

@@ -116,19 +116,10 @@ def main(argv: list[str]) -> int:
     args, extras = parse(argv)
 
     from openmanus_lite.models import LoraSpec
-    from openmanus_lite.rewards import parse_reward_spec
+    from openmanus_lite.rewards import accuracy_skips, parse_reward_spec
     from openmanus_lite.splits import GRPO_TRAIN_SEED, training_tasks
+    from openmanus_lite.train import grpo as train_grpo
     from openmanus_lite.train.data import load_trajectories
-    from openmanus_lite.train.grpo import (
-        build_env_dataset,
-        build_single_turn_dataset,
-        load_for_grpo,
-        plot_reward_curves,
-        reward_curves,
-        run_grpo,
-        trajectory_rows,
-        value_task_rows,
-    )
     from openmanus_lite.train.run_folder import claim_output_dir
 
     for flag in SEED_FLAGS_WITHOUT_EFFECT:
@@ -150,19 +141,26 @@ def main(argv: list[str]) -> int:
     if args.mode == "single":
         rows, report = [], {}
         if domains:
-            rows += value_task_rows(domains, n=args.n_tasks, seed=GRPO_TRAIN_SEED + args.seed, difficulty=args.difficulty,
-                                   report=report, for_training=True)
+            rows += train_grpo.value_task_rows(domains, n=args.n_tasks, seed=GRPO_TRAIN_SEED + args.seed,
+                                               difficulty=args.difficulty, report=report, for_training=True)
         if args.data:
             report["trajectories"] = {}
-            rows += trajectory_rows(load_trajectories(args.data), report=report["trajectories"])
+            rows += train_grpo.trajectory_rows(load_trajectories(args.data), report=report["trajectories"])
         print(f"single-turn prompts: {len(rows)} ({json.dumps(report)})")
-        _note_accuracy_skips(cfg.reward_spec, [r["solution"] for r in rows])
-        dataset = build_single_turn_dataset(rows, shuffle_seed=args.seed)
+        # the seed's reward line on the kit's agent answers: open-r1's accuracy cannot score most golds
+        solutions = [r["solution"] for r in rows]
+        skipped = accuracy_skips(solutions) if "accuracy" in parse_reward_spec(cfg.reward_spec) else 0
+        if skipped:
+            print(f"note: accuracy (open-r1's, math_verify) cannot parse {skipped} of {len(rows)} golds "
+                  "and skips them; it also wants answers in LaTeX (\\boxed{...}). The kit's check for agent "
+                  "answers is answer_match (--reward_funcs answer_match format tag_count)", file=sys.stderr)
+        dataset = train_grpo.build_single_turn_dataset(rows, shuffle_seed=args.seed)
     else:
         tasks, _ = training_tasks("grpo_train", domains, args.n_tasks, seed=GRPO_TRAIN_SEED + args.seed,
                                   difficulty=args.difficulty)
         if args.mode == "multi":
-            dataset, env_rollout = build_env_dataset(tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
+            dataset, env_rollout = train_grpo.build_env_dataset(tasks, max_turns=cfg.max_turns,
+                                                                max_new_tokens=cfg.max_new_tokens)
             if env_rollout.duplicates:
                 print(f"note: {env_rollout.duplicates} tasks repeat an earlier task's prompt and were dropped")
         else:
@@ -181,22 +179,23 @@ def main(argv: list[str]) -> int:
                                 if args.lora_r else None)
     if args.load_in_4bit is not None:
         preset = preset.replace(load_in_4bit=args.load_in_4bit)
-    model, tokenizer = load_for_grpo(args.model, preset)
+    model, tokenizer = train_grpo.load_for_grpo(args.model, preset)
     print(f"model {args.model or preset.model} (LoRA r={preset.lora.r if preset.lora else 'none'}, "
           f"4-bit={preset.load_in_4bit}); preset {preset_name}; {cfg.max_steps} steps, rewards: {cfg.reward_spec}")
 
-    result = run_grpo(model, tokenizer, dataset, cfg, rollout_func=env_rollout,
-                      environment_factory=environment_factory, resume=resume or False)
+    result = train_grpo.run_grpo(model, tokenizer, dataset, cfg, rollout_func=env_rollout,
+                                 environment_factory=environment_factory, resume=resume or False)
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "log_history.json").write_text(json.dumps(result.log_history, indent=1, default=float))
-    curves = reward_curves(result.log_history)
+    curves = train_grpo.reward_curves(result.log_history)
     if not args.no_plot and len(curves):
         import matplotlib
 
         matplotlib.use("Agg")
-        plot_reward_curves(result.log_history, title=f"GRPO {args.mode}").savefig(out / "reward_curves.png", dpi=100)
+        fig = train_grpo.plot_reward_curves(result.log_history, title=f"GRPO {args.mode}")
+        fig.savefig(out / "reward_curves.png", dpi=100)
     if not args.no_save:
         from openmanus_lite.train.sft import is_peft_model, save_adapter, save_merged
 
@@ -212,15 +211,3 @@ def main(argv: list[str]) -> int:
         summary["rollout_tokens_per_s"] = round(result.rollout_stats.tokens_per_s, 1)
     print("done: " + json.dumps(summary))
     return 0
-
-
-def _note_accuracy_skips(spec: str, solutions: list) -> None:
-    """Say when open-r1's accuracy cannot score most of the golds (the seed's reward line on the
-    kit's agent answers): the run still trains, on the other rewards."""
-    from openmanus_lite.rewards import accuracy_skips, parse_reward_spec
-
-    skipped = accuracy_skips(solutions) if "accuracy" in parse_reward_spec(spec) and solutions else 0
-    if skipped:
-        print(f"note: accuracy (open-r1's, math_verify) cannot parse {skipped} of {len(solutions)} golds "
-              "and skips them; it also wants answers in LaTeX (\\boxed{...}). The kit's check for agent "
-              "answers is answer_match (--reward_funcs answer_match format tag_count)", file=sys.stderr)

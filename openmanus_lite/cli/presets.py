@@ -23,17 +23,15 @@ def format_table(preset: Any, stages: list[StageMemory]) -> str:
     lines = [head]
     for st in stages:
         row = f"{st.stage:<14}" + "".join(f"{st.parts.get(c, 0.0) / GB:>13.2f}" for c in cols)
-        row += f"{st.total / GB:>9.2f}"
-        if card:
-            row += f"  {100 * st.total / (card * GB):>6.0f}%"
+        row += f"{st.total / GB:>9.2f}" + (f"  {100 * st.total / (card * GB):>6.0f}%" if card else "")
         lines.append(row + (f"   {st.note}" if st.note else ""))
     return "\n".join(lines)
 
 
 @command
 def main(argv: list[str]) -> int:
-    p = make_parser("openmanus_lite presets", "List the hardware presets; --memory adds a per-stage memory estimate (GPU memory, or resident memory on a CPU).",
-                    ("python -m openmanus_lite presets t4 --memory",))
+    p = make_parser("openmanus_lite presets", "List the hardware presets; --memory adds a per-stage memory estimate "
+                    "(GPU memory, or resident memory on a CPU).", ("python -m openmanus_lite presets t4 --memory",))
     p.add_argument("names", nargs="*", help=f"presets to show (default: all of {sorted(PRESETS)})")
     p.add_argument("--memory", action="store_true", help="per-stage memory estimate in GB against the preset's card")
     p.add_argument("--published", action="store_true", help="the estimator against Unsloth's published minimum VRAM")

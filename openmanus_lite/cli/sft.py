@@ -43,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="train", help="split to read from a merge output folder (default: train)")
     p.add_argument("--synth", type=int, default=None,
                    help="expert trajectories to synthesize per domain (default: the recipe's tasks, else 0)")
-    p.add_argument("--recovery", type=int, default=None,
-                   help="with --synth: episodes per task that recover from an injected mistake (default: recipe's, else 0)")
+    p.add_argument("--recovery", type=int, default=None, help="with --synth: episodes per task that recover from an "
+                   "injected mistake (default: recipe's, else 0)")
     p.add_argument("--domains", default=None, help="comma-separated domains for --synth (default: all registered)")
     p.add_argument("--difficulty", default=None, choices=["easy", "medium", "hard"],
                    help="of the synthesized tasks (default: the recipe's, else easy)")
@@ -99,9 +99,7 @@ def config_changes(args: argparse.Namespace, extras: list[str]) -> dict:
     from openmanus_lite.train.configs import SFTRunConfig
 
     changes = {**cli_args.run_settings(args, extras, SFTRunConfig, "sft"), "report_to": args.report_to}
-    if args.no_progress:
-        changes["disable_tqdm"] = True
-    return changes
+    return {**changes, "disable_tqdm": True} if args.no_progress else changes
 
 
 def settings(args: argparse.Namespace, extras: list[str]):

@@ -10,6 +10,7 @@ Each line is a unified `Trajectory` (source "synth") with the episode outcome in
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 from pathlib import Path
 
@@ -52,15 +53,13 @@ def main(argv: list[str]) -> int:
     written = dropped = 0
     try:
         with partial.open("w", encoding="utf-8") as f:
-            for domain in domains:
-                for difficulty in difficulties:
-                    trajs = synthesize_trajectories(domain, args.n, seed=args.seed, difficulty=difficulty)
-                    solved = [bool(t.meta.get("success")) for t in trajs]
-                    kept = [t for t, ok in zip(trajs, solved) if ok or not args.only_success]
-                    f.writelines(t.validate().to_json() + "\n" for t in kept)
-                    written, dropped = written + len(kept), dropped + len(trajs) - len(kept)
-                    print(f"{domain:<10} {difficulty:<7} {len(kept):>6} trajectories, expert solved "
-                          f"{sum(solved)}/{args.n}")
+            for domain, difficulty in itertools.product(domains, difficulties):
+                trajs = synthesize_trajectories(domain, args.n, seed=args.seed, difficulty=difficulty)
+                solved = [bool(t.meta.get("success")) for t in trajs]
+                kept = [t for t, ok in zip(trajs, solved) if ok or not args.only_success]
+                f.writelines(t.validate().to_json() + "\n" for t in kept)
+                written, dropped = written + len(kept), dropped + len(trajs) - len(kept)
+                print(f"{domain:<10} {difficulty:<7} {len(kept):>6} trajectories, expert solved {sum(solved)}/{args.n}")
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
