@@ -1,6 +1,5 @@
-"""Policies: what chooses the next assistant turn, for a batch of conversations (and their live environments)
-at once, since a model is only fast generating for many episodes in one forward pass. The expert and random
-policies read the environment state instead of the text.
+"""Policies choose the next assistant turn for a batch of conversations at once (a model is only fast generating
+many episodes in one forward pass); the expert and random policies read the environment state instead of the text.
 """
 
 from __future__ import annotations
@@ -35,11 +34,9 @@ class ExpertPolicy:
 
 
 class RandomPolicy:
-    """Random but well-formed actions: the baseline every trained policy must beat.
-
-    Each action's randomness comes from (seed, the conversation so far, how often this policy was
-    asked in that same state), not from one shared stream: an episode plays the same whatever the
-    batch size or the order the episode loop schedules episodes in."""
+    """Random but well-formed actions: the baseline every trained policy must beat. Each action's randomness comes
+    from (seed, the conversation so far, how often asked in that state), not one shared stream: an episode plays the
+    same whatever the batch size or the order episodes are scheduled in."""
 
     name = "random"
 
@@ -69,10 +66,8 @@ class CallablePolicy:
 
 def as_policy(obj) -> Policy:
     """Accept a policy, the strings 'expert' / 'random', or a plain callable."""
-    if obj == "expert":
-        return ExpertPolicy()
-    if obj == "random":
-        return RandomPolicy()
+    if obj in ("expert", "random"):
+        return ExpertPolicy() if obj == "expert" else RandomPolicy()
     if hasattr(obj, "act_batch"):
         return obj
     if callable(obj):
@@ -83,28 +78,13 @@ def as_policy(obj) -> Policy:
 class ModelPolicy:
     """A language model as a policy: `(model, tokenizer)` or a checkpoint path / hub name (`models.load_model`),
     generating through `generation.generate_turns` (greedy when `temperature` is 0). Counters for compute
-    budgets: `generated_tokens` (eos included), `model_calls` and `turns_generated`.
+    budgets: `generated_tokens` (eos included), `model_calls` and `turns_generated`. `kv_cache=True` keeps earlier
+    turns' keys/values (`generation.PrefixCache`, emptied when the weights change), so each round encodes only the
+    new observation; False encodes every prompt in full; a `PrefixCache(max_bytes=...)` sets another memory cap."""
 
-    `kv_cache=True` keeps earlier turns' keys/values (`generation.PrefixCache`, emptied when the weights change),
-    so each round encodes only the new observation; False encodes every prompt in full, and a
-    `PrefixCache(max_bytes=...)` sets another memory cap (default: half of `generation.kv_budget()`).
-    """
-
-    def __init__(
-        self,
-        model,
-        tokenizer=None,
-        *,
-        name: str | None = None,
-        max_new_tokens: int = 96,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        seed: int = 0,
-        batch_size: int = 16,
-        max_prompt_tokens: int | None = None,
-        load_kwargs: dict | None = None,
-        kv_cache=True,
-    ):
+    def __init__(self, model, tokenizer=None, *, name: str | None = None, max_new_tokens: int = 96,
+                 temperature: float = 0.0, top_p: float = 1.0, seed: int = 0, batch_size: int = 16,
+                 max_prompt_tokens: int | None = None, load_kwargs: dict | None = None, kv_cache=True):
         if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
             from openmanus_lite.models import load_model
 
@@ -114,23 +94,15 @@ class ModelPolicy:
             name = name or path.rstrip("/").split("/")[-1]
         if tokenizer is None:
             raise TypeError("ModelPolicy(model, tokenizer): pass the tokenizer with a model object, or a path")
-        self.model = model
-        self.tokenizer = tokenizer
-        self.name = name or "model"
+        self.model, self.tokenizer, self.name = model, tokenizer, name or "model"
         context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
         if isinstance(context, int) and max_new_tokens > context:
             print(f"note: max_new_tokens {max_new_tokens} is more than the context of {self.name} ({context} tokens); "
                   f"using {context}", file=sys.stderr)
             max_new_tokens = context
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        self.seed = seed
-        self.batch_size = batch_size
-        self.max_prompt_tokens = max_prompt_tokens
-        self.generated_tokens = 0
-        self.model_calls = 0
-        self.turns_generated = 0
+        self.max_new_tokens, self.temperature, self.top_p, self.seed = max_new_tokens, temperature, top_p, seed
+        self.batch_size, self.max_prompt_tokens = batch_size, max_prompt_tokens
+        self.generated_tokens = self.model_calls = self.turns_generated = 0
         self.kv_cache = None
         if kv_cache is True:
             from openmanus_lite.engine.generation import PrefixCache
@@ -140,34 +112,21 @@ class ModelPolicy:
             self.kv_cache = kv_cache  # a PrefixCache of the caller's (e.g. with another memory cap)
         self._weights_fingerprint = None
 
-    def _weights_changed(self) -> bool:
-        """True when the weights differ from the last call's (training continued in between)."""
-        from openmanus_lite.engine.generation import weights_fingerprint
-
-        now = weights_fingerprint(self.model)
-        changed = now != self._weights_fingerprint
-        self._weights_fingerprint = now
-        return changed
-
     def _generate(self, conversations: list[Messages], temperature: float):
-        from openmanus_lite.engine.generation import generate_turns
+        from openmanus_lite.engine.generation import generate_turns, weights_fingerprint
 
-        if self.kv_cache is not None and self._weights_changed():
-            self.kv_cache.clear()
+        if self.kv_cache is not None:  # emptied when training changed the weights since the last call
+            now = weights_fingerprint(self.model)
+            if now != self._weights_fingerprint:
+                self.kv_cache.clear()
+            self._weights_fingerprint = now
         result = generate_turns(
-            self.model,
-            self.tokenizer,
-            conversations,
-            max_new_tokens=self.max_new_tokens,
-            temperature=temperature,
-            top_p=self.top_p,
+            self.model, self.tokenizer, conversations, max_new_tokens=self.max_new_tokens, temperature=temperature,
+            top_p=self.top_p, batch_size=self.batch_size, max_prompt_tokens=self.max_prompt_tokens,
             # a fresh seed per call: repeated sampling of one history gives new candidates
             seed=self.seed + self.model_calls if temperature > 0 else None,
-            batch_size=self.batch_size,
-            max_prompt_tokens=self.max_prompt_tokens,
             # a truncated prompt is no longer an extension of the previous one
-            kv_cache=self.kv_cache if not self.max_prompt_tokens else None,
-        )
+            kv_cache=self.kv_cache if not self.max_prompt_tokens else None)
         self.model_calls += 1
         self.turns_generated += len(conversations)
         self.generated_tokens += result.num_generated_tokens
@@ -186,9 +145,6 @@ class ModelPolicy:
         flat = [h for h in histories for _ in range(n)]
         texts = self._generate(flat, temperature).texts
         return [texts[i * n:(i + 1) * n] for i in range(len(histories))]
-
-
-# ---------------------------------------------------------------- token accounting
 
 
 def reply_tokens(policy: object, replies: list[str], before: int) -> list[int]:

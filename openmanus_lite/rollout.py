@@ -1,11 +1,8 @@
-"""Run a policy in environments, many episodes at once, and record the episodes.
-
-Each round the policy gets every unfinished conversation in one `act_batch` call (one batched forward pass for
-a model); a finished episode's slot goes to the next task at once, so calls stay `batch_size` wide until the
-tasks run out (with fixed chunks, a chunk ran as long as its longest episode, most calls a few rows wide).
-`run_episodes` is the kit's one episode loop: evaluation, preference data, corrections and GRPO's rollouts all
-play through it. Environments are stepped elsewhere only where no policy picks the turns: scripted expert
-episodes, TRL's tool calls and search (which clones environments).
+"""The kit's one episode loop (`run_episodes`): evaluation, preference data, corrections and GRPO's rollouts play
+through it; environments are stepped elsewhere only where no policy picks the turns (scripted expert episodes, TRL's
+tool calls, search). Each round the policy gets every unfinished conversation in one `act_batch` call, and a finished
+episode's slot goes to the next task at once, so calls stay `batch_size` wide until the tasks run out (with fixed
+chunks, a chunk ran as long as its longest episode, most calls a few rows wide).
 """
 
 from __future__ import annotations
@@ -21,30 +18,19 @@ from openmanus_lite.policies import as_policy
 from openmanus_lite.schema import Task, Trajectory, Turn
 
 
-def run_episodes(
-    policy: Any,
-    tasks: list[Task],
-    *,
-    max_turns: TurnLimits = None,
-    batch_size: int = 32,
-    progress: bool = True,
-    source: str | None = None,
-) -> list[Trajectory]:
-    """Play one episode per task; returns trajectories with the outcome in `meta`.
-
-    meta: as `episode_trajectory` writes it, plus wall_s.
-    `max_turns` may be one limit or a limit per domain ({"household": 16, ...}; domains not
-    named keep their environment's default), so episodes of all domains can share batches.
-    """
+def run_episodes(policy: Any, tasks: list[Task], *, max_turns: TurnLimits = None, batch_size: int = 32,
+                 progress: bool = True, source: str | None = None) -> list[Trajectory]:
+    """Play one episode per task; returns trajectories with the outcome in `meta` (`episode_trajectory`'s, plus
+    wall_s). `max_turns` may be one limit or one per domain ({"household": 16, ...}; domains not named keep their
+    environment's default), so episodes of all domains can share batches."""
     policy = as_policy(policy)
     results: list[Trajectory | None] = [None] * len(tasks)
     bar = tqdm(total=len(tasks), desc=f"episodes ({policy.name})", disable=not progress)
     # the longest-allowed episodes start first and the short ones fill the slots around them: started last,
-    # a domain of 16-turn episodes ran its last turns a few rows wide. Results stay in input order.
+    # a domain of 16-turn episodes ran its last turns a few rows wide. Popped from the end; results in input order.
     pending = list(range(len(tasks)))
     if isinstance(max_turns, dict):
         pending.sort(key=lambda i: (turn_limit(max_turns, tasks[i].domain) or 0, tasks[i].domain))
-    # popped from the end: the longest limit first
     envs: dict[int, Any] = {}
     histories: dict[int, list[dict]] = {}
     wall: dict[int, float] = {}
@@ -97,15 +83,8 @@ def episode_trajectory(task: Task, env: Any, messages: list[dict], *, id: str, s
     """A finished episode as a Trajectory; `meta` holds the environment's verdict and the turn limit it ran under
     (task_id, difficulty, success, score, turns, invalid_actions, max_turns, then `extra`), so it can be replayed."""
     info = env.last_info
-    meta = {
-        "task_id": task.id,
-        "difficulty": task.difficulty,
-        "success": bool(info.get("success", False)),
-        "score": float(info.get("score", 0.0)),
-        "turns": env.turn,
-        "invalid_actions": env.invalid_actions,
-        "max_turns": env.max_turns,
-        **(extra or {}),
-    }
+    meta = {"task_id": task.id, "difficulty": task.difficulty, "success": bool(info.get("success", False)),
+            "score": float(info.get("score", 0.0)), "turns": env.turn, "invalid_actions": env.invalid_actions,
+            "max_turns": env.max_turns, **(extra or {})}
     turns = [Turn(m["role"], m["content"], m["role"] == "assistant") for m in messages]
     return Trajectory(id=id, source=source, domain=task.domain, messages=turns, meta=meta)

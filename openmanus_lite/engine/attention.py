@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+import torch.nn.functional as F
+
 NAME = "sdpa_gqa"
 
 
 def sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
                        scaling: float | None = None, is_causal: bool | None = None, **kwargs: Any):
     """Same contract as transformers' sdpa attention: (batch, heads, q, dim) in, (batch, q, heads, dim) out."""
-    import torch
-    import torch.nn.functional as F
-
     q_len, kv_len = query.shape[2], key.shape[2]
     if q_len == 1 and not dropout:
         return _one_query_attention(query, key, value, attention_mask, scaling), None
@@ -34,8 +34,6 @@ def sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_
 
 def _one_query_attention(query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None):
     """Attention of one new token per row as grouped matmuls: [batch, heads, 1, dim] -> [batch, 1, heads, dim]."""
-    import torch
-
     if key.dtype != torch.float32:
         # bf16 / fp16: the batched matmuls ran slower on the strided cache view than on a contiguous copy (1.4-1.6x
         # with emulated bf16, several times with native); float32 the other way round: the view is read where it
@@ -48,8 +46,6 @@ def _one_query_attention(query: Any, key: Any, value: Any, attention_mask: Any, 
 def grouped_attention(query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None):
     """One-query attention over keys/values as given (a view or a copy): each key/value head serves its group of
     query heads in one matmul, without repeating the keys/values per query head."""
-    import torch
-
     batch, heads, _, dim = query.shape
     kv_heads, kv_len = key.shape[1], key.shape[2]
     scale = dim ** -0.5 if scaling is None else scaling

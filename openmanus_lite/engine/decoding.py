@@ -1,10 +1,9 @@
 """The kit's decoding loop: one forward pass per step over a Hugging Face causal LM, many turns at once.
 
-Why not `model.generate` (profiled on a 2-core CPU, docs/RESULTS.md): a turn's cost was one-query attention steps
-(attention.py), the prefill of shared instructions and padding, stopped rows computing on, and float32 on CPUs with
-4x faster bf16. This loop takes cached shared prefixes (`generation.PrefixCache`), prefills in groups of similar
-length, writes keys/values into a preallocated buffer and drops stopped rows. Sampling is temperature + top-p over
-the raw logits, as TRL's GRPO generation does (no generation-config processors).
+Why not `model.generate` (profiled on a 2-core CPU, docs/RESULTS.md): its turns paid for one-query attention steps
+(attention.py), re-encoded shared instructions and padding, and stopped rows computing on. This loop takes cached
+prefixes (`generation.PrefixCache`), prefills in groups of similar length, writes keys/values into a preallocated
+buffer and drops stopped rows. Sampling is temperature + top-p over the raw logits, as TRL's GRPO generation does.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ class BufferLayer(DynamicLayer):
         self.capacity, self.length = max(1, int(capacity)), 0
 
     def _allocate(self, k: torch.Tensor, v: torch.Tensor, rows: int) -> None:
-        """Zeroed buffers of `rows` rows shaped like k / v (zeros: a masked NaN would still poison the sum)."""
+        # zeros, not empty: a masked NaN would still poison the sum
         self._k, self._v = (t.new_zeros((rows, t.shape[1], self.capacity, t.shape[-1])) for t in (k, v))
         self.dtype, self.device, self.is_initialized = k.dtype, k.device, True
 
@@ -101,9 +100,9 @@ PREFILL_GROUPS = 4  # a batch prefills in at least this many groups: one group's
 
 
 class ReusedPrefix:
-    """The keys/values each row of a batch reuses (a prefix cache entry and how many of its first positions),
-    right-aligned into `head` positions one prefill group at a time (`rows`). Copying the whole batch's at once, as
-    this once did, held a second copy of every prompt beside the decoding buffer: half a batch's memory."""
+    """The keys/values each row of a batch reuses (a prefix cache entry, how many of its first positions),
+    right-aligned into `head` positions one prefill group at a time (`rows`): the whole batch's at once held a second
+    copy of every prompt beside the decoding buffer."""
 
     def __init__(self, sources: list[tuple[KV | None, int]], head: int, dtype: torch.dtype, device: Any):
         self.sources, self.head, self.dtype, self.device = sources, head, dtype, device
@@ -190,9 +189,8 @@ def decode(model: Any, input_ids: torch.Tensor, attention: torch.Tensor, past: R
 
 
 def prefill_groups(new_counts: list[int], waste: float = 0.25, max_rows: int | None = None) -> list[list[int]]:
-    """Rows grouped so that padding each group to its longest row adds at most `waste` of its real tokens (one
-    padded prefill of 32 first turns of 19 to 112 new tokens computed 2.3x the tokens it needed), at most `max_rows`
-    a group."""
+    """Rows grouped so that padding each group to its longest row adds at most `waste` of its real tokens, at most
+    `max_rows` a group (one padded prefill of 32 first turns of 19 to 112 new tokens computed 2.3x the tokens)."""
     groups: list[list[int]] = []
     total = 0
     for i in sorted(range(len(new_counts)), key=lambda i: new_counts[i]):

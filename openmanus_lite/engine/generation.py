@@ -1,9 +1,7 @@
-"""Batched generation of the next assistant turn (stopped at `<|im_end|>`) for many conversations at once.
-
-The model runs in inference mode for the call: generating in train mode with gradient checkpointing on gives garbage.
-A `PrefixCache` keeps earlier turns' keys/values so a multi-turn episode encodes only its new tokens (most of a CPU
-evaluation's cost). Keys/values share one budget (`kv_budget`): half for the prefix cache, half for a CPU decoding
-batch, so a long episode shrinks the batch instead of growing the process (a GPU preset sizes its batch to its card).
+"""Batched generation of the next assistant turn (stopped at `<|im_end|>`) for many conversations at once, the model
+in inference mode (train mode with gradient checkpointing generates garbage). A `PrefixCache` keeps earlier turns'
+keys/values so an episode encodes only its new tokens; keys/values share one budget (`kv_budget`): half for the cache,
+half for a CPU decoding batch, so a long episode shrinks the batch instead of growing the process.
 """
 
 from __future__ import annotations
@@ -60,9 +58,9 @@ def kv_bytes_per_token(model: Any, dtype: Any) -> int:
 
 def budget_batches(order: list[int], lengths: list[int], limits: list[int], batch_size: int,
                    token_bytes: int, budget: int | None) -> list[list[int]]:
-    """`order` cut into batches of at most `batch_size` rows within `budget` bytes (None: no bound). A batch holds
-    its decoding buffer, rows x (longest prompt + longest limit) x `token_bytes`, and while prefilling one group's
-    prompts beside it (a `PREFILL_GROUPS`th of the rows). A row alone always makes a batch."""
+    """`order` cut into batches of at most `batch_size` rows within `budget` bytes (None: no bound): a batch's decoding
+    buffer, rows x (longest prompt + longest limit) x `token_bytes`, plus one prefill group's prompts (a
+    `PREFILL_GROUPS`th of the rows). A row alone always makes a batch."""
     batches: list[list[int]] = []
     longest = 0
     for i in order:
@@ -186,10 +184,8 @@ class PrefixCache:
 
     @contextlib.contextmanager
     def reserved(self, prompts: list[list[int]]) -> Iterator[None]:
-        """Within a generation call: keep the entries `prompts` will reuse until their batches have copied them
-        (`release`). Without it, once a turn's contexts outgrow the cap, the entries the call's first batches add
-        evict the least recently used ones: exactly those of the batches still to run, which then encode their
-        whole conversations again."""
+        """Within a generation call: keep the entries `prompts` will reuse until their batches copied them (`release`);
+        else the entries the first batches add evict exactly those the batches still to run need."""
         self._reserved = Counter(eid for eid, _ in map(self.match, prompts) if eid is not None)
         try:
             yield
@@ -214,10 +210,9 @@ class PrefixCache:
         self._entries[self._next] = (torch.tensor(ids, dtype=torch.long), kv, size, shared)
         self._next += 1
         self.nbytes += size
-        while self.nbytes > self.max_bytes and len(self._entries) > 1:
-            # dicts keep insertion order (match moves an entry last): the least recently used first
-            victim = next((eid for eid in self._entries if eid not in self._reserved), None)
-            if victim is None:
+        # dicts keep insertion order (match moves an entry last): the least recently used first
+        for victim in [eid for eid in self._entries if eid not in self._reserved]:
+            if self.nbytes <= self.max_bytes or len(self._entries) <= 1:
                 break
             self.drop(victim)
 
@@ -231,10 +226,9 @@ class PrefixCache:
 
 
 class ChosenLogprobs:
-    """A logits processor that keeps only the log-probability of each chosen token: `output_logits=True` would keep
-    a float32 [batch, vocab] row per step (Qwen2.5: 16 rows x 256 steps is ~2.5 GB). The token chosen at step t is
-    the last column of `input_ids` at step t + 1, so each call keeps one step's log-softmax; `finish` reads the last
-    token from the returned sequences."""
+    """A logits processor keeping only each chosen token's log-probability (`output_logits=True` keeps a float32
+    [batch, vocab] row per step: ~2.5 GB for Qwen2.5 at 16 rows x 256 steps). Step t's token is the last column of
+    `input_ids` at step t + 1, so one step's log-softmax is kept; `finish` reads the last from the sequences."""
 
     def __init__(self, temperature: float = 1.0):
         if temperature <= 0:
@@ -312,9 +306,8 @@ def generate_from_ids(model: Any, tokenizer: Any, prompts: list[list[int]], *,
 
 def reply_logprobs(model: Any, tokenizer: Any, conversations: list[Messages]) -> list[float]:
     """Mean teacher-forced log-probability (temperature 1, end-of-turn tokens included) of each conversation's
-    assistant replies: best-of-N's picker without a reward model (`eval.scaling`), on one scale for greedy and
-    sampled episodes. Logits only at reply positions (full logits of a 3,000-token episode: ~0.6 GB); a
-    conversation without a reply scores -inf."""
+    assistant replies (-inf without one): best-of-N's picker without a reward model (`eval.scaling`). Logits only at
+    reply positions (full logits of a 3,000-token episode: ~0.6 GB)."""
     dtype = _loop_dtype(model, _device_type(model), False)
     runner = inference_copy(model, dtype) if dtype is not None else model
     device = next(runner.parameters()).device
@@ -339,9 +332,6 @@ def reply_logprobs(model: Any, tokenizer: Any, conversations: list[Messages]) ->
     return out
 
 
-# --------------------------------------------------------------------------- engines
-
-
 @dataclass(frozen=True)
 class EngineChoice:
     """Which generator (ENGINES) runs a call, in which dtype (None: the model's own), and why (logged once)."""
@@ -353,9 +343,8 @@ class EngineChoice:
 
 def select_engine(model: Any, engine: str | None = None, *, return_logprobs: bool = False) -> EngineChoice:
     """"vllm" when Unsloth attached its vLLM engine, the model's own "generate" for an Unsloth model on a GPU or a
-    model with sliding-window / linear-attention layers, else the kit's decoding "loop" (on a bf16 copy where the
-    CPU has native bf16, unless log-probabilities must match the trainer's dtype). `engine` or OPENMANUS_ENGINE
-    forces one."""
+    model with sliding-window / linear-attention layers, else the kit's decoding "loop" (`_loop_dtype`). `engine` or
+    OPENMANUS_ENGINE forces one."""
     forced = engine or os.environ.get("OPENMANUS_ENGINE") or None
     if forced not in (None, *ENGINES):
         raise ValueError(f"unknown generation engine {forced!r}; choose one of {ENGINES}")
@@ -394,8 +383,8 @@ def _device_type(model: Any) -> str:
 
 
 def _loop_dtype(model: Any, device: str, return_logprobs: bool) -> Any:
-    """bf16 for a float32 or LoRA-adapted model on a CPU with native bf16; OPENMANUS_INFERENCE_DTYPE=model keeps
-    the model's dtype (to check that bf16 inference does not change results)."""
+    """bf16 for a float32 or LoRA-adapted model on a CPU with native bf16 (4x faster than float32), unless
+    log-probabilities must match the trainer's dtype; OPENMANUS_INFERENCE_DTYPE=model keeps the model's dtype."""
     setting = os.environ.get("OPENMANUS_INFERENCE_DTYPE", "auto")
     if setting not in ("auto", "model"):
         raise ValueError(f"OPENMANUS_INFERENCE_DTYPE={setting!r}: choose 'auto' or 'model'")
@@ -409,8 +398,7 @@ def _loop_dtype(model: Any, device: str, return_logprobs: bool) -> Any:
     return None
 
 
-FINGERPRINT_ELEMENTS = 1 << 22
-"""Trainable elements summed per fingerprint at most: all of a LoRA adapter, an even sample of a full model."""
+FINGERPRINT_ELEMENTS = 1 << 22  # trainable elements summed per fingerprint: a LoRA adapter's all, a full model's sample
 
 
 def weights_fingerprint(model: Any) -> tuple:
@@ -551,9 +539,8 @@ def _generate_vllm(model, prompts, limits, stop, temperature, top_p, seed, retur
                              max_tokens=int(limit), stop_token_ids=list(stop),
                              seed=None if seed is None else int(seed) + i, logprobs=0 if return_logprobs else None)
               for i, limit in enumerate(limits)]
-    lora = None
-    if hasattr(model, "load_lora") and hasattr(model, "peft_config"):
-        lora = model.load_lora("openmanus_lite_rollout", load_tensors=True)
+    lora = (model.load_lora("openmanus_lite_rollout", load_tensors=True)
+            if hasattr(model, "load_lora") and hasattr(model, "peft_config") else None)
     outputs = model.fast_generate([{"prompt_token_ids": p} for p in prompts], sampling_params=params,
                                   lora_request=lora, use_tqdm=False)
     rows = []

@@ -41,18 +41,15 @@ _X86 = ("x86_64", "amd64", "i386", "i686", "x86")  # platform.machine() of an x8
 
 
 def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 natively: AVX512-BF16 or AMX on x86, oneDNN's answer elsewhere.
-
-    Why not oneDNN's answer on x86 too: it says yes on any AVX512 CPU, where it emulates bf16; on an Intel Xeon with
-    AVX512 but no AVX512-BF16 its bf16 matmuls ran 4.8x slower than float32 (62.8 against 302 GFLOP/s)."""
+    """Whether this CPU multiplies bfloat16 natively: AVX512-BF16 or AMX on x86, oneDNN's answer elsewhere (on x86
+    oneDNN says yes on any AVX512 CPU, where it emulates bf16: 4.8x slower than float32 on an Intel Xeon)."""
     import platform
 
     import torch
 
     if platform.machine().lower() in _X86:
-        avx512_bf16 = getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
-        amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
-        return bool(avx512_bf16() or amx())
+        return any(getattr(torch.cpu, name, lambda: False)() for name in
+                   ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):  # a torch without oneDNN: no native path either

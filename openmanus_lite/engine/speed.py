@@ -9,26 +9,24 @@ from __future__ import annotations
 import statistics
 import time
 
+import torch
+
+from openmanus_lite.engine import precision
+
 # (in, out) of one SmolLM2-135M decoder layer's projections (q, k, v, o, gate, up, down): most of its compute
 LAYER_SHAPES = ((576, 576), (576, 192), (576, 192), (576, 576), (576, 1536), (576, 1536), (1536, 576))
 
 
 def matmul_dtype(device: str = "cpu"):
     """What the kit multiplies in on `device`, as `engine.precision` decides."""
-    import torch
-
-    from openmanus_lite.engine.precision import cpu_has_native_bf16, resolve_precision
-
     if device != "cpu":
-        return resolve_precision().dtype
-    return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
+        return precision.resolve_precision().dtype
+    return torch.bfloat16 if precision.cpu_has_native_bf16() else torch.float32
 
 
 def matmul_gflops(dtype=None, tokens: int = 2048, seconds: float = 2.0, device: str = "cpu") -> float:
     """Median GFLOP/s of passes through one default-model layer's products in `dtype` (None: `matmul_dtype`), over
     about `seconds` after a warm-up. The median: a share of it should see the workload's noise."""
-    import torch
-
     dtype = dtype or matmul_dtype(device)
     g = torch.Generator().manual_seed(0)
     inputs = {n: torch.randn(tokens, n, generator=g).to(device, dtype) for n in {i for i, _ in LAYER_SHAPES}}
@@ -51,8 +49,6 @@ def matmul_gflops(dtype=None, tokens: int = 2048, seconds: float = 2.0, device: 
 
 def matmul_params(model) -> int:
     """Parameters in a matrix product per token: every linear layer's in x out (embedding lookups excluded)."""
-    import torch
-
     return sum(m.in_features * m.out_features for m in model.modules() if isinstance(m, torch.nn.Linear))
 
 

@@ -1,9 +1,7 @@
-"""Run a policy on a benchmark suite and keep everything: numbers per cell, and every episode.
-
-`run_benchmark` plays one episode per task in lock-step batches (`rollout.run_episodes`), or searches each task
-(`search=`), and returns a `BenchmarkResult`: per-task records with trajectories and a summary per domain x
-difficulty. Results round-trip through JSON (everything) and CSV (the per-task numbers). Tokens are counted when a
-policy exposes `generated_tokens` (see `policies.reply_tokens`).
+"""Run a policy on a benchmark suite (`run_benchmark`: one episode per task through `rollout.run_episodes`, or a
+search per task) and keep everything: per-task records with trajectories and a summary per domain x difficulty.
+Results round-trip through JSON (everything) and CSV (the per-task numbers). Tokens are counted when a policy exposes
+`generated_tokens` (`policies.reply_tokens`).
 """
 
 from __future__ import annotations
@@ -11,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,13 +68,10 @@ class BenchmarkResult:
 
     def by_domain(self) -> dict[str, dict[str, float]]:
         """The pooled row of each domain (and 'all') as plain numbers, the form benchmarks keep in JSON."""
-        out = {}
-        for domain in [*dict.fromkeys(r.domain for r in self.records), ALL]:
-            row = self.row(domain)
-            out[domain] = {"n": row.n, "success": row.success_rate, "success_lo": row.ci_low,
-                           "success_hi": row.ci_high, "valid_rate": 1.0 - row.invalid_action_rate,
-                           "mean_turns": row.mean_turns}
-        return out
+        rows = {domain: self.row(domain) for domain in [*dict.fromkeys(r.domain for r in self.records), ALL]}
+        return {domain: {"n": row.n, "success": row.success_rate, "success_lo": row.ci_low, "success_hi": row.ci_high,
+                         "valid_rate": 1.0 - row.invalid_action_rate, "mean_turns": row.mean_turns}
+                for domain, row in rows.items()}
 
     def records_frame(self):
         import pandas as pd
@@ -85,7 +81,6 @@ class BenchmarkResult:
     def by_task(self) -> dict[str, TaskRecord]:
         return {r.task_id: r for r in self.records}
 
-    # ------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.policy, "label": self.label, "suite": self.suite, "wall_s": self.wall_s,
                 "meta": self.meta, "summary": [s.to_dict() for s in self.summary],
@@ -103,8 +98,8 @@ class BenchmarkResult:
                 w.writeheader()
                 for r in self.records:  # csv writes None (tokens or calls not counted) as ""
                     d = {k: v for k, v in r.to_dict().items() if k != "trajectory"}
-                    d["extra"] = json.dumps(d["extra"], ensure_ascii=False)
-                    w.writerow({"policy": self.label, "suite": self.suite, **d})
+                    w.writerow({"policy": self.label, "suite": self.suite, **d,
+                                "extra": json.dumps(d["extra"], ensure_ascii=False)})
         else:
             raise ValueError(f"cannot save a benchmark result as {path.suffix!r}: use a .json or .csv path")
         return path
@@ -116,9 +111,8 @@ class BenchmarkResult:
             raise FileNotFoundError(f"no benchmark result at {path}")
         if path.suffix == ".json":
             d = json.loads(path.read_text(encoding="utf-8"))
-            for key in ("policy", "suite", "records"):
-                if key not in d:
-                    raise ValueError(f"{path} is not a benchmark result: missing {key!r}")
+            if missing := [key for key in ("policy", "suite", "records") if key not in d]:
+                raise ValueError(f"{path} is not a benchmark result: missing {missing[0]!r}")
             return cls(policy=d["policy"], suite=d["suite"], records=[TaskRecord.from_dict(r) for r in d["records"]],
                        wall_s=float(d.get("wall_s", 0.0)), meta=dict(d.get("meta") or {}), label=d.get("label"))
         if path.suffix == ".csv":
@@ -131,8 +125,7 @@ class BenchmarkResult:
             records = []
             for i, row in enumerate(rows, 2):
                 try:
-                    row = dict(row, extra=json.loads(row.get("extra") or "{}"))
-                    records.append(TaskRecord.from_dict(row))
+                    records.append(TaskRecord.from_dict(dict(row, extra=json.loads(row.get("extra") or "{}"))))
                 except ValueError as e:
                     raise ValueError(f"{path}:{i}: {e}") from e
             return cls(policy=rows[0]["policy"], suite=rows[0]["suite"], records=records,
@@ -150,8 +143,8 @@ class TokenMeter:
         self.policy = policy
         self.name = getattr(policy, "name", "policy")
         self.counts_tokens = hasattr(policy, "generated_tokens")
-        self.tokens: dict[str, int] = {}
-        self.calls: dict[str, int] = {}
+        self.tokens: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter()
 
     def act_batch(self, histories, envs):
         before = int(getattr(self.policy, "generated_tokens", 0) or 0)
@@ -162,10 +155,9 @@ class TokenMeter:
                              f"act_batch must return one string per conversation")
         per = reply_tokens(self.policy, replies, before) if self.counts_tokens else [None] * len(replies)
         for env, n in zip(envs, per):
-            tid = env.task.id
-            self.calls[tid] = self.calls.get(tid, 0) + 1
+            self.calls[env.task.id] += 1
             if n is not None:
-                self.tokens[tid] = self.tokens.get(tid, 0) + n
+                self.tokens[env.task.id] += n
         return replies
 
 
@@ -188,19 +180,14 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
                   budget: Any = None, search_options: dict[str, Any] | None = None) -> BenchmarkResult:
     """Play one episode per task of `suite` (a `Suite`, a frozen suite name or a task list; `domains` /
     `difficulties` / `limit` take a subset) and summarise: the kit's one evaluation. `policy`: anything
-    `make_policy` takes, given up to `batch_size` conversations per call.
-
-    With `search` (one of `search.STRATEGIES`) each task is searched within `budget` (a `search.Budget`, or task ->
-    Budget) by `search.as_proposer(policy)`, `search_options` going to the strategy. `meta["peak_memory"]` is the
-    evaluation's peak memory."""
+    `make_policy` takes, given up to `batch_size` conversations per call. With `search` (one of `search.STRATEGIES`)
+    each task is searched within `budget` (a `search.Budget`, or task -> Budget) by `search.as_proposer(policy)`,
+    `search_options` going to the strategy. `meta["peak_memory"]` is the evaluation's peak memory."""
     with PeakMemory() as peak:
-        if isinstance(suite, str):
-            suite = load_suite(suite, domains=domains, difficulties=difficulties, limit=limit)
-        elif isinstance(suite, Suite):
-            if domains or difficulties or limit is not None:
-                suite = suite.subset(domains, difficulties, limit)
-        else:
-            suite = Suite("tasks", list(suite)).subset(domains, difficulties, limit)
+        if not isinstance(suite, (str, Suite)):
+            suite = Suite("tasks", list(suite))
+        suite = (load_suite(suite, domains=domains, difficulties=difficulties, limit=limit) if isinstance(suite, str)
+                 else suite.subset(domains, difficulties, limit))
         if not suite.tasks:
             raise ValueError(f"suite {suite.name!r} has no tasks for domains={domains}, difficulties={difficulties}")
         ids = [t.id for t in suite.tasks]
@@ -222,9 +209,8 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
                 task_id=task.id, domain=task.domain, difficulty=task.difficulty, success=bool(traj.meta["success"]),
                 score=float(traj.meta["score"]), turns=int(traj.meta["turns"]),
                 invalid_actions=int(traj.meta["invalid_actions"]), wall_s=float(traj.meta.get("wall_s", 0.0)),
-                generated_tokens=meter.tokens.get(task.id, 0) if meter.counts_tokens else None,
-                model_calls=meter.calls.get(task.id, 0), trajectory=traj.to_dict(),
-            ) for task, traj in zip(suite.tasks, trajs)]
+                generated_tokens=meter.tokens[task.id] if meter.counts_tokens else None,
+                model_calls=meter.calls[task.id], trajectory=traj.to_dict()) for task, traj in zip(suite.tasks, trajs)]
             info = {"max_turns": max_turns, "batch_size": batch_size, "n_tasks": len(records), **(meta or {})}
             result = BenchmarkResult(policy=meter.name, suite=suite.name, records=records, wall_s=wall, meta=info,
                                      label=label)
@@ -257,9 +243,7 @@ def _search_suite(strategy: str, suite: Suite, proposer: Any, budget: Any, *, ma
             score=float(r.score or 0.0), turns=r.turns, invalid_actions=r.invalid_actions, wall_s=r.wall_s,
             generated_tokens=r.tokens, model_calls=r.calls, trajectory=traj.to_dict(),
             extra={"strategy": strategy, "value": r.value, "episodes": r.episodes, "nodes": r.nodes,
-                   "finished": r.finished, "oracle": r.oracle, "budget": r.budget,
-                   "replay_matches": r.replay_matches},
-        ))
+                   "finished": r.finished, "oracle": r.oracle, "budget": r.budget, "replay_matches": r.replay_matches}))
     name = f"{strategy}{'-oracle' if options.get('oracle') else ''}"
     info = {"strategy": strategy, "max_turns": max_turns, "n_tasks": len(records),
             **{k: v for k, v in options.items() if isinstance(v, (int, float, str, bool))}, **(meta or {})}

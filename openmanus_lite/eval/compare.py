@@ -1,7 +1,6 @@
-"""Several policies or checkpoints side by side, and which tasks flipped between two runs.
-
-A few points between two checkpoints on 60 tasks is often noise: tables show Wilson intervals, `flipped_tasks` the
-tasks that changed outcome, `sign_tests` the paired exact sign test on those changes.
+"""Several policies or checkpoints side by side, and which tasks flipped between two runs. A few points between two
+checkpoints on 60 tasks is often noise: tables show Wilson intervals, `flipped_tasks` the tasks that changed outcome,
+`sign_tests` the paired exact sign test on those changes.
 """
 
 from __future__ import annotations
@@ -40,8 +39,7 @@ def comparison_table(results, level: str = "domain", digits: int = 1):
     df = df.assign(cell=[rate_cell(r, digits) for r in df.itertuples()])
     index = ["domain"] if level == "domain" else ["domain", "difficulty"]
     wide = df.pivot_table(index=index, columns="policy", values="cell", aggfunc="first", sort=False)
-    order = list(dict.fromkeys(df["policy"]))
-    return wide[order]
+    return wide[list(dict.fromkeys(df["policy"]))]
 
 
 def flipped_tasks(a: BenchmarkResult, b: BenchmarkResult):
@@ -75,10 +73,8 @@ def flip_counts(a: BenchmarkResult, b: BenchmarkResult) -> dict[str, int]:
     ra, rb = a.by_task(), b.by_task()
     common = [t for t in ra if t in rb]
     out = {"common": len(common), "gained": 0, "lost": 0, "both_solved": 0, "both_failed": 0}
-    for t in common:
-        x, y = ra[t].success, rb[t].success
-        key = "gained" if (y and not x) else "lost" if (x and not y) else "both_solved" if x else "both_failed"
-        out[key] += 1
+    for x, y in ((ra[t].success, rb[t].success) for t in common):
+        out["gained" if (y and not x) else "lost" if (x and not y) else "both_solved" if x else "both_failed"] += 1
     return out
 
 
@@ -89,8 +85,7 @@ def sign_test(gained: int, lost: int) -> float:
     n = gained + lost
     if n == 0:
         return 1.0
-    k = min(gained, lost)
-    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(min(gained, lost) + 1)) / 2 ** n)
 
 
 def sign_tests(a: BenchmarkResult, b: BenchmarkResult):
@@ -107,9 +102,6 @@ def sign_tests(a: BenchmarkResult, b: BenchmarkResult):
         rows.append({"domain": domain, "common": len(mine), "gained": gained, "lost": lost,
                      "p_value": sign_test(gained, lost)})
     return pd.DataFrame(rows, columns=["domain", "common", "gained", "lost", "p_value"])
-
-
-# --------------------------------------------------------------------------- Markdown
 
 
 def markdown_table(headers: list[str], rows: Iterable[Iterable]) -> str:
@@ -133,9 +125,7 @@ def comparison_markdown(results, domains: Iterable[str] | None = None, *, pooled
     """A Markdown table of `rate_cell`s: a row per domain, the pooled row (`pooled_label`), then invalid actions
     per action taken; one column per result (`results`: a list or {label: result})."""
     results = _as_list(results)
-    if domains is None:
-        domains = list(dict.fromkeys(r.domain for res in results for r in res.records))
-    domains = list(domains)
+    domains = list(dict.fromkeys(r.domain for res in results for r in res.records) if domains is None else domains)
 
     def cell(res: BenchmarkResult, domain: str) -> str:
         try:

@@ -1,7 +1,6 @@
-"""Per-task records and the summary statistics of a benchmark run.
-
-A success rate from 50 episodes is noisy, so every rate comes with a 95% Wilson score interval (inside [0, 1] even
-at 0% and 100%). Summaries are computed from the records, so a result loaded from JSON or CSV summarises alike.
+"""Per-task records and the summary statistics of a benchmark run. A success rate from 50 episodes is noisy, so every
+rate comes with a 95% Wilson score interval (inside [0, 1] even at 0% and 100%). Summaries are computed from the
+records, so a result loaded from JSON or CSV summarises alike.
 """
 
 from __future__ import annotations
@@ -19,8 +18,7 @@ def wilson_interval(successes: int, n: int, z: float = 1.959963984540054) -> tup
         raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
     if n == 0:
         return 0.0, 1.0
-    p = successes / n
-    z2 = z * z
+    p, z2 = successes / n, z * z
     denom = 1.0 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
@@ -51,11 +49,10 @@ class TaskRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TaskRecord":
-        names = {f.name for f in fields(cls)}
-        missing = [k for k in ("task_id", "domain", "difficulty", "success", "score", "turns", "invalid_actions")
-                   if k not in d]
-        if missing:
+        if missing := [k for k in ("task_id", "domain", "difficulty", "success", "score", "turns", "invalid_actions")
+                       if k not in d]:
             raise ValueError(f"task record {d.get('task_id', '<no id>')!r} lacks field(s) {missing}")
+        names = {f.name for f in fields(cls)}
         kw = {k: v for k, v in d.items() if k in names}
         kw.update(success=_as_bool(kw["success"]), score=float(kw["score"]), turns=int(kw["turns"]),
                   invalid_actions=int(kw["invalid_actions"]), wall_s=float(kw.get("wall_s") or 0.0))
@@ -67,13 +64,11 @@ class TaskRecord:
 
 
 def _as_bool(v: Any) -> bool:
-    if isinstance(v, str):
-        if v.strip().lower() in ("true", "1", "yes"):
-            return True
-        if v.strip().lower() in ("false", "0", "no", ""):
-            return False
+    if not isinstance(v, str):
+        return bool(v)
+    if (text := v.strip().lower()) not in ("true", "1", "yes", "false", "0", "no", ""):
         raise ValueError(f"cannot read {v!r} as a success flag (expected true/false)")
-    return bool(v)
+    return text in ("true", "1", "yes")
 
 
 @dataclass
@@ -102,8 +97,7 @@ def summarize_group(records: list[TaskRecord], domain: str, difficulty: str) -> 
     """Statistics of one non-empty group of records."""
     if not records:
         raise ValueError(f"no records for domain={domain!r}, difficulty={difficulty!r}")
-    n = len(records)
-    k = sum(1 for r in records if r.success)
+    n, k = len(records), sum(1 for r in records if r.success)
     lo, hi = wilson_interval(k, n)
     turns = sum(r.turns for r in records)
     counted = [r.generated_tokens for r in records if r.generated_tokens is not None]
@@ -136,11 +130,10 @@ def summarize(records: Iterable[TaskRecord]) -> list[GroupSummary]:
 
 
 def find_row(rows: list[GroupSummary], domain: str = ALL, difficulty: str = ALL) -> GroupSummary:
-    """The row for (domain, difficulty); a single-cell result answers for `all` too."""
-    for r in rows:
-        if r.domain == domain and r.difficulty == difficulty:
-            return r
-    # a result with one domain has no pooled overall row; one difficulty has no per-domain row
+    """The row for (domain, difficulty); a single-cell result answers for `all` too (a result with one domain has no
+    pooled overall row; one difficulty has no per-domain row)."""
+    if exact := [r for r in rows if r.domain == domain and r.difficulty == difficulty]:
+        return exact[0]
     candidates = [r for r in rows if (domain == ALL or r.domain == domain) and (difficulty == ALL or r.difficulty == difficulty)]
     if len(candidates) == 1:
         return candidates[0]
@@ -148,8 +141,7 @@ def find_row(rows: list[GroupSummary], domain: str = ALL, difficulty: str = ALL)
                    f"have {[(r.domain, r.difficulty) for r in rows]}")
 
 
-# which rows a table shows: pooled per domain, domain x difficulty cells, the pooled overall row, or every row
-LEVELS = ("domain", "cell", "overall", "all")
+LEVELS = ("domain", "cell", "overall", "all")  # pooled per domain, domain x difficulty cells, pooled overall, every row
 
 
 def select_rows(rows: list[GroupSummary], level: str) -> list[GroupSummary]:
@@ -159,8 +151,7 @@ def select_rows(rows: list[GroupSummary], level: str) -> list[GroupSummary]:
     if level == "all":
         return rows
     if level == "overall":
-        pooled = [r for r in rows if r.domain == ALL]
-        return pooled or rows[-1:]
+        return [r for r in rows if r.domain == ALL] or rows[-1:]
     if level == "domain":
         out = []
         for d in dict.fromkeys(r.domain for r in rows if r.domain != ALL):

@@ -23,21 +23,22 @@ def plot_comparison(results, level: str = "domain", ax=None, title: str | None =
     width = 0.8 / len(policies)
     for j, pol in enumerate(policies):
         sub = df[df["policy"] == pol].set_index("group")
-        xs, ys, lo, hi = [], [], [], []
-        for i, g in enumerate(groups):
-            if g not in sub.index:
-                continue
-            r = sub.loc[g]
-            xs.append(i - 0.4 + width * (j + 0.5))
-            ys.append(r["success_rate"])
-            lo.append(max(0.0, r["success_rate"] - r["ci_low"]))
-            hi.append(max(0.0, r["ci_high"] - r["success_rate"]))
-        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=3, label=pol)
+        at = [i for i, g in enumerate(groups) if g in sub.index]  # the groups this policy has a row for
+        rows = [sub.loc[groups[i]] for i in at]
+        err = [[max(0.0, r["success_rate"] - r["ci_low"]) for r in rows],
+               [max(0.0, r["ci_high"] - r["success_rate"]) for r in rows]]
+        ax.bar([i - 0.4 + width * (j + 0.5) for i in at], [r["success_rate"] for r in rows], width, yerr=err,
+               capsize=3, label=pol)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels(groups, rotation=30 if level == "cell" else 0, ha="right" if level == "cell" else "center")
+    return _finish(ax, title or "benchmark success by " + ("domain" if level != "cell" else "domain/difficulty"), path)
+
+
+def _finish(ax, title: str, path: str | Path | None):
+    """The success-rate axis, title and legend of a plot; saved at `path` when given."""
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("success rate (95% CI)")
-    ax.set_title(title or "benchmark success by " + ("domain" if level != "cell" else "domain/difficulty"))
+    ax.set_title(title)
     ax.legend(fontsize=8)
     ax.figure.tight_layout()
     if path:
@@ -65,14 +66,7 @@ def plot_scaling(frame, ax=None, title: str | None = None, path: str | Path | No
     ax.set_xticks(budgets)
     ax.set_xticklabels([f"{b:g}x" for b in budgets])
     ax.set_xlabel("compute budget (x tokens of one greedy episode)")
-    ax.set_ylabel("success rate (95% CI)")
-    ax.set_ylim(0, 1.05)
-    ax.set_title(title or "test-time scaling")
-    ax.legend(fontsize=8)
-    ax.figure.tight_layout()
-    if path:
-        ax.figure.savefig(path, dpi=120)
-    return ax.figure
+    return _finish(ax, title or "test-time scaling", path)
 
 
 def plot_reward_distributions(data, by: str = "source", bins: int = 10, cols: int = 3):

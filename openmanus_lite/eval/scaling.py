@@ -1,12 +1,11 @@
-"""Test-time scaling: success rate vs compute budget for each search strategy.
-
-The unit of compute is one greedy episode's generated tokens on the same task; every strategy gets 1x, 2x, 4x ...
-of it, so "search beats greedy" is judged at equal and larger cost. Oracle best-of-N (pass@k) is an upper bound,
-kept apart from the real curves.
+"""Test-time scaling: success rate vs compute budget for each search strategy. The unit of compute is one greedy
+episode's generated tokens on the same task; every strategy gets 1x, 2x, 4x ... of it, so "search beats greedy" is
+judged at equal and larger cost. Oracle best-of-N (pass@k) is an upper bound, kept apart from the real curves.
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from dataclasses import dataclass, field, replace
@@ -55,11 +54,9 @@ class ScalingResult:
             at1 = curve.get("1x")
             larger = {k: v for k, v in curve.items() if k != "1x"}
             best_k = max(larger, key=larger.get) if larger else None
-            out["delta_vs_greedy"][strategy] = {
-                "equal_budget": None if at1 is None else round(at1 - greedy, 4) + 0.0,  # + 0.0: no "-0.0"
-                "best_larger_budget": None if best_k is None else round(larger[best_k] - greedy, 4) + 0.0,
-                "at": best_k,
-            }
+            out["delta_vs_greedy"][strategy] = {  # + 0.0: no "-0.0"
+                "equal_budget": None if at1 is None else round(at1 - greedy, 4) + 0.0,
+                "best_larger_budget": None if best_k is None else round(larger[best_k] - greedy, 4) + 0.0, "at": best_k}
         return out
 
 
@@ -81,18 +78,15 @@ def episode_pools(greedy: BenchmarkResult, samples: list[BenchmarkResult]) -> di
 
 def best_of_n_from_pools(pools: dict[str, list[TaskRecord]], sizes, scores: dict[str, dict[str, list[float]]], *,
                          suite_name: str = "tasks", oracle: bool = True) -> dict[tuple[str, float], BenchmarkResult]:
-    """Best-of-N for every N of `sizes` and every picker, from one pool of episodes per task (`episode_pools`): every
-    picker and N judge the same episodes, so differences are the pickers', not sampling noise.
-
-    `scores[picker][task_id]` holds one score per pooled episode; of the first N the highest wins, ties to the
-    earlier. Returns {("best_of_n[picker]", N): result}, plus ("best_of_n-oracle", N) (pass@N) with `oracle`. Each
-    record is the chosen episode's, with the generated tokens of all N."""
+    """Best-of-N for every N of `sizes` and every picker, from one pool of episodes per task (`episode_pools`), so
+    differences are the pickers', not sampling noise. `scores[picker][task_id]` holds one score per pooled episode;
+    of the first N the highest wins, ties to the earlier. Returns {("best_of_n[picker]", N): result}, plus
+    ("best_of_n-oracle", N) (pass@N) with `oracle`; each record is the chosen episode's, with all N's tokens."""
     out: dict[tuple[str, float], BenchmarkResult] = {}
-    for name, per_task in scores.items():
-        for tid, pool in pools.items():
-            if len(per_task.get(tid, ())) != len(pool):
-                raise ValueError(f"picker {name!r} has {len(per_task.get(tid, ()))} scores for task {tid!r}, "
-                                 f"which pools {len(pool)} episodes")
+    for (name, per_task), (tid, pool) in itertools.product(scores.items(), pools.items()):
+        if len(per_task.get(tid, ())) != len(pool):
+            raise ValueError(f"picker {name!r} has {len(per_task.get(tid, ()))} scores for task {tid!r}, "
+                             f"which pools {len(pool)} episodes")
     for n in sorted(int(x) for x in sizes):
         if n < 1 or any(len(pool) < n for pool in pools.values()):
             raise ValueError(f"best-of-{n} needs at least {n} pooled episodes per task")
@@ -140,8 +134,7 @@ def run_scaling(tasks: list[Task], proposer: Any, *, strategies=("best_of_n", "b
     out = ScalingResult(greedy=greedy, unit_tokens=unit)
     kwargs = strategy_kwargs or {}
     plan = [(s, m, False) for s in strategies for m in multipliers]
-    if oracle:
-        plan += [("best_of_n", m, True) for m in multipliers]
+    plan += [("best_of_n", m, True) for m in multipliers if oracle]
     for strategy, mult, orc in plan:
         def budget(task: Task, _m=mult) -> Budget:
             return Budget(tokens=max(1, int(round(_m * unit[task.id]))), unit=unit[task.id])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -78,15 +79,13 @@ class Suite:
         """The tasks of the given domains/difficulties, at most `limit` (the first ones) per cell."""
         domains = _check_subset("domain", domains, self.domains, self.name)
         difficulties = _check_subset("difficulty", difficulties, self.difficulties, self.name)
-        kept, per_cell = [], {}
+        kept, per_cell = [], Counter()
         for t in self.tasks:
             if (domains and t.domain not in domains) or (difficulties and t.difficulty not in difficulties):
                 continue
-            key = (t.domain, t.difficulty)
-            if limit is not None and per_cell.get(key, 0) >= limit:
-                continue
-            per_cell[key] = per_cell.get(key, 0) + 1
-            kept.append(t)
+            per_cell[t.domain, t.difficulty] += 1
+            if limit is None or per_cell[t.domain, t.difficulty] <= limit:
+                kept.append(t)
         return Suite(self.name, kept, list(self.files))
 
 
@@ -179,9 +178,6 @@ def verify_suites(root: Path | None = None) -> list[str]:
     return problems
 
 
-# ---------------------------------------------------------------- freezing (done once)
-
-
 def _content_key(task: Task) -> str:
     return json.dumps([task.instruction, task.spec, task.answer], sort_keys=True, ensure_ascii=False)
 
@@ -191,12 +187,13 @@ def _expert_solves(task: Task) -> bool:
     return bool(last is not None and last.info.get("success"))
 
 
-def _write_jsonl(path: Path, tasks: list[Task]) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _write_jsonl(out: Path, rel: str, tasks: list[Task], **entry) -> dict:
+    """Write `tasks` to out/rel; their manifest entry: sha256, task count, then `entry`."""
+    (out / rel).parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps(t.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
                    for t in tasks)
-    path.write_text(text, encoding="utf-8")
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    (out / rel).write_text(text, encoding="utf-8")
+    return {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "tasks": len(tasks), **entry}
 
 
 def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = None, per_cell: int = TASKS_PER_CELL,
@@ -220,36 +217,31 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
         manifest["suites"][split] = []
         for domain in domains:
             for difficulty in DIFFICULTIES:
-                kept, skipped, pool_size = [], {"duplicate": 0, "expert_fails": 0}, per_cell
-                while len(kept) < per_cell:
-                    pool = generate_tasks(domain, pool_size, seed=seed, difficulty=difficulty)
-                    kept, skipped = [], {"duplicate": 0, "expert_fails": 0}
-                    local_seen: set[str] = set()
-                    for task in pool:
-                        key = _content_key(task)
-                        if key in seen or key in local_seen:
+                for pool_size in (per_cell * 2**k for k in range(4)):  # pools of 1, 2, 4 and 8 x per_cell
+                    kept, skipped, keys = [], {"duplicate": 0, "expert_fails": 0}, set(seen)
+                    for task in generate_tasks(domain, pool_size, seed=seed, difficulty=difficulty):
+                        if (key := _content_key(task)) in keys:
                             skipped["duplicate"] += 1
                             continue
-                        local_seen.add(key)
+                        keys.add(key)
                         if not _expert_solves(task):
                             skipped["expert_fails"] += 1
                             continue
                         kept.append(task)
                         if len(kept) == per_cell:
                             break
-                    if len(kept) < per_cell:
-                        if pool_size >= per_cell * 8:
-                            raise SuiteError(f"could not find {per_cell} distinct expert-solved {domain}/{difficulty} "
-                                             f"tasks for {split} in {pool_size} generated (skipped: {skipped})")
-                        pool_size *= 2
+                    if len(kept) == per_cell:
+                        break
+                else:
+                    raise SuiteError(f"could not find {per_cell} distinct expert-solved {domain}/{difficulty} "
+                                     f"tasks for {split} in {pool_size} generated (skipped: {skipped})")
                 seen |= {_content_key(t) for t in kept}
                 frozen = [Task.from_dict({**t.to_dict(), "id": f"{split}/{domain}/{difficulty}/{i:03d}",
                                           "meta": dict(t.meta, generated_id=t.id, split=split, seed=seed)})
                           for i, t in enumerate(kept)]
                 rel = f"{split}/{domain}_{difficulty}.jsonl"
-                manifest["files"][rel] = {"sha256": _write_jsonl(out / rel, frozen), "tasks": len(frozen),
-                                          "domain": domain, "difficulty": difficulty, "split": split, "seed": seed,
-                                          "source": "generate_tasks"}
+                manifest["files"][rel] = _write_jsonl(out, rel, frozen, domain=domain, difficulty=difficulty,
+                                                      split=split, seed=seed, source="generate_tasks")
                 manifest["suites"][split].append(rel)
                 if any(skipped.values()):
                     manifest["skipped"][rel] = skipped
@@ -264,18 +256,17 @@ def freeze_suites(out: Path | None = None, *, domains: Iterable[str] | None = No
             raise SuiteError(f"{src}: the importer produced duplicate task ids; cannot freeze them as a suite")
         rel = f"{AGENTBENCH_DB_SUITE}/dev.jsonl"
         diffs = sorted({t.difficulty for t in imported})
-        manifest["files"][rel] = {"sha256": _write_jsonl(out / rel, imported), "tasks": len(imported), "domain": "db",
-                                  "difficulty": diffs[0] if len(diffs) == 1 else "mixed", "split": "dev",
-                                  "seed": None, "source": f"load_agentbench_db({src.name})",
-                                  "expert_solved": sum(_expert_solves(t) for t in imported)}
+        manifest["files"][rel] = _write_jsonl(out, rel, imported, domain="db", split="dev", seed=None,
+                                              difficulty=diffs[0] if len(diffs) == 1 else "mixed",
+                                              source=f"load_agentbench_db({src.name})",
+                                              expert_solved=sum(_expert_solves(t) for t in imported))
         manifest["suites"][AGENTBENCH_DB_SUITE] = [rel]
         hosted, rejected = import_agentbench_os()  # shipped with the package: data/benchmark/agentbench_os/source
         rel = f"{AGENTBENCH_OS_SUITE}/dev.jsonl"
-        manifest["files"][rel] = {"sha256": _write_jsonl(out / rel, hosted), "tasks": len(hosted), "domain": "os",
-                                  "difficulty": "real", "split": "dev", "seed": None,
-                                  "source": "agentbench_os.import_tasks(dev.json)",
-                                  "expert_solved": sum(_expert_solves(t) for t in hosted),
-                                  "rejected": [{"index": r["index"], "reason": r["reason"]} for r in rejected]}
+        manifest["files"][rel] = _write_jsonl(out, rel, hosted, domain="os", difficulty="real", split="dev", seed=None,
+                                              source="agentbench_os.import_tasks(dev.json)",
+                                              expert_solved=sum(_expert_solves(t) for t in hosted),
+                                              rejected=[{"index": r["index"], "reason": r["reason"]} for r in rejected])
         manifest["suites"][AGENTBENCH_OS_SUITE] = [rel]
     (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return manifest
