@@ -32,15 +32,12 @@ def load_trajectories(spec: str | Path | Iterable[Any], split: str = "train") ->
         import importlib
 
         merge = importlib.import_module("openmanus_lite.data.merge")  # the module, not data.merge the function
-
-        if path.is_dir():
-            splits = merge.load_splits(path, "parquet" if not list(path.glob("*.jsonl")) else "jsonl")
-            if split not in splits:
-                raise KeyError(f"{path} has splits {sorted(splits)}, not {split!r}; pick one with split=...")
-            return splits[split]
-        if path.suffix == ".parquet":
-            return merge.read_parquet(path)
-        return merge.read_jsonl(path)
+        if not path.is_dir():
+            return (merge.read_parquet if path.suffix == ".parquet" else merge.read_jsonl)(path)
+        splits = merge.load_splits(path, "parquet" if not list(path.glob("*.jsonl")) else "jsonl")
+        if split not in splits:
+            raise KeyError(f"{path} has splits {sorted(splits)}, not {split!r}; pick one with split=...")
+        return splits[split]
     return [item if isinstance(item, Trajectory) else Trajectory.from_dict(item) for item in spec]
 
 
