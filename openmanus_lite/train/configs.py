@@ -37,11 +37,8 @@ trl = import_trl()
 
 TIME_COSINE = "cosine_by_time"
 MODES = ("single", "multi", "tool")
-DEFAULT_REWARDS = {
-    "single": "answer_match format tag_count",
-    "multi": "env_outcome",
-    "tool": "env_outcome invalid_action:0.25",
-}
+DEFAULT_REWARDS = {"single": "answer_match format tag_count", "multi": "env_outcome",
+                   "tool": "env_outcome invalid_action:0.25"}
 """Multi-turn rewards the outcome alone (issue #28): with `react_format:0.25 invalid_action:0.25` added, a tidy
 one-turn answer out-earned failed multi-turn attempts and held-out db success fell 10/50 -> 0/50; `env_outcome`
 alone took it to 24/50 (benchmarks/grpo_learning.py --part multi)."""
@@ -58,7 +55,7 @@ def _default(base: type, name: str, value: Any) -> Any:
 
 @dataclass
 class _KitConfig:
-    """What every kit config adds: a time budget and lean LoRA inputs."""
+    """What every kit config adds: a time budget, lean LoRA inputs and the defaults of the module doc."""
 
     max_minutes: float | None = field(default=None, metadata=_help(
         "Stop (with a final save, where the config saves) after this many minutes of training time; SFT does not "
@@ -67,6 +64,9 @@ class _KitConfig:
         "On a CPU, LoRA adapters over 16-bit weights save their 16-bit input for the backward pass instead of PEFT's "
         "float32 copy (same arithmetic; ~1.9 GB less at batch 4 x 1024 on SmolLM2-135M: train/lean_lora.py). "
         "False: PEFT's own path."))
+    bf16: bool | None = _default(trl.SFTConfig, "bf16", None)  # TRL's help is the same in all four configs
+    fp16: bool | None = _default(trl.SFTConfig, "fp16", None)
+    gradient_checkpointing: bool = _default(trl.SFTConfig, "gradient_checkpointing", False)
 
     def _kit_post_init(self, **required: tuple[Any, str]) -> None:
         """Precision from the device and the kit's checks, then TRL's `__post_init__`. `required`: settings the
@@ -112,9 +112,6 @@ class SFTRunConfig(_KitConfig, trl.SFTConfig):
         "'auto': continue from the newest complete checkpoint in output_dir if there is one; a path: from that one; "
         "False (or 'no'): start fresh."))
     output_dir: str | None = _default(trl.SFTConfig, "output_dir", "runs/sft")
-    bf16: bool | None = _default(trl.SFTConfig, "bf16", None)
-    fp16: bool | None = _default(trl.SFTConfig, "fp16", None)
-    gradient_checkpointing: bool = _default(trl.SFTConfig, "gradient_checkpointing", False)
     train_sampling_strategy: str = _default(trl.SFTConfig, "train_sampling_strategy", "group_by_length")
 
     def __post_init__(self):
@@ -176,12 +173,9 @@ class GRPORunConfig(_KitConfig, trl.GRPOConfig):
         "multi: before training, check that the chat template renders a whole conversation as the exact tokens "
         "the rollout trains on (grpo_signal.check_chat_template)."))
     output_dir: str | None = _default(trl.GRPOConfig, "output_dir", "runs/grpo")
-    bf16: bool | None = _default(trl.GRPOConfig, "bf16", None)
-    fp16: bool | None = _default(trl.GRPOConfig, "fp16", None)
     use_vllm: bool | None = field(default=None, metadata=_help(
         "Single-turn generation with vLLM (colocate mode): None = when a GPU and vLLM are there. The multi-turn "
         "rollout always generates with transformers' generate."))
-    gradient_checkpointing: bool = _default(trl.GRPOConfig, "gradient_checkpointing", False)
     max_tool_calling_iterations: int | None = _default(trl.GRPOConfig, "max_tool_calling_iterations", 6)
 
     def __post_init__(self):
@@ -223,9 +217,6 @@ class DPORunConfig(_KitConfig, trl.DPOConfig):
     backend: str = field(default="auto", metadata=_help("How the start checkpoint loads: auto, unsloth or hf."))
     load_in_4bit: bool = field(default=False, metadata=_help("Load the start checkpoint in 4-bit (QLoRA)."))
     output_dir: str | None = _default(trl.DPOConfig, "output_dir", None)
-    bf16: bool | None = _default(trl.DPOConfig, "bf16", None)
-    fp16: bool | None = _default(trl.DPOConfig, "fp16", None)
-    gradient_checkpointing: bool = _default(trl.DPOConfig, "gradient_checkpointing", False)
     save_strategy: str = _default(trl.DPOConfig, "save_strategy", "no")
 
     def __post_init__(self):
@@ -242,9 +233,6 @@ class RewardRunConfig(_KitConfig, trl.RewardConfig):
     lora_alpha: int = field(default=32, metadata=_help("LoRA alpha."))
     output_dir: str | None = _default(trl.RewardConfig, "output_dir", None)
     center_rewards_coefficient: float | None = _default(trl.RewardConfig, "center_rewards_coefficient", 0.01)
-    bf16: bool | None = _default(trl.RewardConfig, "bf16", None)
-    fp16: bool | None = _default(trl.RewardConfig, "fp16", None)
-    gradient_checkpointing: bool = _default(trl.RewardConfig, "gradient_checkpointing", False)
     save_strategy: str = _default(trl.RewardConfig, "save_strategy", "no")
 
     def __post_init__(self):

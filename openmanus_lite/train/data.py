@@ -22,9 +22,6 @@ from openmanus_lite.schema import Trajectory
 OVERFLOW_MODES = ("truncate", "drop")
 
 
-# --------------------------------------------------------------------------- sources of trajectories
-
-
 def load_trajectories(spec: str | Path | Iterable[Any], split: str = "train") -> list[Trajectory]:
     """Trajectories from a merged-data JSONL/parquet file, a folder written by the merge
     (`<split>.jsonl`), or an iterable of `Trajectory` objects / their dicts."""
@@ -35,15 +32,12 @@ def load_trajectories(spec: str | Path | Iterable[Any], split: str = "train") ->
         import importlib
 
         merge = importlib.import_module("openmanus_lite.data.merge")  # the module, not data.merge the function
-
-        if path.is_dir():
-            splits = merge.load_splits(path, "parquet" if not list(path.glob("*.jsonl")) else "jsonl")
-            if split not in splits:
-                raise KeyError(f"{path} has splits {sorted(splits)}, not {split!r}; pick one with split=...")
-            return splits[split]
-        if path.suffix == ".parquet":
-            return merge.read_parquet(path)
-        return merge.read_jsonl(path)
+        if not path.is_dir():
+            return (merge.read_parquet if path.suffix == ".parquet" else merge.read_jsonl)(path)
+        splits = merge.load_splits(path, "parquet" if not list(path.glob("*.jsonl")) else "jsonl")
+        if split not in splits:
+            raise KeyError(f"{path} has splits {sorted(splits)}, not {split!r}; pick one with split=...")
+        return splits[split]
     return [item if isinstance(item, Trajectory) else Trajectory.from_dict(item) for item in spec]
 
 
@@ -68,13 +62,10 @@ def parse_domain_weights(text: str | None, domains: Iterable[str] | None = None)
     return out
 
 
-def mix_domains(
-    trajectories: list[Trajectory], weights: dict[str, float], total: int | None = None, seed: int = 0
-) -> tuple[list[Trajectory], dict[str, dict[str, int]]]:
+def mix_domains(trajectories: list[Trajectory], weights: dict[str, float], total: int | None = None,
+                seed: int = 0) -> tuple[list[Trajectory], dict[str, dict[str, int]]]:
     """Resample to a domain mix: `weights` (relative) over domains, `total` records (default: as many as given).
-
-    A domain asked for more records than it has is repeated; one with weight 0 or absent is left out.
-    """
+    A domain asked for more records than it has is repeated; one with weight 0 or absent is left out."""
     rng = random.Random(seed)
     by_domain: dict[str, list[Trajectory]] = {}
     for t in trajectories:
@@ -100,9 +91,6 @@ def mix_domains(
     return out, counts
 
 
-# --------------------------------------------------------------------------- tokenization with the loss mask
-
-
 @dataclass
 class DataReport:
     """What the builder did with every input record (nothing dropped silently)."""
@@ -123,11 +111,10 @@ class DataReport:
         return asdict(self)
 
     def summary(self) -> str:
-        return (
-            f"{self.records_out}/{self.records_in} conversations kept ({self.truncated} truncated at a turn boundary, "
-            f"{self.dropped_too_long} dropped as too long, {self.dropped_no_trained_turn} without a trained turn); "
-            f"{self.tokens} tokens, {self.loss_tokens} with loss; max_length {self.max_length}; by domain {self.by_domain}"
-        )
+        return (f"{self.records_out}/{self.records_in} conversations kept ({self.truncated} truncated at a turn "
+                f"boundary, {self.dropped_too_long} dropped as too long, {self.dropped_no_trained_turn} without a "
+                f"trained turn); {self.tokens} tokens, {self.loss_tokens} with loss; max_length {self.max_length}; "
+                f"by domain {self.by_domain}")
 
 
 def _pieces(tokenizer: Any, messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
@@ -135,23 +122,20 @@ def _pieces(tokenizer: Any, messages: list[dict[str, Any]]) -> list[tuple[str, b
     turn's content plus `<|im_end|>`. The rendering must contain each trained content verbatim to mask it honestly."""
     plain = [{"role": m["role"], "content": m["content"]} for m in messages]
     text = tokenizer.apply_chat_template(plain, tokenize=False)
-    eot = "<|im_end|>"
+    header = "<|im_start|>assistant\n"
     pieces: list[tuple[str, bool]] = []
     pos = 0
     for m in messages:
         if m["role"] != "assistant" or not m.get("train"):
             continue
-        header = "<|im_start|>assistant\n"
-        target = header + m["content"] + eot
+        target = header + m["content"] + "<|im_end|>"
         at = text.find(target, pos)
         if at < 0:
-            raise ValueError(
-                "the chat template does not render assistant turns as '<|im_start|>assistant\\n' + content + "
-                "'<|im_end|>'; per-turn loss masking needs such a template (e.g. models.qwen25_chat_template())"
-            )
+            raise ValueError("the chat template does not render assistant turns as '<|im_start|>assistant\\n' + "
+                             "content + '<|im_end|>'; per-turn loss masking needs such a template (e.g. "
+                             "models.qwen25_chat_template())")
         start = at + len(header)
-        pieces.append((text[pos:start], False))
-        pieces.append((text[start:at + len(target)], True))
+        pieces += [(text[pos:start], False), (text[start:at + len(target)], True)]
         pos = at + len(target)
     pieces.append((text[pos:], False))
     return [p for p in pieces if p[0]]
@@ -172,18 +156,13 @@ def tokenize_conversation(tokenizer: Any, messages: list[dict[str, Any]]) -> tup
     return ids, mask, ends
 
 
-def _as_messages(traj: Trajectory) -> list[dict[str, Any]]:
-    return [{"role": t.role, "content": t.content, "train": bool(t.train and t.role == "assistant")}
-            for t in traj.messages]
-
-
-def encode_trajectory(
-    tokenizer: Any, traj: Trajectory, max_length: int, overflow: str = "truncate"
-) -> tuple[dict[str, Any] | None, str]:
+def encode_trajectory(tokenizer: Any, traj: Trajectory, max_length: int,
+                      overflow: str = "truncate") -> tuple[dict[str, Any] | None, str]:
     """One training row (or None) and what happened: 'ok', 'truncated', 'too_long', 'no_trained_turn'."""
     if overflow not in OVERFLOW_MODES:
         raise ValueError(f"overflow must be one of {OVERFLOW_MODES}, got {overflow!r}")
-    messages = _as_messages(traj)
+    messages = [{"role": t.role, "content": t.content, "train": bool(t.train and t.role == "assistant")}
+                for t in traj.messages]
     if not any(m["train"] for m in messages):
         return None, "no_trained_turn"
     ids, mask, ends = tokenize_conversation(tokenizer, messages)
@@ -198,21 +177,11 @@ def encode_trajectory(
     return {"input_ids": ids, "assistant_masks": mask, "length": len(ids), "id": traj.id, "domain": traj.domain}, status
 
 
-def build_sft_dataset(
-    trajectories: list[Trajectory],
-    tokenizer: Any,
-    *,
-    max_length: int = 1024,
-    overflow: str = "truncate",
-    domain_mix: dict[str, float] | None = None,
-    total: int | None = None,
-    seed: int = 0,
-    progress: bool = False,
-):
-    """A pre-tokenized `datasets.Dataset` (input_ids, assistant_masks, length, id, domain) and a DataReport.
-
-    `length` lets length-grouped batching find similar lengths without re-tokenizing.
-    """
+def build_sft_dataset(trajectories: list[Trajectory], tokenizer: Any, *, max_length: int = 1024,
+                      overflow: str = "truncate", domain_mix: dict[str, float] | None = None, total: int | None = None,
+                      seed: int = 0, progress: bool = False):
+    """A pre-tokenized `datasets.Dataset` (input_ids, assistant_masks, length, id, domain) and a DataReport;
+    `length` lets length-grouped batching find similar lengths without re-tokenizing."""
     import datasets
     from tqdm.auto import tqdm
 

@@ -77,9 +77,8 @@ class RolloutStats:
 def trainer_uses_logprobs(trainer: Any) -> bool:
     """True when TRL 1.15 reads the rollout's `logprobs` (vLLM importance sampling, off-policy masking); skipping
     them otherwise saves a log-softmax over the vocabulary per generated token."""
-    if getattr(trainer, "use_vllm", False) and getattr(trainer, "vllm_importance_sampling_correction", False):
-        return True
-    return getattr(trainer.args, "off_policy_mask_threshold", None) is not None
+    vllm_is = getattr(trainer, "use_vllm", False) and getattr(trainer, "vllm_importance_sampling_correction", False)
+    return bool(vllm_is) or getattr(trainer.args, "off_policy_mask_threshold", None) is not None
 
 
 def prompt_key(prompt: Any) -> str:
@@ -108,15 +107,13 @@ class ObservationRenderer:
         base = [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}]
         marker = "\x00OBSERVATION\x00"
         prefix = tokenizer.apply_chat_template(base, tokenize=False)
-        full = tokenizer.apply_chat_template(
-            base + [{"role": "user", "content": marker}], tokenize=False, add_generation_prompt=True
-        )
+        full = tokenizer.apply_chat_template(base + [{"role": "user", "content": marker}], tokenize=False,
+                                             add_generation_prompt=True)
         end = prefix.rfind(eos)
         if end < 0 or not full.startswith(prefix[: end + len(eos)]):
-            raise ValueError(
-                "the chat template does not end an assistant turn with the eos token, or is not prefix-preserving; "
-                "multi-turn rollouts need a ChatML-style template such as models.qwen25_chat_template()"
-            )
+            raise ValueError("the chat template does not end an assistant turn with the eos token, or is not "
+                             "prefix-preserving; multi-turn rollouts need a ChatML-style template such as "
+                             "models.qwen25_chat_template()")
         suffix = full[end + len(eos):]
         if suffix.count(marker) != 1:
             raise ValueError("the chat template renders a user message in an unexpected way")
@@ -124,8 +121,7 @@ class ObservationRenderer:
         self.eos_id = tokenizer.eos_token_id
 
     def ids(self, observation: str) -> list[int]:
-        text = self.head + observation + self.tail
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self.tokenizer(self.head + observation + self.tail, add_special_tokens=False)["input_ids"]
 
 
 class TokenPolicy:
@@ -195,11 +191,9 @@ class TokenPolicy:
             playing.append((k, ep))
         if not playing:
             return replies
-        gen = generate_from_ids(
-            self.model, self.tokenizer, [ep.prompt_ids + ep.completion_ids for _, ep in playing],
-            max_new_tokens=[min(self.max_new_tokens, self.max_completion_tokens - len(ep.completion_ids))
-                            for _, ep in playing],
-            kv_cache=self.cache, **self.sampling)
+        room = [min(self.max_new_tokens, self.max_completion_tokens - len(ep.completion_ids)) for _, ep in playing]
+        gen = generate_from_ids(self.model, self.tokenizer, [ep.prompt_ids + ep.completion_ids for _, ep in playing],
+                                max_new_tokens=room, kv_cache=self.cache, **self.sampling)
         self.stats.generate_calls += 1
         for j, (k, ep) in enumerate(playing):
             ids = gen.completion_ids[j]
@@ -214,13 +208,12 @@ class TokenPolicy:
         return replies
 
 
-def run_episode_tokens(
-    model: Any, tokenizer: Any, tasks: list[Task], prompts: list[list[int]], *,
-    max_turns: int | dict[str, int] | None = None, max_new_tokens: int = 96, max_completion_tokens: int = 512,
-    temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 64, renderer: ObservationRenderer | None = None,
-    stats: RolloutStats | None = None, return_logprobs: bool = True, kv_cache: bool = True,
-    expert_prefix: list[int] | None = None,
-) -> list[EpisodeTokens]:
+def run_episode_tokens(model: Any, tokenizer: Any, tasks: list[Task], prompts: list[list[int]], *,
+                       max_turns: int | dict[str, int] | None = None, max_new_tokens: int = 96,
+                       max_completion_tokens: int = 512, temperature: float = 1.0, top_p: float = 1.0,
+                       batch_size: int = 64, renderer: ObservationRenderer | None = None,
+                       stats: RolloutStats | None = None, return_logprobs: bool = True, kv_cache: bool = True,
+                       expert_prefix: list[int] | None = None) -> list[EpisodeTokens]:
     """Play one episode per (task, prompt ids) in lock step. `max_new_tokens` caps a turn, `max_completion_tokens`
     the whole completion; `kv_cache=False` re-encodes every turn (for checking the cache); `expert_prefix` (per task)
     starts an episode after that many expert turns."""
@@ -256,9 +249,7 @@ class EnvRolloutFunc:
 
     def __init__(self, tasks: Iterable[Task], *, max_turns: int | dict[str, int] | None = None,
                  max_new_tokens: int = 96, system_prompt: str | None = None, batch_size: int = 64):
-        self.max_turns = max_turns
-        self.max_new_tokens = max_new_tokens
-        self.system_prompt = system_prompt
+        self.max_turns, self.max_new_tokens, self.system_prompt = max_turns, max_new_tokens, system_prompt
         self.batch_size = batch_size
         self.tasks: dict[str, Task] = {}
         self.duplicates = 0
@@ -280,19 +271,15 @@ class EnvRolloutFunc:
     def _task(self, prompt: Any) -> Task:
         task = self.tasks.get(prompt_key(prompt))
         if task is None:
-            raise KeyError(
-                "the rollout got a prompt that belongs to none of its tasks; build the dataset and the rollout "
-                "function from the same tasks (grpo.build_env_dataset) and the same system prompt"
-            )
+            raise KeyError("the rollout got a prompt that belongs to none of its tasks; build the dataset and the "
+                           "rollout function from the same tasks (grpo.build_env_dataset) and the same system prompt")
         return task
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
         from openmanus_lite.engine.generation import render_prompts
 
-        args = trainer.args
-        tokenizer = trainer.processing_class
-        if self._renderer is None:
-            self._renderer = ObservationRenderer(tokenizer)
+        args, tokenizer = trainer.args, trainer.processing_class
+        self._renderer = self._renderer or ObservationRenderer(tokenizer)
         model = trainer.accelerator.unwrap_model(trainer.model)
         tasks = [self._task(p) for p in prompts]
         prompt_ids = render_prompts(tokenizer, prompts)  # the same rendering evaluation uses

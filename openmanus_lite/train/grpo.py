@@ -9,6 +9,7 @@ stop querying (see DEFAULT_REWARDS). Import order matters on this stack: unsloth
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import math
@@ -59,21 +60,16 @@ logger = logging.getLogger(__name__)
 def load_for_grpo(model: str | None, preset: Any) -> tuple[Any, Any]:
     """(model, tokenizer) under a preset: a hub name, a merged checkpoint (a fresh LoRA attached), or a saved LoRA
     adapter folder, trained further on its base model (`models.load_adapter`); None = the preset's model."""
-    folder = Path(model) if model else None
-    if folder is not None and (folder / "adapter_config.json").is_file():
+    if model and (Path(model) / "adapter_config.json").is_file():
         import torch
 
         from openmanus_lite.models import load_adapter
 
-        lora = preset.lora
-        return load_adapter(folder, backend=preset.backend, trainable=True,
-                            gradient_checkpointing=lora.gradient_checkpointing if lora else False,
+        return load_adapter(Path(model), backend=preset.backend, trainable=True,
+                            gradient_checkpointing=preset.lora.gradient_checkpointing if preset.lora else False,
                             load_in_4bit=preset.load_in_4bit, max_seq_length=preset.max_seq_length,
                             dtype=getattr(torch, preset.dtype) if preset.dtype else None)
     return preset.load(model)
-
-
-# --------------------------------------------------------------------------- rewards with per-domain logs
 
 
 def with_domain_metrics(funcs: Sequence[Callable]) -> list[Callable]:
@@ -86,9 +82,8 @@ class _DomainLogged:
     def __init__(self, func: Callable):
         self.func = func
         self.__name__ = getattr(func, "__name__", "reward")
-        for attr in ("reward_name", "required_columns", "reward_range"):
-            if hasattr(func, attr):
-                setattr(self, attr, getattr(func, attr))
+        self.__dict__.update({a: getattr(func, a) for a in ("reward_name", "required_columns", "reward_range")
+                              if hasattr(func, a)})
 
     def __call__(self, prompts=None, completions=None, **kwargs):
         values = self.func(prompts=prompts, completions=completions, **kwargs)
@@ -101,139 +96,130 @@ class _DomainLogged:
         return values
 
 
-# --------------------------------------------------------------------------- trainer and callbacks
-
-
 GENERATE_FIELDS = ("prompt_ids", "completion_ids", "tool_mask", "completions", "logprobs", "extra_fields", "images",
                    "tool_images")
 """TRL 1.15's `GRPOTrainer._generate` tuple, by name; tests/train/test_grpo.py checks it against TRL's source."""
 
-_KIT_TRAINER = None
 
-
+@functools.cache
 def kit_trainer_class():
     """TRL's GRPOTrainer plus: the episode's messages as `completions` (TRL decodes a multi-turn completion into ONE
     assistant message, so per-turn rewards could not see the turns); `rollout/seconds` and `rollout/tokens_per_s`
     (wrapping `_generate`, which no public hook reaches); the signal of grpo_signal.py (`signal/*`, and with
     `drop_uniform_groups` uniform groups dropped before any forward or backward pass and refilled); GiGPO step
     credit (`step_advantage_weight`); and `success/<domain>` per scored batch."""
-    global _KIT_TRAINER
-    if _KIT_TRAINER is None:
-        import torch
+    import torch
 
-        import_trl()
-        from trl import GRPOTrainer
-        from trl.trainer.utils import shuffle_sequence_dict
+    import_trl()
+    from trl import GRPOTrainer
+    from trl.trainer.utils import shuffle_sequence_dict
 
-        class KitGRPOTrainer(GRPOTrainer):
-            def _generate(self, prompts):
-                t0 = time.perf_counter()
-                out = dict(zip(GENERATE_FIELDS, super()._generate(prompts), strict=True))
-                seconds = time.perf_counter() - t0
-                messages = out["extra_fields"].pop(COMPLETION_MESSAGES, None)
-                if messages is not None:
-                    out["completions"] = messages
-                self._kit_steps = (out["extra_fields"].pop(STEP_STATES, None), out["tool_mask"])
-                mask = out["tool_mask"]
-                tokens = sum(map(sum, mask)) if mask is not None else sum(map(len, out["completion_ids"]))
-                self._log_metric("rollout/seconds", seconds)
-                self._log_metric("rollout/tokens_per_s", tokens / seconds if seconds > 0 else 0.0)
-                return tuple(out.values())
+    class KitGRPOTrainer(GRPOTrainer):
+        def _generate(self, prompts):
+            t0 = time.perf_counter()
+            out = dict(zip(GENERATE_FIELDS, super()._generate(prompts), strict=True))
+            seconds = time.perf_counter() - t0
+            messages = out["extra_fields"].pop(COMPLETION_MESSAGES, None)
+            if messages is not None:
+                out["completions"] = messages
+            self._kit_steps = (out["extra_fields"].pop(STEP_STATES, None), out["tool_mask"])
+            mask = out["tool_mask"]
+            tokens = sum(map(sum, mask)) if mask is not None else sum(map(len, out["completion_ids"]))
+            self._log_metric("rollout/seconds", seconds)
+            self._log_metric("rollout/tokens_per_s", tokens / seconds if seconds > 0 else 0.0)
+            return tuple(out.values())
 
-            def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-                per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-                weighted = (per_func * self.reward_weights.to(per_func.device)).nansum(dim=1)
-                weighted[per_func.isnan().all(dim=1)] = float("nan")  # unscorable, as TRL marks them
-                self._kit_rewards = weighted.tolist()  # TRL's advantages come from these sums
-                for name, value in grpo_signal.domain_success(inputs, self.environments).items():
-                    self._log_metric(name, value)
-                return per_func
+        def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+            per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+            weighted = (per_func * self.reward_weights.to(per_func.device)).nansum(dim=1)
+            weighted[per_func.isnan().all(dim=1)] = float("nan")  # unscorable, as TRL marks them
+            self._kit_rewards = weighted.tolist()  # TRL's advantages come from these sums
+            for name, value in grpo_signal.domain_success(inputs, self.environments).items():
+                self._log_metric(name, value)
+            return per_func
 
-            def _generate_and_score_completions(self, inputs):
-                batch = super()._generate_and_score_completions(inputs)
-                if self.model.training:
-                    step_signal = self._add_step_advantages(batch) if self.args.step_advantage_weight else None
-                    self._kit_signal = grpo_signal.group_signal(self._kit_rewards, self.num_generations, step_signal)
-                    dropping = self.args.drop_uniform_groups
-                    for name, value in self._kit_signal.metrics(dropping).items():
-                        self._metrics["train"][name].append(value)
-                    self._kit_generations = getattr(self, "_kit_generations", 0) + 1
-                    warning = self._kit_signal.warning(self.args.signal_warning_share)
-                    if warning and self._kit_generations % 10 == 1:  # the first time, then every 10th generation
-                        logger.warning(warning + ("" if dropping else " (drop_uniform_groups is off)"))
-                return batch
+        def _generate_and_score_completions(self, inputs):
+            batch = super()._generate_and_score_completions(inputs)
+            if self.model.training:
+                step_signal = self._add_step_advantages(batch) if self.args.step_advantage_weight else None
+                self._kit_signal = grpo_signal.group_signal(self._kit_rewards, self.num_generations, step_signal)
+                dropping = self.args.drop_uniform_groups
+                for name, value in self._kit_signal.metrics(dropping).items():
+                    self._metrics["train"][name].append(value)
+                self._kit_generations = getattr(self, "_kit_generations", 0) + 1
+                warning = self._kit_signal.warning(self.args.signal_warning_share)
+                if warning and self._kit_generations % 10 == 1:  # the first time, then every 10th generation
+                    logger.warning(warning + ("" if dropping else " (drop_uniform_groups is off)"))
+            return batch
 
-            def _add_step_advantages(self, batch):
-                """GiGPO: per-token advantages (episode + weight x turn); returns which groups carry step signal."""
-                states, turn_masks = self._kit_steps
-                if states is None or turn_masks is None or self.accelerator.num_processes > 1:
-                    raise ValueError("step_advantage_weight needs multi-turn rollouts that record step_states "
-                                     "(env_rollout.EnvRolloutFunc) in one process")
-                steps = grpo_signal.step_advantages(states, self._kit_rewards, self.num_generations,
-                                                    self.args.step_discount)
-                batch["advantages"] = grpo_signal.token_advantages(
-                    batch["advantages"], steps, turn_masks, batch["completion_ids"].shape[1],
-                    self.args.step_advantage_weight)
-                n = self.num_generations
-                return [any(a for ep in steps[g:g + n] for a in ep) for g in range(0, len(steps), n)]
+        def _add_step_advantages(self, batch):
+            """GiGPO: per-token advantages (episode + weight x turn); returns which groups carry step signal."""
+            states, turn_masks = self._kit_steps
+            if states is None or turn_masks is None or self.accelerator.num_processes > 1:
+                raise ValueError("step_advantage_weight needs multi-turn rollouts that record step_states "
+                                 "(env_rollout.EnvRolloutFunc) in one process")
+            n, args = self.num_generations, self.args
+            steps = grpo_signal.step_advantages(states, self._kit_rewards, n, args.step_discount)
+            width = batch["completion_ids"].shape[1]
+            batch["advantages"] = grpo_signal.token_advantages(batch["advantages"], steps, turn_masks, width,
+                                                               args.step_advantage_weight)
+            return [any(a for ep in steps[g:g + n] for a in ep) for g in range(0, len(steps), n)]
 
-            def _prepare_inputs(self, generation_batch):
-                if isinstance(generation_batch, dict):  # a micro-batch training_step prepared already
-                    return generation_batch
-                if not (self.args.drop_uniform_groups and self.model.training):
-                    return super()._prepare_inputs(generation_batch)
-                # TRL's buffering (generate every steps_per_generation x num_iterations micro-steps) with the
-                # uniform groups dropped and the kept rows split unevenly where they must be
-                per_generation = self.args.steps_per_generation
-                if self._step % (per_generation * self.num_iterations) == 0 or self._buffered_inputs is None:
-                    if self.accelerator.num_processes > 1:
-                        raise ValueError("drop_uniform_groups runs in one process (groups would span processes)")
-                    batch = self._kept_rows(generation_batch)
-                    if grpo_signal.batch_rows(batch):
-                        batch = shuffle_sequence_dict(batch)
-                    self._buffered_inputs = grpo_signal.split_rows(batch, per_generation)
-                    empty = sum(not grpo_signal.batch_rows(b) for b in self._buffered_inputs)
-                    self._metrics["train"]["signal/backward_skipped"].append(float(empty * self.num_iterations))
-                return self._buffered_inputs[self._step % per_generation]
-
-            def _kept_rows(self, generation_batch):
-                """The generation batch's groups with signal, refilled by up to `refill_rounds` rollouts of random
-                training prompts (as many groups as were dropped), cut to the generation batch's size."""
-                target = len(generation_batch)
-                batch = self._generate_and_score_completions(generation_batch)
-                parts = [grpo_signal.select_rows(batch, self._kit_signal.kept_rows)]
-                rng = getattr(self, "_kit_refill_rng", None) or random.Random(self.args.seed + 1)
-                self._kit_refill_rng = rng
-                rounds = 0
-                while ((missing := target - sum(map(grpo_signal.batch_rows, parts))) > 0
-                       and rounds < self.args.refill_rounds):
-                    rounds += 1
-                    picks = [rng.randrange(len(self.train_dataset)) for _ in range(missing // self.num_generations)]
-                    rows = [self.train_dataset[i] for i in picks for _ in range(self.num_generations)]
-                    more = self._generate_and_score_completions(rows)
-                    parts.append(grpo_signal.select_rows(more, self._kit_signal.kept_rows))
-                self._metrics["train"]["signal/refill_rounds"].append(float(rounds))
-                batch = grpo_signal.concat_rows(parts, self._tokenizer.pad_token_id)
-                return grpo_signal.select_rows(batch, range(min(target, grpo_signal.batch_rows(batch))))
-
-            def training_step(self, model, inputs, num_items_in_batch=None):
-                if not self.args.drop_uniform_groups:
-                    return super().training_step(model, inputs, num_items_in_batch)
-                t0 = time.perf_counter()
-                model.train()
-                batch = self._prepare_inputs(inputs)  # generates when due, as TRL does inside its training_step
-                self._current_train_step_time += time.perf_counter() - t0
+        def _prepare_inputs(self, generation_batch):
+            if isinstance(generation_batch, dict):  # a micro-batch training_step prepared already
+                return generation_batch
+            if not (self.args.drop_uniform_groups and self.model.training):
+                return super()._prepare_inputs(generation_batch)
+            # TRL's buffering (generate every steps_per_generation x num_iterations micro-steps) with the
+            # uniform groups dropped and the kept rows split unevenly where they must be
+            per_generation = self.args.steps_per_generation
+            if self._step % (per_generation * self.num_iterations) == 0 or self._buffered_inputs is None:
+                if self.accelerator.num_processes > 1:
+                    raise ValueError("drop_uniform_groups runs in one process (groups would span processes)")
+                batch = self._kept_rows(generation_batch)
                 if grpo_signal.batch_rows(batch):
-                    return super().training_step(model, batch, num_items_in_batch)
-                # nothing kept in this micro-batch: TRL's bookkeeping of a micro-step without a forward or backward
-                self._step += 1
-                if self._step % self.current_gradient_accumulation_steps == 0:
-                    self._metrics["train"]["step_time"].append(self._current_train_step_time)
-                    self._current_train_step_time = 0.0
-                return torch.zeros((), device=self.accelerator.device)
+                    batch = shuffle_sequence_dict(batch)
+                self._buffered_inputs = grpo_signal.split_rows(batch, per_generation)
+                empty = sum(not grpo_signal.batch_rows(b) for b in self._buffered_inputs)
+                self._metrics["train"]["signal/backward_skipped"].append(float(empty * self.num_iterations))
+            return self._buffered_inputs[self._step % per_generation]
 
-        _KIT_TRAINER = KitGRPOTrainer
-    return _KIT_TRAINER
+        def _kept_rows(self, generation_batch):
+            """The generation batch's groups with signal, refilled by up to `refill_rounds` rollouts of random
+            training prompts (as many groups as were dropped), cut to the generation batch's size."""
+            target = len(generation_batch)
+            batch = self._generate_and_score_completions(generation_batch)
+            parts = [grpo_signal.select_rows(batch, self._kit_signal.kept_rows)]
+            rng = getattr(self, "_kit_refill_rng", None) or random.Random(self.args.seed + 1)
+            self._kit_refill_rng = rng
+            rounds, limit = 0, self.args.refill_rounds
+            while (missing := target - sum(map(grpo_signal.batch_rows, parts))) > 0 and rounds < limit:
+                rounds += 1
+                picks = [rng.randrange(len(self.train_dataset)) for _ in range(missing // self.num_generations)]
+                rows = [self.train_dataset[i] for i in picks for _ in range(self.num_generations)]
+                more = self._generate_and_score_completions(rows)
+                parts.append(grpo_signal.select_rows(more, self._kit_signal.kept_rows))
+            self._metrics["train"]["signal/refill_rounds"].append(float(rounds))
+            batch = grpo_signal.concat_rows(parts, self._tokenizer.pad_token_id)
+            return grpo_signal.select_rows(batch, range(min(target, grpo_signal.batch_rows(batch))))
+
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            if not self.args.drop_uniform_groups:
+                return super().training_step(model, inputs, num_items_in_batch)
+            t0 = time.perf_counter()
+            model.train()
+            batch = self._prepare_inputs(inputs)  # generates when due, as TRL does inside its training_step
+            self._current_train_step_time += time.perf_counter() - t0
+            if grpo_signal.batch_rows(batch):
+                return super().training_step(model, batch, num_items_in_batch)
+            # nothing kept in this micro-batch: TRL's bookkeeping of a micro-step without a forward or backward
+            self._step += 1
+            if self._step % self.current_gradient_accumulation_steps == 0:
+                self._metrics["train"]["step_time"].append(self._current_train_step_time)
+                self._current_train_step_time = 0.0
+            return torch.zeros((), device=self.accelerator.device)
+
+    return KitGRPOTrainer
 
 
 def make_sample_printer(every: int, k: int = 2, width: int = 600):
@@ -288,9 +274,6 @@ def _clip(text: str, n: int, tail: bool = False) -> str:
     return text[-n:] if tail else text[:n] + "…"
 
 
-# --------------------------------------------------------------------------- running
-
-
 @dataclass
 class GRPOResult:
     trainer: Any
@@ -341,35 +324,18 @@ def run_grpo(
     callbacks = [*callbacks, clock] + ([make_sample_printer(config.sample_every)] if config.sample_every else [])
     tokenizer.padding_side = "left"
     lean_lora_inputs_for(model, config)
-    trainer = kit_trainer_class()(
-        model=model,
-        processing_class=tokenizer,
-        reward_funcs=list(reward_funcs),
-        args=args,
-        train_dataset=train_dataset,
-        rollout_func=rollout_func,
-        environment_factory=environment_factory,
-        callbacks=callbacks,
-    )
+    trainer = kit_trainer_class()(model=model, processing_class=tokenizer, reward_funcs=list(reward_funcs), args=args,
+                                  train_dataset=train_dataset, rollout_func=rollout_func,
+                                  environment_factory=environment_factory, callbacks=callbacks)
     for cb in callbacks:
         if hasattr(cb, "trainer"):
             cb.trainer = trainer
     checkpoint = resume_checkpoint(resume, config.output_dir)
     t0 = time.perf_counter()
     trainer.train(resume_from_checkpoint=checkpoint)
-    wall = time.perf_counter() - t0
-    return GRPOResult(
-        trainer=trainer,
-        log_history=list(trainer.state.log_history),
-        wall_s=wall,
-        global_step=trainer.state.global_step,
-        rollout_stats=getattr(rollout_func, "total_stats", None),
-        resumed_from=checkpoint,
-        peak_memory=clock.peak_memory,
-    )
-
-
-# --------------------------------------------------------------------------- curves
+    return GRPOResult(trainer=trainer, log_history=list(trainer.state.log_history), wall_s=time.perf_counter() - t0,
+                      global_step=trainer.state.global_step, rollout_stats=getattr(rollout_func, "total_stats", None),
+                      resumed_from=checkpoint, peak_memory=clock.peak_memory)
 
 
 CURVE_PREFIXES = ("signal/", "success/", "guide/")
@@ -443,9 +409,6 @@ def first_last(log_history: Sequence[dict], keys: Sequence[str], n: int = 10) ->
     return {"n": n, "steps": len(rows), "first": round(sum(vals[:n]) / n, 4), "last": round(sum(vals[-n:]) / n, 4)}
 
 
-# --------------------------------------------------------------------------- before / after measurements
-
-
 def single_turn_accuracy(
     model: Any, tokenizer: Any, rows: Sequence[dict], *, max_new_tokens: int = 128, batch_size: int = 16
 ) -> dict[str, Any]:
@@ -464,8 +427,6 @@ def single_turn_accuracy(
         "format": fmt(completions=gen.texts),
         "tag_count": tags(completions=gen.texts),
     }
-    out: dict[str, Any] = {"n": len(rows)}
-    out.update({k: sum(v) / len(v) for k, v in scores.items()})
-    out["per_domain"] = grpo_signal.key_means((r.get("domain", "?"), a) for r, a in zip(rows, scores["accuracy"]))
-    out["samples"] = gen.texts[:3]
-    return out
+    per_domain = grpo_signal.key_means((r.get("domain", "?"), a) for r, a in zip(rows, scores["accuracy"]))
+    return {"n": len(rows), **{k: sum(v) / len(v) for k, v in scores.items()}, "per_domain": per_domain,
+            "samples": gen.texts[:3]}

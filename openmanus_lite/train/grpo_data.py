@@ -22,9 +22,6 @@ SYSTEM_PROMPT = (
 """open-r1's system prompt for the tag format (the `format` and `tag_count` rewards check it)."""
 
 
-# --------------------------------------------------------------------------- single-turn data
-
-
 _CONTEXT_RENDERERS: dict[str, Callable[[Any, Task], str]] = {}
 
 
@@ -48,10 +45,8 @@ def value_task_rows(
     rows = []
     for domain in domains:
         if domain not in _CONTEXT_RENDERERS:
-            raise ValueError(
-                f"no single-turn context renderer for domain {domain!r}; value questions exist for "
-                f"{sorted(_CONTEXT_RENDERERS)}. Use the multi-turn mode for the other domains."
-            )
+            raise ValueError(f"no single-turn context renderer for domain {domain!r}; value questions exist for "
+                             f"{sorted(_CONTEXT_RENDERERS)}. Use the multi-turn mode for the other domains.")
         counts = {"tasks": 0, "kept": 0, "no_value_answer": 0, "held_out": 0}
         banned = heldout_keys(domain, difficulty) if for_training else frozenset()
         for task in generate_tasks(domain, n, seed=seed, difficulty=difficulty):
@@ -183,10 +178,7 @@ def trajectory_rows(trajectories: Iterable[Trajectory | dict], system_prompt: st
 
 
 def _final_answer(text: str) -> str | None:
-    turn = parse_turn(text)
-    if not turn:
-        return None
-    answer = extract_answer(text)
+    answer = extract_answer(text) if parse_turn(text) else None
     return answer.strip() if isinstance(answer, str) and answer.strip() else None
 
 
@@ -231,9 +223,6 @@ def unseen_rows(rows: Sequence[dict], train_rows: Sequence[dict]) -> list[dict]:
     """The single-turn rows whose prompt no training row has (for held-out evaluation)."""
     seen = {json.dumps(r["prompt"], sort_keys=True) for r in train_rows}
     return [r for r in rows if json.dumps(r["prompt"], sort_keys=True) not in seen]
-
-
-# --------------------------------------------------------------------------- multi-turn / tool data
 
 
 def build_env_dataset(tasks: Sequence[Task], *, max_turns: int | dict[str, int] | None = None, max_new_tokens: int = 96,

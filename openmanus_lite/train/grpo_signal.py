@@ -17,8 +17,6 @@ from openmanus_lite.errors import UserError
 from openmanus_lite.schema import Task
 from openmanus_lite.train.env_rollout import EnvRolloutFunc, ObservationRenderer, run_episode_tokens
 
-# --------------------------------------------------------------------------- groups with signal
-
 
 @dataclass
 class GroupSignal:
@@ -50,13 +48,10 @@ class GroupSignal:
     def metrics(self, dropping: bool) -> dict[str, float]:
         """The `signal/*` figures of a step; without dropping, the share is still reported."""
         dropped = self.groups - self.kept_groups if dropping else 0
-        return {
-            "signal/group_share": self.share,
-            "signal/groups_kept": float(self.groups - dropped),
-            "signal/groups_dropped": float(dropped),
-            "signal/samples_kept": float((self.groups - dropped) * self.group_size),
-            "signal/samples_dropped": float(dropped * self.group_size),
-        }
+        kept = self.groups - dropped
+        return {"signal/group_share": self.share, "signal/groups_kept": float(kept),
+                "signal/groups_dropped": float(dropped), "signal/samples_kept": float(kept * self.group_size),
+                "signal/samples_dropped": float(dropped * self.group_size)}
 
     def warning(self, below: float) -> str | None:
         """Why most groups carry no signal, and what to change; None when the share is at least `below`."""
@@ -90,7 +85,7 @@ def group_signal(rewards: Sequence[float], group_size: int, step_signal: Sequenc
 
 def domain_success(rows: Sequence[dict], environments: Sequence[Any] | None = None) -> dict[str, float]:
     """`success/<domain>`: the share of successful episodes per domain, from the rows' `domain` / `env_success`
-    columns or the tool-mode environments' properties; empty in single-turn mode."""
+    columns or the tool-mode environments' attributes; empty in single-turn mode."""
     pairs = ([(getattr(e, "domain", None), getattr(e, "env_success", None)) for e in environments] if environments
              else [(r.get("domain"), r.get("env_success")) for r in rows])
     return key_means((f"success/{d}", bool(s)) for d, s in pairs if d is not None and s is not None)
@@ -102,9 +97,6 @@ def key_means(pairs: Iterable[tuple[str, float]]) -> dict[str, float]:
     for key, value in pairs:
         per.setdefault(key, []).append(value)
     return {key: sum(v) / len(v) for key, v in per.items()}
-
-
-# --------------------------------------------------------------------------- step-level credit (GiGPO)
 
 
 def step_advantages(states: Sequence[Sequence[str]], rewards: Sequence[float], group_size: int,
@@ -149,9 +141,6 @@ def token_advantages(episode: Any, steps: Sequence[Sequence[float]], turn_masks:
     return out.to(episode.dtype)
 
 
-# --------------------------------------------------------------------------- the batch of kept rows
-
-
 def batch_rows(batch: dict[str, Any]) -> int:
     return int(batch["completion_ids"].shape[0])
 
@@ -163,14 +152,13 @@ def select_rows(batch: dict[str, Any], rows: Sequence[int]) -> dict[str, Any]:
 
     n = batch_rows(batch)
     index = torch.as_tensor(list(rows), dtype=torch.long, device=batch["completion_ids"].device)
-    out: dict[str, Any] = {}
-    for key, value in batch.items():
+
+    def pick(value: Any) -> Any:
         if isinstance(value, torch.Tensor) and value.ndim >= 1 and value.shape[0] == n:
-            out[key] = value.index_select(0, index)
-        elif isinstance(value, list) and len(value) == n:
-            out[key] = [value[i] for i in rows]
-        else:
-            out[key] = value
+            return value.index_select(0, index)
+        return [value[i] for i in rows] if isinstance(value, list) and len(value) == n else value
+
+    out = {key: pick(value) for key, value in batch.items()}
     mask = out["completion_mask"] if out.get("tool_mask") is None else out["completion_mask"] * out["tool_mask"]
     out["num_items_in_batch"] = mask.sum().to(batch["num_items_in_batch"].dtype)
     return out
@@ -234,9 +222,6 @@ def _trim_padding(batch: dict[str, Any]) -> dict[str, Any]:
     return batch
 
 
-# --------------------------------------------------------------------------- pre-screening tasks
-
-
 @dataclass
 class ScreenResult:
     """Successes of `k` sampled episodes per task id."""
@@ -271,9 +256,6 @@ def prescreen_tasks(model: Any, tokenizer: Any, tasks: Sequence[Task], rollout: 
     for ep in episodes:
         successes[ep.task.id] += int(ep.success)
     return ScreenResult(k=k, successes=successes)
-
-
-# --------------------------------------------------------------------------- the template check
 
 
 class TemplateDriftError(UserError):

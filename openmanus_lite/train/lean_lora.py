@@ -25,12 +25,10 @@ class _UpcastLinear(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
-        grad_x = grad_w = None
-        if ctx.needs_input_grad[0]:
-            grad_x = (grad @ weight).to(x.dtype)
-        if ctx.needs_input_grad[1]:
-            grad_w = grad.reshape(-1, grad.shape[-1]).t() @ x.reshape(-1, x.shape[-1]).to(weight.dtype)
-        return grad_x, grad_w
+        grad_x = (grad @ weight).to(x.dtype) if ctx.needs_input_grad[0] else None
+        if not ctx.needs_input_grad[1]:
+            return grad_x, None
+        return grad_x, grad.reshape(-1, grad.shape[-1]).t() @ x.reshape(-1, x.shape[-1]).to(weight.dtype)
 
 
 class UpcastInputLinear(torch.nn.Linear):

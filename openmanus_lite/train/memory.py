@@ -127,9 +127,6 @@ def model_shape(name: str) -> ModelShape:
                      f"one of {sorted(KNOWN_SHAPES)}")
 
 
-# --------------------------------------------------------------------------- the estimate
-
-
 @dataclass
 class StageMemory:
     """Bytes by part for one stage; `total` is their sum."""
@@ -173,11 +170,7 @@ def lora_params(shape: ModelShape, r: int, targets: list[str], layers: list[int]
 def optimizer_bytes_per_param(optim: str) -> float:
     """AdamW keeps two moments: float32 (8 bytes), or 8-bit (2 bytes) for bitsandbytes' 8-bit AdamW."""
     name = str(optim).lower()
-    if "8bit" in name:
-        return 2.0
-    if name in ("sgd", "adafactor"):
-        return 4.0
-    return 8.0
+    return 2.0 if "8bit" in name else 4.0 if name in ("sgd", "adafactor") else 8.0
 
 
 def layer_working_values(shape: ModelShape) -> int:
@@ -189,32 +182,26 @@ def training_parts(shape: ModelShape, step: TrainShape, trainable: int, compute_
                    fixed: float, card: float | None) -> dict[str, float]:
     """Trainable state, activations and logits of one forward + backward (bytes)."""
     tokens = step.batch * step.length
-    parts = {
-        "train+grad": trainable * 8.0,
-        "optimizer": trainable * optimizer_bytes_per_param(step.optim),
-    }
+    parts = {"train+grad": trainable * 8.0, "optimizer": trainable * optimizer_bytes_per_param(step.optim)}
     per_layer = tokens * layer_working_values(shape) * compute_bytes
     if step.checkpointing:
         parts["activations"] = (shape.layers + 1) * tokens * shape.hidden * compute_bytes + per_layer
     else:
         parts["activations"] = shape.layers * per_layer + tokens * shape.hidden * compute_bytes
-    full = step.batch * step.loss_tokens * shape.vocab * (compute_bytes + 8.0)
     if step.fused_loss and card is not None:
         free = card - fixed - sum(parts.values())
         parts["logits"] = max(0.0, min(step.batch * step.loss_tokens * shape.vocab * 16.0, FUSED_LOSS_CAP, free / 2))
     else:
-        parts["logits"] = full
+        parts["logits"] = step.batch * step.loss_tokens * shape.vocab * (compute_bytes + 8.0)
     return parts
 
 
 def generation_parts(shape: ModelShape, batch: int, length: int, compute_bytes: int) -> dict[str, float]:
     """KV cache of `batch` sequences of `length` tokens, one prefill layer's working set, next-token logits."""
     tokens = batch * length
-    return {
-        "kv_cache": tokens * 2 * shape.layers * shape.kv_width * compute_bytes,
-        "prefill": tokens * (3 * shape.hidden + 2 * shape.intermediate) * compute_bytes,
-        "logits": batch * shape.vocab * 4.0,
-    }
+    return {"kv_cache": tokens * 2 * shape.layers * shape.kv_width * compute_bytes,
+            "prefill": tokens * (3 * shape.hidden + 2 * shape.intermediate) * compute_bytes,
+            "logits": batch * shape.vocab * 4.0}
 
 
 def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageMemory]:
@@ -226,61 +213,49 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
     context = CUDA_CONTEXT if on_gpu else CPU_RUNTIME
     ctx_key = "cuda_ctx" if on_gpu else "runtime"
     unsloth = on_gpu and preset.backend in ("auto", "unsloth")
+    lora, weights = preset.lora, weight_bytes(shape, preset.load_in_4bit, compute)
 
-    def trainable(lora) -> int:
+    def trainable(lora: LoraSpec | None) -> int:
         return shape.params() if lora is None else lora_params(shape, lora.r, list(lora.target_modules), lora.layers)
 
-    def checkpointing(lora, own: bool) -> bool:
-        return bool(own or (lora is not None and lora.gradient_checkpointing))
+    def training(stage: str, step: TrainShape, n_train: int, note: str, stage_weights: float = weights,
+                 stage_shape: ModelShape = shape) -> StageMemory:
+        parts = training_parts(stage_shape, step, n_train, compute, stage_weights + context, card)
+        return StageMemory(stage, {"weights": stage_weights, ctx_key: context, **parts}, note)  # LoRA: in train+grad
 
-    stages = []
-    weights = weight_bytes(shape, preset.load_in_4bit, compute)
-    lora = preset.lora
-    n_train = trainable(lora)
-    base = {"weights": weights, ctx_key: context}  # LoRA weights are in "train+grad"
+    def pairs(stage: str, settings: dict, stage_weights: float, stage_shape: ModelShape, loss_tokens: int | None):
+        """DPO / reward model: both sequences of each pair in one pass, training the stage's own LoRA."""
+        n, length = settings["per_device_train_batch_size"], settings["max_length"]
+        step = TrainShape(2 * n, length, loss_tokens or length, settings.get("gradient_checkpointing", False),
+                          "adamw_torch")
+        stage_lora = LoraSpec(r=settings["lora_r"], alpha=settings["lora_alpha"]) if settings["lora_r"] else None
+        return training(stage, step, trainable(stage_lora), f"{n} pairs x {length} tokens", stage_weights, stage_shape)
 
-    s = preset.sft
+    n_train, s, g = trainable(lora), preset.sft, preset.grpo
+    lora_checkpointing = lora is not None and bool(lora.gradient_checkpointing)
     step = TrainShape(s["per_device_train_batch_size"], s["max_length"], s["max_length"],
-                      checkpointing(lora, s.get("gradient_checkpointing", False)), s["optim"], fused_loss=unsloth)
-    stages.append(StageMemory("sft", {**base, **training_parts(shape, step, n_train, compute, weights + context, card)},
-                              "Unsloth fused loss" if unsloth else ""))
-
-    g = preset.grpo
+                      lora_checkpointing or bool(s.get("gradient_checkpointing", False)), s["optim"],
+                      fused_loss=unsloth)
+    stages = [training("sft", step, n_train, "Unsloth fused loss" if unsloth else "")]
     gen_batch = g["per_device_train_batch_size"] * g["gradient_accumulation_steps"]
     optim_state = n_train * (4.0 + optimizer_bytes_per_param("adamw_torch"))  # weights + moments stay resident
-    stages.append(StageMemory("grpo rollout", {**base, "train+optim": optim_state,
+    stages.append(StageMemory("grpo rollout", {"weights": weights, ctx_key: context, "train+optim": optim_state,
                                                **generation_parts(shape, gen_batch, preset.max_seq_length, compute)},
                               f"{gen_batch} sequences x {preset.max_seq_length} tokens"))
     for mode, completion in (("single", g["max_completion_length"]), ("multi", g["max_episode_tokens"])):
         step = TrainShape(g["per_device_train_batch_size"], preset.max_seq_length, completion,
-                          checkpointing(lora, g.get("gradient_checkpointing", False)), "adamw_torch", fused_loss=unsloth)
-        parts = training_parts(shape, step, n_train, compute, weights + context, card)
-        stages.append(StageMemory(f"grpo {mode}", {**base, **parts}, f"update, loss on {completion} tokens"
-                                  + (" (Unsloth chunked logits)" if unsloth else "")))
-
-    def stage_lora(settings: dict):
-        return LoraSpec(r=settings["lora_r"], alpha=settings["lora_alpha"]) if settings["lora_r"] else None
-
-    d = preset.dpo
-    d_weights = weight_bytes(shape, d.get("load_in_4bit", False), compute)
-    d_pairs, d_len = d["per_device_train_batch_size"], d["max_length"]
-    step = TrainShape(2 * d_pairs, d_len, d_len, d.get("gradient_checkpointing", False), "adamw_torch")
-    # the reference pass (adapter disabled, no grad) keeps only log-probabilities: the policy's pass is the peak
-    parts = training_parts(shape, step, trainable(stage_lora(d)), compute, d_weights + context, card)
-    stages.append(StageMemory("dpo", {"weights": d_weights, ctx_key: context, **parts},
-                              f"{d_pairs} pairs x {d_len} tokens"))
-
-    r = preset.reward_model
+                          lora_checkpointing or bool(g.get("gradient_checkpointing", False)), "adamw_torch",
+                          fused_loss=unsloth)
+        stages.append(training(f"grpo {mode}", step, n_train, f"update, loss on {completion} tokens"
+                               + (" (Unsloth chunked logits)" if unsloth else "")))
+    # the DPO reference pass (adapter disabled, no grad) keeps only log-probabilities: the policy's pass is the peak
+    stages.append(pairs("dpo", preset.dpo, weight_bytes(shape, preset.dpo.get("load_in_4bit", False), compute), shape,
+                        None))
     rm_shape = ModelShape(shape.name, 2, shape.hidden, shape.layers, shape.heads, shape.kv_heads,
                           shape.intermediate, False, shape.qkv_bias)  # a score head instead of the LM head
     # reward_model._load_head loads the base in float32 (mixed precision autocasts it), without the LM head
-    r_weights = weight_bytes(shape, False, 4) - shape.vocab * shape.hidden * 4 * (not shape.tied_embeddings)
-    r_pairs, r_len = r["per_device_train_batch_size"], r["max_length"]
-    step = TrainShape(2 * r_pairs, r_len, 1, r.get("gradient_checkpointing", False), "adamw_torch")
-    parts = training_parts(rm_shape, step, trainable(stage_lora(r)), compute, r_weights + context, card)
-    stages.append(StageMemory("reward model", {"weights": r_weights, ctx_key: context, **parts},
-                              f"{r_pairs} pairs x {r_len} tokens"))
-
+    rm_weights = weight_bytes(shape, False, 4) - shape.vocab * shape.hidden * 4 * (not shape.tied_embeddings)
+    stages.append(pairs("reward model", preset.reward_model, rm_weights, rm_shape, 1))
     eval_parts = {"weights": weights, ctx_key: context, "adapter": n_train * 4.0 if lora is not None else 0.0,
                   **generation_parts(shape, preset.eval_batch_size, preset.max_seq_length, compute)}
     if not on_gpu:  # the keys/values of a CPU evaluation live in resident memory, within the key/value budget

@@ -114,8 +114,6 @@ def tiny_model_path() -> Path:
     return out
 
 
-_ALL_PROJ = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
 SFT = dict(max_steps=-1, num_train_epochs=1.0, per_device_train_batch_size=4, gradient_accumulation_steps=1,
            learning_rate=2e-4, lr_scheduler_type="linear", warmup_steps=2, max_length=1024, optim="adamw_torch",
            logging_steps=1, save_steps=50, save_total_limit=2, seed=0)
@@ -127,14 +125,22 @@ GRPO = dict(max_steps=20, learning_rate=5e-6, num_generations=4, per_device_trai
 a whole multi-turn episode)."""
 DPO = dict(learning_rate=2e-5, num_train_epochs=1.0, per_device_train_batch_size=4, per_device_eval_batch_size=4,
            gradient_accumulation_steps=1, max_length=1024, logging_steps=5, seed=0, lora_r=16, lora_alpha=32)
-REWARD_MODEL = dict(learning_rate=1e-4, num_train_epochs=1.0, per_device_train_batch_size=4,
-                    per_device_eval_batch_size=4, gradient_accumulation_steps=1, max_length=1024, logging_steps=5,
-                    seed=0, lora_r=16, lora_alpha=32)
+REWARD_MODEL = {**DPO, "learning_rate": 1e-4}
 """DPO and reward-model settings every preset starts from: LoRA r=16 on a small model, the kit's time budget unset."""
 
 GPU_GRPO_MINUTES = 30
 """The GPU presets' GRPO time budget, unmeasured: multi-turn rollouts through `generate` at perhaps ~20 tokens/s
 per episode on a T4 make a 16-episode step 1-2 minutes, so 500 steps would outlast a Colab session many times."""
+_GPU_SFT = {**SFT, "num_train_epochs": 2, "warmup_steps": 10, "optim": "adamw_8bit", "save_steps": 100,
+            "logging_steps": 5}  # gradient_checkpointing stays off: Unsloth's own is set on the LoRA model
+_GPU_GRPO = {**GRPO, "max_steps": 500, "save_steps": 50, "sample_every": 25, "max_minutes": GPU_GRPO_MINUTES}
+
+
+def _pairs(settings: dict[str, Any], batch: int, accumulate: int, **more: Any) -> dict[str, Any]:
+    """DPO / reward-model `settings` at `batch` pairs per pass (train and eval), `accumulate` passes per update."""
+    return {**settings, "per_device_train_batch_size": batch, "per_device_eval_batch_size": batch,
+            "gradient_accumulation_steps": accumulate, **more}
+
 
 PRESETS: dict[str, Preset] = {
     "t4": Preset(
@@ -148,25 +154,19 @@ PRESETS: dict[str, Preset] = {
         ),
         load_in_4bit=True,
         max_seq_length=2048,
-        lora=LoraSpec(r=16, alpha=32, target_modules=list(_ALL_PROJ), gradient_checkpointing="unsloth"),
+        lora=LoraSpec(gradient_checkpointing="unsloth"),
         max_new_tokens=128,
         eval_batch_size=64,
-        sft={**SFT,  # gradient_checkpointing stays off: Unsloth's own checkpointing is set on the LoRA model
-             "output_dir": "runs/sft_t4", "num_train_epochs": 2, "per_device_train_batch_size": 4,
-             "gradient_accumulation_steps": 4, "learning_rate": 2e-4, "warmup_steps": 10, "max_length": 2048,
-             "optim": "adamw_8bit", "save_steps": 100, "logging_steps": 5},
+        sft={**_GPU_SFT, "output_dir": "runs/sft_t4", "gradient_accumulation_steps": 4, "max_length": 2048},
         # GRPO: 8 samples per prompt x 2 prompts per step; 512-token answers, 8-turn episodes of up to
         # 1536 tokens; vLLM generation (single-turn) when installed; beta 0 + DAPO loss as TRL defaults.
-        grpo={**GRPO, "output_dir": "runs/grpo_t4", "max_steps": 500, "learning_rate": 5e-6, "num_generations": 8,
-              "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2, "max_completion_length": 512,
-              "max_episode_tokens": 1536, "max_new_tokens": 256, "max_turns": 8, "save_steps": 50,
-              "sample_every": 25, "max_minutes": GPU_GRPO_MINUTES},
+        grpo={**_GPU_GRPO, "output_dir": "runs/grpo_t4", "num_generations": 8, "per_device_train_batch_size": 8,
+              "gradient_accumulation_steps": 2, "max_completion_length": 512, "max_episode_tokens": 1536,
+              "max_new_tokens": 256, "max_turns": 8},
         # DPO and reward models: 4-bit / 16-bit bases with checkpointing; the DPO logits of a pair (151,936
         # vocabulary x 2 sequences, float32 copies for the loss and the reference pass) dominate (train/memory.py).
-        dpo={**DPO, "per_device_train_batch_size": 2, "per_device_eval_batch_size": 2, "gradient_accumulation_steps": 4,
-             "load_in_4bit": True, "gradient_checkpointing": True},
-        reward_model={**REWARD_MODEL, "per_device_train_batch_size": 2, "per_device_eval_batch_size": 2,
-                      "gradient_accumulation_steps": 4, "gradient_checkpointing": True},
+        dpo=_pairs(DPO, 2, 4, load_in_4bit=True, gradient_checkpointing=True),
+        reward_model=_pairs(REWARD_MODEL, 2, 4, gradient_checkpointing=True),
         memory_gb=15.8,
     ),
     "gpu8": Preset(
@@ -179,21 +179,16 @@ PRESETS: dict[str, Preset] = {
         ),
         load_in_4bit=True,
         max_seq_length=1536,
-        lora=LoraSpec(r=16, alpha=32, target_modules=list(_ALL_PROJ), gradient_checkpointing="unsloth"),
+        lora=LoraSpec(gradient_checkpointing="unsloth"),
         max_new_tokens=128,
         eval_batch_size=32,
-        sft={**SFT, "output_dir": "runs/sft_gpu8", "num_train_epochs": 2, "per_device_train_batch_size": 2,
-             "gradient_accumulation_steps": 8, "learning_rate": 2e-4, "warmup_steps": 10, "max_length": 1536,
-             "optim": "adamw_8bit", "save_steps": 100, "logging_steps": 5},
+        sft={**_GPU_SFT, "output_dir": "runs/sft_gpu8", "per_device_train_batch_size": 2,
+             "gradient_accumulation_steps": 8, "max_length": 1536},
         # GRPO: 4 samples per prompt, 4 prompts per optimizer step through accumulation; shorter budgets.
-        grpo={**GRPO, "output_dir": "runs/grpo_gpu8", "max_steps": 500, "learning_rate": 5e-6, "num_generations": 4,
-              "per_device_train_batch_size": 4, "gradient_accumulation_steps": 4, "max_completion_length": 384,
-              "max_episode_tokens": 1024, "max_new_tokens": 192, "max_turns": 6, "save_steps": 50,
-              "sample_every": 25, "max_minutes": GPU_GRPO_MINUTES},
-        dpo={**DPO, "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1, "gradient_accumulation_steps": 8,
-             "load_in_4bit": True, "gradient_checkpointing": True},
-        reward_model={**REWARD_MODEL, "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1,
-                      "gradient_accumulation_steps": 8, "gradient_checkpointing": True},
+        grpo={**_GPU_GRPO, "output_dir": "runs/grpo_gpu8", "gradient_accumulation_steps": 4,
+              "max_completion_length": 384, "max_episode_tokens": 1024, "max_new_tokens": 192, "max_turns": 6},
+        dpo=_pairs(DPO, 1, 8, load_in_4bit=True, gradient_checkpointing=True),
+        reward_model=_pairs(REWARD_MODEL, 1, 8, gradient_checkpointing=True),
         memory_gb=8.6,
     ),
     "cpu": Preset(
@@ -212,7 +207,7 @@ PRESETS: dict[str, Preset] = {
         load_in_4bit=False,
         dtype="float32",
         max_seq_length=1024,
-        lora=LoraSpec(r=16, alpha=32, target_modules=list(_ALL_PROJ), gradient_checkpointing=False),
+        lora=LoraSpec(),
         max_new_tokens=96,
         eval_batch_size=32,
         # one conversation (DPO: pair; reward model: pair) per forward/backward pass, 4 accumulated per update: the
@@ -220,18 +215,14 @@ PRESETS: dict[str, Preset] = {
         # benchmarks/memory.py, issue #41)
         sft={**SFT, "output_dir": "runs/sft_cpu", "learning_rate": 1e-3, "warmup_steps": 5, "save_steps": 25,
              "per_device_train_batch_size": 1, "gradient_accumulation_steps": 4},
-        dpo={**DPO, "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1, "gradient_accumulation_steps": 4},
-        reward_model={**REWARD_MODEL, "per_device_train_batch_size": 1, "per_device_eval_batch_size": 1,
-                      "gradient_accumulation_steps": 4},
-        # GRPO on 2 cores: one group of 4 samples per step; 48-token single-turn answers; multi-turn
-        # episodes of at most 5 turns with replies up to 96 tokens, as evaluation allows (with 48, a quarter
-        # of the 60-minute checkpoint's ecommerce replies were cut and its GRPO probe solved 0 of 10;
-        # docs/RESULTS.md, issue #31), 640 tokens with observations. Learning rate high: 2e-5 moved nothing
-        # in 24 steps, 1e-4 did (benchmarks/grpo_learning.py's figures). Variance filtering
-        # (drop_uniform_groups, refill_rounds, groups of 8) and GiGPO (step_advantage_weight) are off until
-        # measured against this plain setting (issue #40: docs/RESULTS.md says what to run).
-        # One episode per forward/backward pass (per_device_train_batch_size 1, the group's 4 accumulated: the
-        # same optimizer step as a group per pass; benchmarks/memory.py --stages grpo, issue #41).
+        dpo=_pairs(DPO, 1, 4),
+        reward_model=_pairs(REWARD_MODEL, 1, 4),
+        # GRPO on 2 cores: one group of 4 samples per step, one episode per forward/backward pass (the group's 4
+        # accumulated; benchmarks/memory.py --stages grpo, issue #41); 48-token single-turn answers; episodes of at
+        # most 5 turns of up to 96 tokens, as evaluation allows (with 48, a quarter of the 60-minute checkpoint's
+        # ecommerce replies were cut and its GRPO probe solved 0 of 10: docs/RESULTS.md, issue #31), 640 tokens with
+        # observations. Learning rate 1e-4: 2e-5 moved nothing in 24 steps (benchmarks/grpo_learning.py). Variance
+        # filtering and GiGPO stay off until measured against this plain setting (issue #40, docs/RESULTS.md).
         grpo={**GRPO, "output_dir": "runs/grpo_cpu", "max_steps": 40, "learning_rate": 1e-4,
               "per_device_train_batch_size": 1, "gradient_accumulation_steps": 4,
               "max_completion_length": 48, "max_episode_tokens": 640, "max_new_tokens": 96, "max_turns": 5,

@@ -48,9 +48,6 @@ class SFTResult:
         return [h["loss"] for h in self.loss_history if "loss" in h]
 
 
-# --------------------------------------------------------------------------- training
-
-
 def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, callbacks: list | None = None):
     """TRL's SFTTrainer on pre-tokenized rows (or a list of Trajectory, tokenized here)."""
     trl = import_trl()
@@ -60,10 +57,8 @@ def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, c
         dataset, report = build_sft_dataset(dataset, tokenizer, max_length=cfg.max_length)
         print(f"SFT data: {report.summary()}")
     if "input_ids" not in dataset.column_names or "assistant_masks" not in dataset.column_names:
-        raise ValueError(
-            "run_sft needs pre-tokenized rows with 'input_ids' and 'assistant_masks' (train.data.build_sft_dataset), "
-            f"got columns {dataset.column_names}"
-        )
+        raise ValueError("run_sft needs pre-tokenized rows with 'input_ids' and 'assistant_masks' "
+                         f"(train.data.build_sft_dataset), got columns {dataset.column_names}")
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer has no pad token; load it with models.load_tokenizer / load_model")
     lean_lora_inputs_for(model, cfg)
@@ -71,22 +66,13 @@ def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, c
                           callbacks=list(callbacks or []))
 
 
-def run_sft(
-    model: Any,
-    tokenizer: Any,
-    dataset: Any,
-    config: SFTRunConfig | None = None,
-    *,
-    on_mark: Callable[[Any, dict], Any] | None = None,
-    callbacks: list | None = None,
-) -> SFTResult:
+def run_sft(model: Any, tokenizer: Any, dataset: Any, config: SFTRunConfig | None = None, *,
+            on_mark: Callable[[Any, dict], Any] | None = None, callbacks: list | None = None) -> SFTResult:
     """Train `model` on `dataset` (pre-tokenized by train.data, or a list of Trajectory) with TRL's SFTTrainer.
 
-    `config`: an SFTRunConfig (TRL's SFTConfig plus the kit's time budget; `preset.sft_config(...)` builds one);
-    by default the settings every preset starts from (presets.SFT).
-    `on_mark(model, info)` runs at each of `config.mark_minutes` after the checkpoint is saved;
-    its return value is stored in `SFTResult.marks`. Returns the trained model (in train mode).
-    """
+    `config`: an SFTRunConfig (`preset.sft_config(...)` builds one); by default presets.SFT. `on_mark(model, info)`
+    runs at each of `config.mark_minutes` after the checkpoint is saved; its return value is stored in
+    `SFTResult.marks`. Returns the trained model (in train mode)."""
     cfg = config or SFTRunConfig(**SFT)
     resume_from = resume_checkpoint(cfg.resume, cfg.output_dir)
     clock = TimeLimit.from_config(cfg, on_mark)
@@ -94,37 +80,21 @@ def run_sft(
     if resume_from:
         print(f"resuming from {resume_from}")
     trainer.train(resume_from_checkpoint=resume_from)
-    state = trainer.state
-    history = clock.history
+    state, history = trainer.state, clock.history
     # earlier runs' logs (restored from the checkpoint on resume) come first
-    earlier = [
-        {"step": h["step"], "loss": float(h["loss"]), "learning_rate": float(h.get("learning_rate", 0.0))}
-        for h in state.log_history
-        if "loss" in h and h["step"] < (history[0]["step"] if history else 10**12)
-    ]
+    earlier = [{"step": h["step"], "loss": float(h["loss"]), "learning_rate": float(h.get("learning_rate", 0.0))}
+               for h in state.log_history if "loss" in h and h["step"] < (history[0]["step"] if history else 10**12)]
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    result = SFTResult(
-        model=trainer.model,
-        tokenizer=tokenizer,
-        output_dir=str(out),
-        global_step=state.global_step,
-        loss_history=earlier + history,
-        train_seconds=clock.train_s,
-        tokens_seen=int(state.num_input_tokens_seen or 0),
-        stopped_by_time=clock.stopped_by_time,
-        resumed_from=resume_from,
-        marks=clock.marks,
-        peak_memory=clock.peak_memory,
-    )
+    result = SFTResult(model=trainer.model, tokenizer=tokenizer, output_dir=str(out), global_step=state.global_step,
+                       loss_history=earlier + history, train_seconds=clock.train_s,
+                       tokens_seen=int(state.num_input_tokens_seen or 0), stopped_by_time=clock.stopped_by_time,
+                       resumed_from=resume_from, marks=clock.marks, peak_memory=clock.peak_memory)
     (out / LOSS_HISTORY_FILE).write_text(json.dumps(
         {"history": result.loss_history, "marks": [{k: v for k, v in m.items() if k != "result"} for m in clock.marks],
          "global_step": result.global_step, "train_seconds": result.train_seconds,
          "tokens_seen": result.tokens_seen, "peak_memory": result.peak_memory}, indent=1))
     return result
-
-
-# --------------------------------------------------------------------------- saving and reloading
 
 
 def is_peft_model(model: Any) -> bool:
@@ -151,10 +121,8 @@ def save_adapter(model: Any, tokenizer: Any, out_dir: str | os.PathLike) -> Path
 
 
 def merge_adapter(base_name: str, adapter_dir: str | os.PathLike) -> Any:
-    """Base + LoRA adapter merged into one float32 model (exact), with PEFT, on the CPU.
-
-    A pre-quantized base loads as Linear4bit, which neither merges exactly nor casts to 16-bit: it is dequantized
-    to plain float32 weights first."""
+    """Base + LoRA adapter merged into one float32 model (exact), with PEFT, on the CPU. A pre-quantized base loads
+    as Linear4bit, which neither merges exactly nor casts to 16-bit: it is dequantized to float32 weights first."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
@@ -168,12 +136,10 @@ def merge_adapter(base_name: str, adapter_dir: str | os.PathLike) -> Any:
 
 
 def save_merged(model: Any, tokenizer: Any, out_dir: str | os.PathLike, *, prefer_unsloth: bool = True) -> Path:
-    """A standalone 16-bit checkpoint (LoRA merged in) that loads like any model.
-
-    Unsloth's `save_pretrained_merged(..., "merged_16bit")` when the model came through Unsloth; otherwise the
-    base is reloaded and the adapter merged with PEFT, leaving the trained model untouched. Weights are stored in
-    float16 (bfloat16 on GPUs that have it natively: precision.py); `load_model` on a CPU upcasts them to float32.
-    """
+    """A standalone 16-bit checkpoint (LoRA merged in) that loads like any model: Unsloth's
+    `save_pretrained_merged(..., "merged_16bit")` when the model came through Unsloth, else the base reloaded and the
+    adapter merged with PEFT, leaving the trained model untouched. Weights are stored in float16 (bfloat16 on GPUs
+    that have it natively: precision.py); `load_model` on a CPU upcasts them to float32."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not is_peft_model(model):  # full fine-tuning: the model is already standalone
@@ -213,10 +179,8 @@ def load_trained(path: str | os.PathLike, *, backend: str = "hf", **load_kwargs)
     on the GPU when there is one (`models.load_adapter`, `models.load_model`)."""
     from openmanus_lite.models import load_adapter, load_model
 
-    folder = Path(path)
-    if (folder / "adapter_config.json").is_file():
-        return load_adapter(folder, backend=backend, **load_kwargs)
-    return load_model(folder, backend=backend, **load_kwargs)
+    load = load_adapter if (Path(path) / "adapter_config.json").is_file() else load_model
+    return load(Path(path), backend=backend, **load_kwargs)
 
 
 class GGUFExportUnavailable(RuntimeError):
@@ -228,30 +192,25 @@ def gguf_toolchain() -> tuple[str, str]:
     try:
         from unsloth_zoo.llama_cpp import LLAMA_CPP_DEFAULT_DIR, check_llama_cpp
     except Exception as e:
-        raise GGUFExportUnavailable(
-            f"GGUF export goes through Unsloth's exporter, which could not be imported ({e}). "
-            "Install unsloth (pip install unsloth) on a machine where it runs."
-        ) from None
+        raise GGUFExportUnavailable(f"GGUF export goes through Unsloth's exporter, which could not be imported ({e}). "
+                                    "Install unsloth (pip install unsloth) on a machine where it runs.") from None
     try:
         return check_llama_cpp(LLAMA_CPP_DEFAULT_DIR)
     except Exception as e:
         raise GGUFExportUnavailable(
-            f"GGUF export needs llama.cpp's converter and quantizer at {LLAMA_CPP_DEFAULT_DIR} "
-            f"(or where UNSLOTH_LLAMA_CPP_PATH points), and they are not there ({e}). On a machine with network "
-            "access (e.g. Colab) Unsloth installs them on first use: run export_gguf there. Offline, build "
-            "llama.cpp yourself into that folder (it needs convert_hf_to_gguf.py and llama-quantize). "
-            "The merged 16-bit checkpoint (save_merged) is saved either way."
-        ) from None
+            f"GGUF export needs llama.cpp's converter and quantizer at {LLAMA_CPP_DEFAULT_DIR} (or where "
+            f"UNSLOTH_LLAMA_CPP_PATH points), and they are not there ({e}). On a machine with network access (e.g. "
+            "Colab) Unsloth installs them on first use: run export_gguf there. Offline, build llama.cpp yourself into "
+            "that folder (it needs convert_hf_to_gguf.py and llama-quantize). The merged 16-bit checkpoint "
+            "(save_merged) is saved either way.") from None
 
 
 def export_gguf(model: Any, tokenizer: Any, out_dir: str | os.PathLike, quantization: str = "q8_0") -> Path:
     """GGUF file(s) through Unsloth's `save_pretrained_gguf`; GGUFExportUnavailable when llama.cpp is absent."""
     gguf_toolchain()
     if not hasattr(model, "save_pretrained_gguf"):
-        raise GGUFExportUnavailable(
-            "this model did not come through Unsloth (load it with load_model(..., backend='unsloth')) "
-            "so it has no save_pretrained_gguf"
-        )
+        raise GGUFExportUnavailable("this model did not come through Unsloth (load it with load_model(..., "
+                                    "backend='unsloth')) so it has no save_pretrained_gguf")
     out = Path(out_dir)
     model.save_pretrained_gguf(str(out), tokenizer, quantization_method=quantization)
     return out

@@ -2,8 +2,8 @@
 
 TRL 1.15 makes one instance per rollout, calls `reset(**row)` and exposes every public method (type hints + the
 Google-style docstring) as a tool. Each tool steps the same in-process environment as the multi-turn mode with the
-unified ReAct action text, so task, checker and rewards are identical. The verdict is exposed as properties (so they
-do not become tools) named like the reward columns. Needs a tool-calling template (`models.qwen25_chat_template()`).
+unified ReAct action text, so task, checker and rewards are identical. The verdict is kept in attributes (which do
+not become tools) named like the reward columns. Needs a tool-calling template (`models.qwen25_chat_template()`).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ class ToolEnv:
 
     def __init__(self):
         self._env = None
-        self._task: Task | None = None
-        self._last_info: dict[str, Any] = {}
+        self.domain = self.domain_name
+        self._record({})
 
     # ------------------------------------------------------------------ TRL hooks (not tools)
     def reset(self, **row: Any) -> str | None:
@@ -43,32 +43,17 @@ class ToolEnv:
         task = Task.from_dict(json.loads(raw) if isinstance(raw, str) else dict(raw))
         if self.domain_name and task.domain != self.domain_name:
             raise ValueError(f"{type(self).__name__} plays {self.domain_name!r} tasks, got a {task.domain!r} task")
-        self._task = task
         self._env = make_env(task.domain, max_turns=self.max_turns)
         self._env.reset(task)
-        self._last_info = {}
+        self.domain = task.domain
+        self._record({})
         return None
 
-    # ------------------------------------------------------------------ reward columns
-    @property
-    def env_outcome(self) -> float:
-        return float(self._last_info.get("score", 0.0))
-
-    @property
-    def env_success(self) -> bool:
-        return bool(self._last_info.get("success", False))
-
-    @property
-    def invalid_actions(self) -> int:
-        return self._env.invalid_actions if self._env is not None else 0
-
-    @property
-    def num_turns(self) -> int:
-        return self._env.turn if self._env is not None else 0
-
-    @property
-    def domain(self) -> str:
-        return self._task.domain if self._task is not None else self.domain_name
+    def _record(self, info: dict[str, Any]) -> None:
+        """The reward columns: the last step's verdict and the episode's counts."""
+        self.env_outcome, self.env_success = float(info.get("score", 0.0)), bool(info.get("success", False))
+        self.invalid_actions = self._env.invalid_actions if self._env is not None else 0
+        self.num_turns = self._env.turn if self._env is not None else 0
 
     # ------------------------------------------------------------------ stepping
     def _act(self, action: str) -> str:
@@ -77,7 +62,7 @@ class ToolEnv:
         if self._env.done:
             return "The episode is over. Do not call more tools."
         step = self._env.step(format_turn(THOUGHT, action))
-        self._last_info = step.info
+        self._record(step.info)
         return step.observation + (" The episode is over." if step.done else "")
 
     def answer(self, answer: str) -> str:
@@ -316,20 +301,15 @@ def tool_env_class(domain: str, max_turns: int | dict[str, int] | None = None) -
     """The adapter class for a domain; a subclass with `max_turns` set when given (a number or {domain: turns})."""
     if domain not in TOOL_ENVS:
         raise KeyError(f"no tool adapter for domain {domain!r}; available: {sorted(TOOL_ENVS)}")
-    cls = TOOL_ENVS[domain]
-    limit = turn_limit(max_turns, domain)
-    if limit is None:
-        return cls
-    return type(cls.__name__, (cls,), {"max_turns": limit, "__doc__": cls.__doc__})
+    cls, limit = TOOL_ENVS[domain], turn_limit(max_turns, domain)
+    return cls if limit is None else type(cls.__name__, (cls,), {"max_turns": limit, "__doc__": cls.__doc__})
 
 
 def tool_env_factory(domains: Sequence[str], max_turns: int | dict[str, int] | None = None):
     """What `GRPOTrainer(environment_factory=...)` takes: one class for one domain, else {domain: class} (rows then
     carry an `environment` column)."""
-    domains = list(dict.fromkeys(domains))
-    if len(domains) == 1:
-        return tool_env_class(domains[0], max_turns)
-    return {d: tool_env_class(d, max_turns) for d in domains}
+    classes = {d: tool_env_class(d, max_turns) for d in dict.fromkeys(domains)}
+    return next(iter(classes.values())) if len(classes) == 1 else classes
 
 
 def tool_prompt(task: Task, max_turns: int | dict[str, int] | None = None) -> list[dict[str, str]]:
@@ -347,12 +327,8 @@ def tool_dataset(tasks: Sequence[Task], max_turns: int | dict[str, int] | None =
 
     if not tasks:
         raise ValueError("no tasks given for tool-mode GRPO")
-    multi = len({t.domain for t in tasks}) > 1
-    rows = []
     for t in tasks:
         tool_env_class(t.domain)  # a domain without a tool adapter fails here, before any training
-        row = task_row(t, tool_prompt(t, max_turns))
-        if multi:
-            row["environment"] = t.domain
-        rows.append(row)
-    return Dataset.from_list(rows)
+    multi = len({t.domain for t in tasks}) > 1
+    return Dataset.from_list([{**task_row(t, tool_prompt(t, max_turns)), **({"environment": t.domain} if multi else {})}
+                              for t in tasks])
