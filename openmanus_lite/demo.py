@@ -474,27 +474,21 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
             "groups_with_signal": round(GRPO_GROUPS_PER_STEP * sum(shares))}
 
 
-def _pyplot():
-    """pyplot on the file-only backend: the demo may run without a display."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _plot_losses(history: list[dict], path: Path) -> None:
+    from openmanus_lite.eval.plots import file_pyplot
+
     logged = [h for h in history if "loss" in h]
-    fig, ax = _pyplot().subplots(figsize=(6, 3.5))
+    fig, ax = file_pyplot().subplots(figsize=(6, 3.5))
     ax.plot([h["step"] for h in logged], [h["loss"] for h in logged])
     ax.set(xlabel="step", ylabel="training loss", title="SFT loss")
     _save_figure(fig, path)
 
 
 def _save_figure(fig, path: Path) -> None:
+    from openmanus_lite.eval.plots import file_pyplot
+
     fig.savefig(path, dpi=120, bbox_inches="tight")
-    _pyplot().close(fig)
+    file_pyplot().close(fig)
 
 
 # --------------------------------------------------------------------------- report
@@ -590,11 +584,11 @@ def _image(run_dir: Path, name: str, alt: str) -> list[str]:
 
 def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, str]:
     """Write report.md (and comparison.png); returns (the time table, the success table) for the terminal."""
-    from openmanus_lite.eval import plot_comparison
+    from openmanus_lite.eval.plots import file_pyplot, plot_comparison
 
     results = load_results(state)
     if results:
-        plt = _pyplot()
+        plt = file_pyplot()
         plot_comparison(list(results.values()), level="domain", path=run_dir / "comparison.png",
                         title="success on held-out dev tasks (95% Wilson intervals)")
         plt.close("all")

@@ -66,8 +66,10 @@ class CallablePolicy:
 
 def as_policy(obj) -> Policy:
     """Accept a policy, the strings 'expert' / 'random', or a plain callable."""
-    if obj in ("expert", "random"):
-        return ExpertPolicy() if obj == "expert" else RandomPolicy()
+    if obj == "expert":
+        return ExpertPolicy()
+    if obj == "random":
+        return RandomPolicy()
     if hasattr(obj, "act_batch"):
         return obj
     if callable(obj):
@@ -100,8 +102,12 @@ class ModelPolicy:
             print(f"note: max_new_tokens {max_new_tokens} is more than the context of {self.name} ({context} tokens); "
                   f"using {context}", file=sys.stderr)
             max_new_tokens = context
-        self.max_new_tokens, self.temperature, self.top_p, self.seed = max_new_tokens, temperature, top_p, seed
-        self.batch_size, self.max_prompt_tokens = batch_size, max_prompt_tokens
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+        self.batch_size = batch_size
+        self.max_prompt_tokens = max_prompt_tokens
         self.generated_tokens = self.model_calls = self.turns_generated = 0
         self.kv_cache = None
         if kv_cache is True:

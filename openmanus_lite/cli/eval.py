@@ -24,6 +24,7 @@ from openmanus_lite.cli.args import parse as parse_args
 from openmanus_lite.envs.base import parse_turn_limits
 from openmanus_lite.errors import UserError
 from openmanus_lite.eval import make_policy
+from openmanus_lite.eval.plots import file_pyplot
 from openmanus_lite.eval.suites import TASKS_PER_CELL, TURN_TOKENS
 from openmanus_lite.search import Budget
 
@@ -123,9 +124,7 @@ def print_comparison(results, level: str, plot: str | Path | None) -> None:
         print(f"\n== paired sign test, {other.label} vs {first.label} (tasks that changed outcome; two-sided exact p)")
         print(ev.sign_tests(first, other).to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     if plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
+        file_pyplot()
         ev.plot_comparison(results, level=level, path=plot)
         print(f"plot: {plot}")
 

@@ -191,9 +191,9 @@ def main(argv: list[str]) -> int:
     (out / "log_history.json").write_text(json.dumps(result.log_history, indent=1, default=float))
     curves = train_grpo.reward_curves(result.log_history)
     if not args.no_plot and len(curves):
-        import matplotlib
+        from openmanus_lite.eval.plots import file_pyplot
 
-        matplotlib.use("Agg")
+        file_pyplot()
         fig = train_grpo.plot_reward_curves(result.log_history, title=f"GRPO {args.mode}")
         fig.savefig(out / "reward_curves.png", dpi=100)
     if not args.no_save:

@@ -8,6 +8,17 @@ from openmanus_lite.eval.compare import comparison_frame
 from openmanus_lite.rewards import describe_rewards
 
 
+def file_pyplot():
+    """pyplot on matplotlib's file-only backend (Agg): the commands and the demo save figures, and may run where
+    there is no display."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def plot_comparison(results, level: str = "domain", ax=None, title: str | None = None, path: str | Path | None = None):
     """Grouped bar chart: success rate per domain (or cell), one bar per policy, 95% CI bars."""
     import matplotlib.pyplot as plt
