@@ -88,6 +88,12 @@ def parse_args(argv=None):
     p.add_argument("--wait_sft", type=float, default=0, help="seconds to wait for the SFT checkpoint to appear")
     p.add_argument("--multi_domains", default="db,kg,os", help="candidates; trained on those where the SFT model's probe outcomes are mixed")
     p.add_argument("--probe_n", type=int, default=10, help="probe tasks per candidate domain")
+    p.add_argument("--train_domains", choices=("mixed", "all"), default="mixed",
+                   help="multi: train where the probe's outcomes are mixed (plain GRPO's only signal), or on every "
+                        "candidate (expert prefixes reach never-solved tasks, step credit always-solved ones)")
+    p.add_argument("--eval_domains", choices=("trained", "all"), default="trained",
+                   help="multi: held-out tasks of the trained domains, or of every candidate (a domain GRPO "
+                        "did not train can still lose)")
     p.add_argument("--multi_steps", type=int, default=20)
     p.add_argument("--multi_minutes", type=float, default=30)
     p.add_argument("--multi_lr", type=float, default=None, help="GRPO learning rate (default: the preset's)")
@@ -220,6 +226,8 @@ def run_multi(args, preset):
     domains = [d for d in candidates if 0 < probe[d].successes < probe[d].n] or [
         d for d in candidates if probe[d].successes > 0]
     note = None
+    if args.train_domains == "all":
+        domains = candidates
     if not domains:
         best = max(candidates, key=lambda d: (probe[d].mean_score, -probe[d].invalid_action_rate))
         domains, note = [best], f"the SFT checkpoint solved no probe task; training on {best} (best score) anyway"
@@ -228,14 +236,16 @@ def run_multi(args, preset):
     # 2. held-out success before
     train_tasks = [t for lv in levels for t in splits.training_tasks(
         "grpo_train", domains, 64, seed=splits.GRPO_TRAIN_SEED + args.seed, difficulty=lv)[0]]
-    eval_tasks = [t for lv in levels for t in splits.heldout_tasks("eval", domains, args.eval_n, difficulty=lv)]
+    eval_domains = candidates if args.eval_domains == "all" else domains
+    eval_tasks = [t for lv in levels for t in splits.heldout_tasks("eval", eval_domains, args.eval_n, difficulty=lv)]
     sft_tasks, _ = splits.training_tasks("sft_train", domains, splits.SFT_TRAIN_MAX_PER_DOMAIN)
     splits.check_disjoint({"grpo_train": train_tasks, "sft_train (the SFT checkpoint's)": sft_tasks},
                           {"eval": eval_tasks, "grpo_probe": probe_tasks})
     t_eval = time.perf_counter()
     before = _env_eval(model, tok, eval_tasks, cfg, "before")
+    before.save(f"{args.out}/heldout_before.csv")  # per task: two runs from one checkpoint pair task by task
     print(f"held-out success before ({len(eval_tasks)} tasks, {time.perf_counter() - t_eval:.0f}s): "
-          f"{ {d: before.row(d).successes for d in domains} }", flush=True)
+          f"{ {d: before.row(d).successes for d in eval_domains} }", flush=True)
     screen = None
     if args.prescreen:
         from openmanus_lite.train.grpo_signal import prescreen_tasks
@@ -256,8 +266,9 @@ def run_multi(args, preset):
     dataset, rollout = grpo.build_env_dataset(train_tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
     res = grpo.run_grpo(model, tok, dataset, cfg, rollout_func=rollout)
     _partial(args, "multi", res.log_history, env_reward=first_last(res.log_history, ["rewards/env_outcome/mean"]),
-             heldout_before={d: before.row(d).successes for d in domains})
+             heldout_before={d: before.row(d).successes for d in eval_domains})
     after = _env_eval(model, tok, eval_tasks, cfg, "after")
+    after.save(f"{args.out}/heldout_after.csv")
     _save_plot(res.log_history, f"{args.out}/multi_rewards.png", "multi-turn GRPO")
     per_domain = {}
     for flips in sign_tests(before, after).to_dict("records"):
