@@ -238,7 +238,8 @@ def run_multi(args, preset):
         "grpo_train", domains, 64, seed=splits.GRPO_TRAIN_SEED + args.seed, difficulty=lv)[0]]
     eval_domains = candidates if args.eval_domains == "all" else domains
     eval_tasks = [t for lv in levels for t in splits.heldout_tasks("eval", eval_domains, args.eval_n, difficulty=lv)]
-    sft_tasks, _ = splits.training_tasks("sft_train", domains, splits.SFT_TRAIN_MAX_PER_DOMAIN)
+    sft_tasks, _ = splits.training_tasks("sft_train", [*dict.fromkeys(domains + eval_domains)],
+                                         splits.SFT_TRAIN_MAX_PER_DOMAIN)
     splits.check_disjoint({"grpo_train": train_tasks, "sft_train (the SFT checkpoint's)": sft_tasks},
                           {"eval": eval_tasks, "grpo_probe": probe_tasks})
     t_eval = time.perf_counter()
