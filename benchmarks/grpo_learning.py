@@ -238,8 +238,8 @@ def run_multi(args, preset):
         "grpo_train", domains, 64, seed=splits.GRPO_TRAIN_SEED + args.seed, difficulty=lv)[0]]
     eval_domains = candidates if args.eval_domains == "all" else domains
     eval_tasks = [t for lv in levels for t in splits.heldout_tasks("eval", eval_domains, args.eval_n, difficulty=lv)]
-    sft_tasks, _ = splits.training_tasks("sft_train", [*dict.fromkeys(domains + eval_domains)],
-                                         splits.SFT_TRAIN_MAX_PER_DOMAIN)
+    # eval_domains holds the trained ones too: check the SFT checkpoint's tasks of every evaluated domain
+    sft_tasks, _ = splits.training_tasks("sft_train", eval_domains, splits.SFT_TRAIN_MAX_PER_DOMAIN)
     splits.check_disjoint({"grpo_train": train_tasks, "sft_train (the SFT checkpoint's)": sft_tasks},
                           {"eval": eval_tasks, "grpo_probe": probe_tasks})
     t_eval = time.perf_counter()
@@ -356,10 +356,10 @@ def _env_eval(model, tok, tasks, cfg, label: str):
 
 
 def _save_plot(log_history, path, title):
-    import matplotlib
-
-    matplotlib.use("Agg")
+    from openmanus_lite.eval.plots import file_pyplot
     from openmanus_lite.train.grpo import plot_reward_curves
+
+    file_pyplot()
 
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     plot_reward_curves(log_history, title=title, smooth=3).savefig(path, dpi=90)

@@ -112,10 +112,9 @@ def main(argv=None) -> int:
         args.samples, args.mistakes, args.dpo_steps, args.rm_steps = 2, 2, 2, 2
         args.best_of, args.max_new_tokens, args.max_turns = "2,4", 24, args.max_turns or 3
 
-    import matplotlib
+    from openmanus_lite.eval.plots import file_pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = file_pyplot()
 
     from openmanus_lite import search
     from openmanus_lite.eval.benchmark import BenchmarkResult, run_benchmark

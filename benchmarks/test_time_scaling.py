@@ -102,10 +102,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(ROOT / "runs" / "test_time_scaling"))
     args = p.parse_args(argv)
 
-    import matplotlib
+    from openmanus_lite.eval.plots import file_pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = file_pyplot()
     import pandas as pd
 
     from openmanus_lite.eval.benchmark import BenchmarkResult, run_benchmark
