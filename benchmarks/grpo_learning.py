@@ -94,6 +94,10 @@ def parse_args(argv=None):
     p.add_argument("--eval_domains", choices=("trained", "all"), default="trained",
                    help="multi: held-out tasks of the trained domains, or of every candidate (a domain GRPO "
                         "did not train can still lose)")
+    p.add_argument("--before", default=None,
+                   help="multi: an earlier run's heldout_before.csv from the same SFT checkpoint and flags, reused "
+                        "instead of evaluating again (greedy, so it is the same; 180 tasks take ~9 minutes); its "
+                        "tasks must be this run's")
     p.add_argument("--multi_steps", type=int, default=20)
     p.add_argument("--multi_minutes", type=float, default=30)
     p.add_argument("--multi_lr", type=float, default=None, help="GRPO learning rate (default: the preset's)")
@@ -243,9 +247,10 @@ def run_multi(args, preset):
     splits.check_disjoint({"grpo_train": train_tasks, "sft_train (the SFT checkpoint's)": sft_tasks},
                           {"eval": eval_tasks, "grpo_probe": probe_tasks})
     t_eval = time.perf_counter()
-    before = _env_eval(model, tok, eval_tasks, cfg, "before")
+    before = _heldout_before(args.before, eval_tasks) if args.before else _env_eval(model, tok, eval_tasks, cfg, "before")
     before.save(f"{args.out}/heldout_before.csv")  # per task: two runs from one checkpoint pair task by task
-    print(f"held-out success before ({len(eval_tasks)} tasks, {time.perf_counter() - t_eval:.0f}s): "
+    print(f"held-out success before ({len(eval_tasks)} tasks, {time.perf_counter() - t_eval:.0f}s"
+          f"{', from ' + args.before if args.before else ''}): "
           f"{ {d: before.row(d).successes for d in eval_domains} }", flush=True)
     screen = None
     if args.prescreen:
@@ -287,6 +292,7 @@ def run_multi(args, preset):
         "sft": sft,
         "difficulties": levels,
         "probe": {d: probe[d].successes for d in candidates},
+        "before_from": args.before,
         "prescreen": screen,
         "domains": domains,
         "note": note,
@@ -353,6 +359,19 @@ def _env_eval(model, tok, tasks, cfg, label: str):
 
     policy = ModelPolicy(model, tok, name=label, max_new_tokens=cfg.max_new_tokens, batch_size=32)
     return run_benchmark(policy, tasks, max_turns=cfg.max_turns, batch_size=32, progress=False, label=label)
+
+
+def _heldout_before(path, tasks):
+    """An earlier run's greedy evaluation of these very tasks; anything else is refused, not compared."""
+    from openmanus_lite.eval.benchmark import BenchmarkResult
+
+    before = BenchmarkResult.load(path)
+    have, want = sorted(r.task_id for r in before.records), sorted(t.id for t in tasks)
+    if have != want:
+        raise SystemExit(f"--before {path} holds {len(have)} tasks, this run evaluates {len(want)}; "
+                         f"{len(set(want) - set(have))} of them are not in it: same --eval_n, domains and "
+                         "--eval_domains needed")
+    return before
 
 
 def _save_plot(log_history, path, title):
