@@ -43,9 +43,9 @@ REPORT = "report.md"
 @dataclass
 class DemoConfig:
     """What the demo does, in 45 minutes on a 2-core CPU (`total_minutes`). The untrained model's evaluation is
-    planned at 5 (measured 5.2 in bf16, 12.5-13.3 in float32: it plays every episode to its turn limit), a trained
-    one's at 2, then at a fifth of the untrained one's (`training_budget`). The fields left at None are the recipe's
-    (`model`: the preset's)."""
+    planned at 5 (measured 5.2 in bf16, 12.5-13.3 in float32 when it played every episode to its turn limit), a
+    trained one's at 2, then at the untrained one's pace (`training_budget`). The fields left at None are the
+    recipe's (`model`: the preset's)."""
 
     preset: str = "cpu"
     model: str | None = None
@@ -54,6 +54,10 @@ class DemoConfig:
     train_per_domain: int | None = None
     eval_per_domain: int = 10  # easy tasks per domain of the frozen dev suite, the same for every checkpoint
     eval_max_turns: int | None = None  # turn limit of training prompts and evaluation
+    # an evaluation episode ends after this many invalid actions in a row (AgentBench ends one at the first): the
+    # untrained model writes no valid action and played all 490 turns of its 60 episodes; no trained checkpoint's
+    # success in four demo runs had 3 invalid actions at all. None: the turn limit alone
+    eval_invalid_streak: int | None = 3
     sft_minutes: float | None = None  # SFT's limit; None: its share of what the untrained evaluation left
     total_minutes: float | None = 45.0  # the budget; None: SFT and GRPO train their limits whatever evaluations took
     sft_max_length: int | None = None
@@ -100,6 +104,7 @@ class DemoConfig:
         unknown = sorted(set(d) - {f.name for f in fields(cls)})
         if unknown:
             raise ValueError(f"config.json has settings this version does not know: {unknown}")
+        d = {"eval_invalid_streak": None, **d}  # runs before 2026-12-06 played every evaluation to its turn limit
         return cls(**{**d, **({"domains": tuple(d["domains"])} if "domains" in d else {})})
 
     @classmethod
@@ -240,27 +245,30 @@ MIN_TRAINING_SHARE = 0.5
 """`training_budget` never cuts a training stage below this share of its limit: on a very slow machine the demo runs
 over its budget rather than train too little to show anything."""
 
-TRAINED_EVAL_SHARE = 0.2
-"""A trained checkpoint's evaluation takes about this share of the untrained model's (0.15-0.23 in six demo runs on
-two machines): it answers and stops; the untrained model plays every turn."""
+TRAINED_EVAL_TOKENS = 10_000
+"""A trained checkpoint's evaluation of the demo's 60 tasks generates about this many tokens (8,549-10,197 in the
+eight of four demo runs on 2026-12-05); `training_budget` plans it at the untrained evaluation's tokens per second."""
 
 
-def training_budget(cfg: DemoConfig, spent_s: float, untrained_eval_s: float) -> dict[str, Any]:
+def training_budget(cfg: DemoConfig, spent_s: float, eval_tokens_per_s: float | None) -> dict[str, Any]:
     """{"sft", "grpo", "eval": minutes, "why": the sum} once the untrained evaluation has run: `total_minutes` less
-    the `spent_s` seconds so far, two trained evaluations (`TRAINED_EVAL_SHARE` of `untrained_eval_s` each) and two
-    overheads, shared by SFT and GRPO in proportion to their limits, between `MIN_TRAINING_SHARE` of those and all;
-    with `sft_minutes` given, the limits as set."""
+    the `spent_s` seconds so far, two trained evaluations (`TRAINED_EVAL_TOKENS` each at `eval_tokens_per_s`, the
+    untrained evaluation's pace with its loading) and two overheads, shared by SFT and GRPO in proportion to their
+    limits, between `MIN_TRAINING_SHARE` of those and all; with `sft_minutes` given, the limits as set."""
     sft, grpo = float(cfg.sft_recipe().max_minutes or 0.0), cfg.grpo_minutes
     if not cfg.budgeted() or not sft:
         return {"sft": sft, "grpo": grpo, "eval": cfg.eval_minutes,
                 "why": "as set, without the budget (it applies when SFT's minutes are not given)"
                 if cfg.sft_minutes is not None else "the recipe's, without a budget"}
-    evaluation = round(TRAINED_EVAL_SHARE * untrained_eval_s / 60, 1) if untrained_eval_s else cfg.eval_minutes
+    if eval_tokens_per_s:
+        evaluation = round(TRAINED_EVAL_TOKENS / eval_tokens_per_s / 60, 1)
+        pace = f"{TRAINED_EVAL_TOKENS:,} tokens each at the untrained evaluation's {eval_tokens_per_s:.0f} tokens/s"
+    else:
+        evaluation, pace = cfg.eval_minutes, "as planned"
     left = cfg.total_minutes - spent_s / 60 - 2 * evaluation - 2 * cfg.overhead_minutes
     share = min(1.0, max(MIN_TRAINING_SHARE, left / (sft + grpo)))
-    why = (f"{cfg.total_minutes:g} minutes less {spent_s / 60:.1f} spent, two evaluations of {evaluation:g} (a fifth "
-           f"of the untrained model's) and {2 * cfg.overhead_minutes:g} of loading and saving leave {left:.1f} for "
-           f"SFT and GRPO")
+    why = (f"{cfg.total_minutes:g} minutes less {spent_s / 60:.1f} spent, two evaluations of {evaluation:g} ({pace}) "
+           f"and {2 * cfg.overhead_minutes:g} of loading and saving leave {left:.1f} for SFT and GRPO")
     if share == 1.0:
         why += f": their whole {sft:g} and {grpo:g}"
     elif share == MIN_TRAINING_SHARE:
@@ -363,14 +371,15 @@ def stage_eval(cfg: DemoConfig, preset, run_dir: Path, label: str, model_path: s
                          batch_size=preset.eval_batch_size)
     # the turn limits the training prompts state
     result = run_benchmark(policy, _eval_suite(cfg), max_turns=cfg.sft_recipe().max_turns(),
-                           batch_size=preset.eval_batch_size, label=label)
+                           batch_size=preset.eval_batch_size, label=label, max_invalid_streak=cfg.eval_invalid_streak)
     path = run_dir / f"eval_{label}.json"
     result.save(path)
     row = result.row()
     print(f"[demo] {label}: success {row.success_rate:.1%} (95% CI {row.ci_low:.1%}-{row.ci_high:.1%}) "
           f"over {row.n} episodes, invalid actions {row.invalid_action_rate:.1%}")
     return {"path": str(path), "success": row.success_rate, "ci": [row.ci_low, row.ci_high], "n": row.n,
-            "per_domain": {d: [result.row(d).successes, result.row(d).n] for d in cfg.domains}}
+            "per_domain": {d: [result.row(d).successes, result.row(d).n] for d in cfg.domains},
+            "generated_tokens": result.generated_tokens}
 
 
 def stage_sft(cfg: DemoConfig, preset, run_dir: Path, train_file: str) -> dict[str, Any]:
@@ -604,7 +613,9 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
         f"- **Machine**: {'; '.join(machines) or 'not recorded'}",
         f"- **Model**: preset `{cfg.preset}` ({d.get('prepare', {}).get('model', cfg.model or 'the preset model')})",
         f"- **Evaluation**: {cfg.eval_per_domain} held-out easy tasks per domain from the frozen `{DEMO_EVAL_SUITE}` "
-        f"suite ({n_eval} episodes per checkpoint, the same tasks for each), greedy",
+        f"suite ({n_eval} episodes per checkpoint, the same tasks for each), greedy"
+        + (f"; an episode ends after {cfg.eval_invalid_streak} invalid actions in a row" if cfg.eval_invalid_streak
+           else ""),
         f"- **Total time**: {state.total_seconds() / 60:.1f} minutes (the sum of the stages' recorded times"
         + (f", across {len(state.runs)} runs of the command" if len(state.runs) > 1 else "") + ")",
         f"- **Command**: `{commands[0]}`", "",
@@ -717,7 +728,9 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None, fres
     data = _stage(state, "prepare", fresh, stage_prepare, cfg, preset, run_dir)["result"]
     _stage(state, "eval_untrained", fresh, stage_eval, cfg, preset, run_dir, "untrained", data["model"])
     if "sft" not in state.done:
-        budget = training_budget(cfg, state.total_seconds(), state.stage_seconds("eval_untrained"))
+        tokens = state.done["eval_untrained"]["result"].get("generated_tokens")  # absent in runs before 2026-12-06
+        budget = training_budget(cfg, state.total_seconds(),
+                                 tokens / state.stage_seconds("eval_untrained") if tokens else None)
         state.runs[-1]["budget"] = budget
         state.save()
         rate = f" (about {speed['expected_tokens_per_s'] * 60 * budget['sft'] / 1e6:.2f}M tokens)" if speed else ""

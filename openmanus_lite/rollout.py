@@ -19,10 +19,11 @@ from openmanus_lite.schema import Task, Trajectory, Turn
 
 
 def run_episodes(policy: Any, tasks: list[Task], *, max_turns: TurnLimits = None, batch_size: int = 32,
-                 progress: bool = True, source: str | None = None) -> list[Trajectory]:
+                 progress: bool = True, source: str | None = None,
+                 max_invalid_streak: int | None = None) -> list[Trajectory]:
     """Play one episode per task; returns trajectories with the outcome in `meta` (`episode_trajectory`'s, plus
     wall_s). `max_turns` may be one limit or one per domain ({"household": 16, ...}; domains not named keep their
-    environment's default), so episodes of all domains can share batches."""
+    environment's default), so episodes of all domains can share batches; `max_invalid_streak` (`make_env`)."""
     policy = as_policy(policy)
     results: list[Trajectory | None] = [None] * len(tasks)
     bar = tqdm(total=len(tasks), desc=f"episodes ({policy.name})", disable=not progress)
@@ -39,7 +40,7 @@ def run_episodes(policy: Any, tasks: list[Task], *, max_turns: TurnLimits = None
     while active or pending:
         while pending and len(active) < batch_size:
             i = pending.pop()
-            envs[i], histories[i] = start_episode(tasks[i], max_turns)
+            envs[i], histories[i] = start_episode(tasks[i], max_turns, max_invalid_streak)
             wall[i] = 0.0
             active.append(i)
         t0 = time.perf_counter()
@@ -63,9 +64,10 @@ def run_episodes(policy: Any, tasks: list[Task], *, max_turns: TurnLimits = None
     return results  # type: ignore[return-value]
 
 
-def start_episode(task: Task, max_turns: TurnLimits = None) -> tuple[Any, list[dict]]:
+def start_episode(task: Task, max_turns: TurnLimits = None,
+                  max_invalid_streak: int | None = None) -> tuple[Any, list[dict]]:
     """(a fresh environment for `task`, the conversation so far: its first observation)."""
-    env = make_env(task.domain, max_turns=max_turns)
+    env = make_env(task.domain, max_turns=max_turns, max_invalid_streak=max_invalid_streak)
     return env, [{"role": "user", "content": env.reset(task)}]
 
 
@@ -81,10 +83,14 @@ def play_turn(env: Any, messages: list[dict], text: str) -> Any:
 def episode_trajectory(task: Task, env: Any, messages: list[dict], *, id: str, source: str,
                        extra: dict | None = None) -> Trajectory:
     """A finished episode as a Trajectory; `meta` holds the environment's verdict and the turn limit it ran under
-    (task_id, difficulty, success, score, turns, invalid_actions, max_turns, then `extra`), so it can be replayed."""
+    (task_id, difficulty, success, score, turns, invalid_actions, max_turns, max_invalid_streak where set, then
+    `extra`), so it can be replayed."""
     info = env.last_info
     meta = {"task_id": task.id, "difficulty": task.difficulty, "success": bool(info.get("success", False)),
             "score": float(info.get("score", 0.0)), "turns": env.turn, "invalid_actions": env.invalid_actions,
-            "max_turns": env.max_turns, **(extra or {})}
+            "max_turns": env.max_turns}
+    if env.max_invalid_streak:
+        meta["max_invalid_streak"] = env.max_invalid_streak
+    meta.update(extra or {})
     turns = [Turn(m["role"], m["content"], m["role"] == "assistant") for m in messages]
     return Trajectory(id=id, source=source, domain=task.domain, messages=turns, meta=meta)

@@ -71,6 +71,9 @@ def test_quick_demo_report_and_total_time_across_an_interrupted_run(tmp_path, ca
     assert "| domain | untrained | SFT | GRPO |\n|---|---|---|---|\n| os | 0/3: 0.0% [0.0, 56.1] |" in report
     assert "| **all domains (mean)** | **0/6: 0.0% [0.0, 39.0]** |" in report and "| invalid actions |" in report
     assert "| stage | minutes: limit or plan | minutes taken | peak memory of the stage (GB) |" in report
+    assert "greedy; an episode ends after 3 invalid actions in a row" in report
+    assert BenchmarkResult.load(out / "eval_untrained.json").meta["max_invalid_streak"] == 3
+    assert state["done"]["eval_untrained"]["result"]["generated_tokens"] > 0  # the trained evaluations' pace
     assert state["done"]["grpo"]["peak_memory"]["rss_gb"] > 0.1  # each stage's own peak (peak_memory.PeakMemory)
     assert state["done"]["grpo"]["peak_memory"]["rss_kind"] == "stage"
     grpo = state["done"]["grpo"]["result"]  # how many groups carried a signal (issue #40), two a step
@@ -178,6 +181,9 @@ def test_a_run_folder_refuses_other_settings(tmp_path, capsys):
     (out / "state.json").write_text(json.dumps({"done": {"data": {"result": {}, "seconds": 1.0}}}))
     assert main(["--output_dir", str(out)]) == 2
     assert "older version of the demo (stages ['data'])" in capsys.readouterr().err
+    # runs before the invalid-action streak played every evaluation episode to its turn limit, and resume so
+    before = {k: v for k, v in demo.DemoConfig().to_json().items() if k != "eval_invalid_streak"}
+    assert demo.DemoConfig.from_json(before).eval_invalid_streak is None
 
 
 def test_the_demo_s_own_process_claims_its_folder_without_the_training_stack():
@@ -285,34 +291,35 @@ def test_what_to_expect_without_native_bf16_and_in_the_report(slow_machine, tmp_
 
 
 def test_training_stages_share_what_the_evaluations_leave_of_the_budget(tmp_path):
-    """45 minutes less what was spent, two trained evaluations (a fifth of the untrained one's each) and two overheads
-    of 0.5, shared by SFT (30) and GRPO (6) in proportion, between half their limits and all of them."""
+    """45 minutes less what was spent, two trained evaluations (10,000 tokens each at the untrained evaluation's pace)
+    and two overheads of 0.5, shared by SFT (30) and GRPO (6) in proportion, between half their limits and all."""
     cfg = demo.DemoConfig()
     assert cfg.budgeted() and not demo.DemoConfig.quick().budgeted()
-    # float32 on a CPU without native bf16: a 13.2-minute untrained evaluation (the demo of 2026-12-05)
-    budget = demo.training_budget(cfg, 13.3 * 60, 13.2 * 60)
-    assert budget == {"sft": 21.2, "grpo": 4.2, "eval": 2.6,
-                      "why": "45 minutes less 13.3 spent, two evaluations of 2.6 (a fifth of the untrained model's) "
-                             "and 1 of loading and saving leave 25.5 for SFT and GRPO, 71% of their 30 and 6 each"}
-    budget = demo.training_budget(cfg, 5.3 * 60, 5.2 * 60)  # bf16 on a CPU with it: a 5.2-minute evaluation
-    assert (budget["sft"], budget["grpo"], budget["eval"]) == (30.0, 6.0, 1.0)
-    assert budget["why"].endswith("leave 36.7 for SFT and GRPO: their whole 30 and 6")
-    budget = demo.training_budget(cfg, 30 * 60, 29.9 * 60)  # 2 minutes left: too little to show anything
+    budget = demo.training_budget(cfg, 5.0 * 60, 50.0)  # a slow CPU: 5 minutes so far, decoding 50 tokens/s
+    assert budget == {"sft": 27.0, "grpo": 5.4, "eval": 3.3,
+                      "why": "45 minutes less 5.0 spent, two evaluations of 3.3 (10,000 tokens each at the untrained "
+                             "evaluation's 50 tokens/s) and 1 of loading and saving leave 32.4 for SFT and GRPO, 90% "
+                             "of their 30 and 6 each"}
+    budget = demo.training_budget(cfg, 3.0 * 60, 100.0)  # twice the pace
+    assert (budget["sft"], budget["grpo"], budget["eval"]) == (30.0, 6.0, 1.7)
+    assert budget["why"].endswith("leave 37.6 for SFT and GRPO: their whole 30 and 6")
+    budget = demo.training_budget(cfg, 30 * 60, 50.0)  # 7.4 minutes left: too little to show anything
     assert (budget["sft"], budget["grpo"]) == (15.0, 3.0)
     assert budget["why"].endswith("held at 50% of their 30 and 6, so the demo runs over its budget")
-    assert demo.training_budget(demo.replace(cfg, sft_minutes=30.0), 25 * 60, 25 * 60) == {
+    assert "two evaluations of 2 (as planned)" in demo.training_budget(cfg, 5 * 60, None)["why"]  # tokens not counted
+    assert demo.training_budget(demo.replace(cfg, sft_minutes=30.0), 25 * 60, 50.0) == {
         "sft": 30.0, "grpo": 6.0, "eval": 2.0,
         "why": "as set, without the budget (it applies when SFT's minutes are not given)"}
-    assert demo.training_budget(demo.replace(cfg, total_minutes=None), 25 * 60, 25 * 60)["why"] == (
+    assert demo.training_budget(demo.replace(cfg, total_minutes=None), 25 * 60, 50.0)["why"] == (
         "the recipe's, without a budget")
 
     # the report: the limits the stages had, why, the evaluations' plans, and the budget as the total's plan
-    budget = demo.training_budget(cfg, 13.3 * 60, 13.2 * 60)
+    budget = demo.training_budget(cfg, 13.3 * 60, 60.0)
     state = demo.RunState(tmp_path / "state.json", runs=[{"argv": [], "budget": budget}])
     state.done["sft"] = {"result": {"steps": 110, "train_s": 1272.0, "tokens_per_s": 140.2, "final_loss": 0.5},
                          "seconds": 1290.0}
     demo.write_report(cfg, tmp_path, state)
     report = (tmp_path / demo.REPORT).read_text()
-    assert "| SFT | 21.2 (limit) | 21.5 |" in report and "| GRPO | 4.2 (limit) | not run |" in report
-    assert "| evaluate SFT | 2.6 (plan) |" in report and "| **total** | **45 (budget)** | **21.5** |" in report
-    assert f"Limits: SFT 21.2 minutes, GRPO 4.2: {budget['why']}." in report
+    assert "| SFT | 20.9 (limit) | 21.5 |" in report and "| GRPO | 4.2 (limit) | not run |" in report
+    assert "| evaluate SFT | 2.8 (plan) |" in report and "| **total** | **45 (budget)** | **21.5** |" in report
+    assert f"Limits: SFT 20.9 minutes, GRPO 4.2: {budget['why']}." in report

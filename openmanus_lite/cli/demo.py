@@ -23,7 +23,7 @@ from openmanus_lite.schema import DOMAINS
 from openmanus_lite.train.presets import PRESETS
 
 SETTINGS = ("model", "preset", "recipe", "sft_minutes", "total_minutes", "grpo_minutes", "eval_minutes",
-            "eval_per_domain", "grpo_domains")
+            "eval_per_domain", "eval_invalid_streak", "grpo_domains")
 """Options that change DemoConfig (with --quick and --domains)."""
 
 
@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{d.eval_minutes:g}; not a limit)")
     p.add_argument("--eval_per_domain", type=int, default=None,
                    help=f"held-out dev tasks per domain per checkpoint (default: {d.eval_per_domain})")
+    p.add_argument("--eval_invalid_streak", type=int, default=None,
+                   help=f"end an evaluation episode after this many invalid actions in a row (default: "
+                        f"{d.eval_invalid_streak}; 0: only at the turn limit)")
     p.add_argument("--grpo_domains", default=None, choices=sorted(GRPO_DOMAIN_RULES),
                    help=f"where GRPO trains (default: {d.grpo_domains}: " + GRPO_DOMAIN_RULES[d.grpo_domains] + ")")
     p.add_argument("--domains", default=None, help="comma-separated subset of the six domains")
@@ -73,6 +76,8 @@ def main(argv: list[str]) -> int:
     p = build_parser()
     args, _ = parse(p, argv)
     given = {name: getattr(args, name) for name in SETTINGS if getattr(args, name) is not None}
+    if given.get("eval_invalid_streak") == 0:
+        given["eval_invalid_streak"] = None
     if args.domains:
         given["domains"] = comma_list(args.domains)
         unknown = [d for d in given["domains"] if d not in DOMAINS]

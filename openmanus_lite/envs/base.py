@@ -13,8 +13,8 @@ A domain module subclasses `Env` and implements four hooks:
     random_action(rng)      a random but plausible assistant turn (the random baseline)
 
 and registers itself with `register_domain(domain, env_cls, generate)`, where
-`generate(rng, difficulty, index) -> Task`. Everything else (parsing, turn limit,
-info, reward, never raising on bad input) lives here once.
+`generate(rng, difficulty, index) -> Task`. Everything else (parsing, turn limit, an
+optional limit on invalid actions in a row, info, reward, never raising on bad input) lives here once.
 """
 
 from __future__ import annotations
@@ -56,14 +56,19 @@ class Env:
     intro: str = ""
     """The domain's instructions, shown at the top of the first user message."""
 
-    def __init__(self, max_turns: int | None = None, shaping: bool = False):
+    def __init__(self, max_turns: int | None = None, shaping: bool = False, max_invalid_streak: int | None = None):
         if max_turns is not None:
             self.max_turns = max_turns
+        streak = max_invalid_streak
+        if streak is not None and (isinstance(streak, bool) or not isinstance(streak, numbers.Integral) or streak < 1):
+            raise ValueError(f"max_invalid_streak must be a whole number >= 1 or None, got {max_invalid_streak!r}")
         self.shaping = shaping
+        self.max_invalid_streak = max_invalid_streak
         self.task: Task | None = None
         self.turn = 0
         self.done = False
         self.invalid_actions = 0
+        self.invalid_streak = 0
         self.last_info: dict[str, Any] = {}
 
     # ---------------------------------------------------------------- public API
@@ -75,6 +80,7 @@ class Env:
         self.turn = 0
         self.done = False
         self.invalid_actions = 0
+        self.invalid_streak = 0
         self.last_info = {}
         self._setup(task)
         return self.first_message()
@@ -118,9 +124,13 @@ class Env:
             info["internal_error"] = traceback.format_exc(limit=3)
         if not info["valid"]:
             self.invalid_actions += 1
+        self.invalid_streak = 0 if info["valid"] else self.invalid_streak + 1
         info["invalid_actions"] = self.invalid_actions
         if self._goal_reached():
             self.done = True
+        if self.max_invalid_streak and self.invalid_streak >= self.max_invalid_streak and not self.done:
+            self.done = True  # scored as at the turn limit
+            observation += f"\n{self.invalid_streak} invalid actions in a row: the episode ends."
         if self.turn >= self.max_turns and not self.done:
             self.done = True
             observation += "\nTurn limit reached."
@@ -280,9 +290,12 @@ def parse_turn_limits(text: str) -> TurnLimits:
     return limits
 
 
-def make_env(domain: str, *, max_turns: TurnLimits = None, shaping: bool = False) -> Env:
-    """A fresh environment for `domain`; `max_turns` is one limit, {domain: limit} or None (see `turn_limit`)."""
-    return _spec(domain).env_cls(max_turns=turn_limit(max_turns, domain), shaping=shaping)
+def make_env(domain: str, *, max_turns: TurnLimits = None, shaping: bool = False,
+             max_invalid_streak: int | None = None) -> Env:
+    """A fresh environment for `domain`; `max_turns` is one limit, {domain: limit} or None (see `turn_limit`);
+    `max_invalid_streak` ends an episode after that many invalid actions in a row (None: only the turn limit does)."""
+    return _spec(domain).env_cls(max_turns=turn_limit(max_turns, domain), shaping=shaping,
+                                 max_invalid_streak=max_invalid_streak)
 
 
 def generate_tasks(domain: str, n: int, seed: int = 0, difficulty: str = "easy") -> list[Task]:

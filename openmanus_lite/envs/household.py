@@ -431,8 +431,8 @@ class HouseholdEnv(Env):
         "objects to complete the task. 'Nothing happens.' means the command did not work."
     )
 
-    def __init__(self, max_turns: int | None = None, shaping: bool = False):
-        super().__init__(max_turns=max_turns, shaping=shaping)
+    def __init__(self, max_turns: int | None = None, **options):
+        super().__init__(max_turns=max_turns, **options)
         self._fixed_max_turns = max_turns
 
     # the mutable state is a few small dicts and sets; the task and room layout are shared

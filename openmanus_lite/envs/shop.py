@@ -317,8 +317,8 @@ class ShopEnv(Env):
         "button, product id or option shown on the page."
     )
 
-    def __init__(self, max_turns: int | None = None, shaping: bool = False):
-        super().__init__(max_turns=max_turns, shaping=shaping)
+    def __init__(self, max_turns: int | None = None, **options):
+        super().__init__(max_turns=max_turns, **options)
         self._fixed_max_turns = max_turns
 
     def __deepcopy__(self, memo):

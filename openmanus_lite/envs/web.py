@@ -428,8 +428,8 @@ class WebEnv(Env):
         "with search[<words>], fill a form with type[<field>][<text>], and finish with answer(<answer>)."
     )
 
-    def __init__(self, max_turns: int | None = None, shaping: bool = False):
-        super().__init__(max_turns=max_turns, shaping=shaping)
+    def __init__(self, max_turns: int | None = None, **options):
+        super().__init__(max_turns=max_turns, **options)
         self._fixed_max_turns = max_turns
 
     def __deepcopy__(self, memo):

@@ -177,10 +177,13 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
                   limit: int | None = None, max_turns: int | dict[str, int] | None = None, batch_size: int = 32,
                   progress: bool = True, seed: int = 0, label: str | None = None,
                   meta: dict[str, Any] | None = None, search: str | None = None,
-                  budget: Any = None, search_options: dict[str, Any] | None = None) -> BenchmarkResult:
+                  budget: Any = None, search_options: dict[str, Any] | None = None,
+                  max_invalid_streak: int | None = None) -> BenchmarkResult:
     """Play one episode per task of `suite` (a `Suite`, a frozen suite name or a task list; `domains` /
     `difficulties` / `limit` take a subset) and summarise: the kit's one evaluation. `policy`: anything
-    `make_policy` takes, given up to `batch_size` conversations per call. With `search` (one of `search.STRATEGIES`)
+    `make_policy` takes, given up to `batch_size` conversations per call. `max_invalid_streak` ends an episode after
+    that many invalid actions in a row (AgentBench ends one at the first; None: the turn limit alone, as the kit's
+    records were measured). With `search` (one of `search.STRATEGIES`)
     each task is searched within `budget` (a `search.Budget`, or task -> Budget) by `search.as_proposer(policy)`,
     `search_options` going to the strategy. `meta["peak_memory"]` is the evaluation's peak memory."""
     with PeakMemory() as peak:
@@ -193,6 +196,8 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
         ids = [t.id for t in suite.tasks]
         if len(set(ids)) != len(ids):
             raise ValueError(f"suite {suite.name!r} has duplicate task ids; per-task records need unique ids")
+        if search is not None and max_invalid_streak is not None:
+            raise ValueError("max_invalid_streak applies to plain episodes, not to a search")
         if search is not None:
             result = _search_suite(search, suite, policy, budget, max_turns=max_turns, progress=progress, seed=seed,
                                    label=label, meta=meta, options=dict(search_options or {}))
@@ -203,7 +208,7 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
             meter = TokenMeter(make_policy(policy, batch_size=batch_size, seed=seed))
             t0 = time.perf_counter()
             trajs = run_episodes(meter, suite.tasks, max_turns=max_turns, batch_size=batch_size, progress=progress,
-                                 source=f"benchmark:{suite.name}")
+                                 source=f"benchmark:{suite.name}", max_invalid_streak=max_invalid_streak)
             wall = time.perf_counter() - t0
             records = [TaskRecord(
                 task_id=task.id, domain=task.domain, difficulty=task.difficulty, success=bool(traj.meta["success"]),
@@ -211,7 +216,8 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
                 invalid_actions=int(traj.meta["invalid_actions"]), wall_s=float(traj.meta.get("wall_s", 0.0)),
                 generated_tokens=meter.tokens[task.id] if meter.counts_tokens else None,
                 model_calls=meter.calls[task.id], trajectory=traj.to_dict()) for task, traj in zip(suite.tasks, trajs)]
-            info = {"max_turns": max_turns, "batch_size": batch_size, "n_tasks": len(records), **(meta or {})}
+            info = {"max_turns": max_turns, "max_invalid_streak": max_invalid_streak, "batch_size": batch_size,
+                    "n_tasks": len(records), **(meta or {})}
             result = BenchmarkResult(policy=meter.name, suite=suite.name, records=records, wall_s=wall, meta=info,
                                      label=label)
     result.meta["peak_memory"] = peak.as_dict()

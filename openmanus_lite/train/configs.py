@@ -201,6 +201,18 @@ class GRPORunConfig(_KitConfig, trl.GRPOConfig):
             self.vllm_mode = "colocate"
         self._kit_post_init(reward_weights=(None, "give weights in rewards (--reward_funcs), e.g. accuracy:2 format; "
                                                   "run_grpo sets them"))
+        if self.epsilon_high not in (None, self.epsilon) and self.loss_type != "cispo" and self.trains_on_policy:
+            warnings.warn(f"epsilon_high={self.epsilon_high} changes nothing here: each generation batch takes one "
+                          "optimizer step, so the importance ratio is exactly 1 and PPO's clip never acts; clip-higher "
+                          "needs a batch to serve several steps (num_iterations > 1, or steps_per_generation larger "
+                          "than gradient_accumulation_steps)", stacklevel=3)
+
+    @property
+    def trains_on_policy(self) -> bool:
+        """Whether every sample trains the weights that generated it (TRL then skips the old log-probabilities and its
+        importance ratio is exactly 1), as when one generation batch is one optimizer step, TRL's default."""
+        every = self.steps_per_generation * self.num_iterations
+        return not self.use_vllm and self.gradient_accumulation_steps % every == 0
 
     @property
     def reward_spec(self) -> str:

@@ -134,6 +134,25 @@ def test_bad_actions_explain_and_cost_a_turn(domain: str) -> None:
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
+def test_an_invalid_streak_ends_the_episode_a_valid_action_resets_it(domain: str) -> None:
+    task = generate_tasks(domain, 1, seed=0, difficulty="easy")[0]
+    env = make_env(domain, max_turns=8, max_invalid_streak=3)
+    env.reset(task)
+    assert not env.step("no action").done and not env.step("Act: ").done
+    valid = env.step(env.expert_action())
+    assert valid.info["valid"] and env.invalid_streak == 0
+    if valid.done:  # the expert's first action finished the task
+        return
+    steps = [env.step("no action") for _ in range(3)]
+    assert [s.done for s in steps] == [False, False, True] and env.turn == 6 and env.invalid_actions == 5
+    assert steps[-1].info["success"] is False and "score" in steps[-1].info  # scored as at the turn limit
+    assert steps[-1].observation.endswith("3 invalid actions in a row: the episode ends.")
+    for wrong in (0, True, "3"):
+        with pytest.raises(ValueError, match="max_invalid_streak"):
+            make_env(domain, max_invalid_streak=wrong)
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
 def test_clone_is_independent(domain: str) -> None:
     task = generate_tasks(domain, 3, seed=0, difficulty="medium")[1]
     env = make_env(domain)

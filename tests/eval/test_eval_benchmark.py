@@ -84,6 +84,16 @@ def test_callable_policy_and_save_load(tasks, tmp_path):
     assert csv_back.success_rate() == res.success_rate()
 
 
+def test_an_invalid_streak_ends_episodes_early_and_is_recorded(tasks):
+    babble = lambda messages: "You have 5 turns."  # noqa: E731 - what the untrained default model writes
+    res = run_benchmark(babble, tasks, max_turns=8, progress=False, max_invalid_streak=2)
+    assert {r.turns for r in res.records} == {2} and res.meta["max_invalid_streak"] == 2
+    assert all(r.trajectory["meta"]["max_invalid_streak"] == 2 for r in res.records)  # replayable
+    assert {r.turns for r in run_benchmark(babble, tasks, max_turns=8, progress=False).records} == {8}
+    with pytest.raises(ValueError, match="not to a search"):
+        run_benchmark(babble, tasks, search="best_of_n", budget=object(), progress=False, max_invalid_streak=2)
+
+
 def test_duplicate_task_ids_are_refused(tasks):
     with pytest.raises(ValueError, match="duplicate task ids"):
         run_benchmark("expert", [tasks[0], tasks[0]], progress=False)

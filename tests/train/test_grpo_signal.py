@@ -5,6 +5,7 @@ check. Scripted rollouts (fixed token ids and rewards) make the trainer tests ex
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -332,3 +333,16 @@ def test_reward_curves_plot_the_signal_and_the_success_per_domain():
     assert sorted(labels[1]) == ["db/env_outcome", "success/db", "success/kg"]
     assert sorted(labels[2]) == ["guide/guided_share", "signal/group_share"]  # shares
     assert sorted(labels[3]) == ["guide/mean_prefix_turns", "signal/samples_dropped", "signal/samples_kept"]  # counts
+
+
+def test_clip_higher_warns_where_every_batch_trains_on_policy(tmp_path):
+    # one generation batch per optimizer step (TRL's default): the importance ratio is exactly 1, nothing is clipped
+    common = dict(output_dir=str(tmp_path), num_generations=4, per_device_train_batch_size=1,
+                  gradient_accumulation_steps=8, use_vllm=False)
+    with pytest.warns(UserWarning, match="epsilon_high=0.28 changes nothing here"):
+        assert GRPORunConfig(epsilon_high=0.28, **common).trains_on_policy
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reused = GRPORunConfig(epsilon_high=0.28, num_iterations=2, **common)  # the second pass is off-policy
+        assert not reused.trains_on_policy
+        GRPORunConfig(**common)  # epsilon_high unset: nothing to warn about
