@@ -43,9 +43,9 @@ REPORT = "report.md"
 @dataclass
 class DemoConfig:
     """What the demo does, in 45 minutes on a 2-core CPU (`total_minutes`). The untrained model's evaluation is
-    planned at 5 (measured 5.2 in bf16, 12.5-13.3 in float32 when it played every episode to its turn limit), a
-    trained one's at 2, then at the untrained one's pace (`training_budget`). The fields left at None are the
-    recipe's (`model`: the preset's)."""
+    planned at 2.5 (2.5 measured in float32 on a CPU slowed to 73%; 5.2 in bf16 and 11.5-13.3 in float32 when it
+    played every episode to its turn limit), a trained one's at 2, then at the untrained one's pace
+    (`training_budget`). The fields left at None are the recipe's (`model`: the preset's)."""
 
     preset: str = "cpu"
     model: str | None = None
@@ -64,7 +64,7 @@ class DemoConfig:
     # planned minutes for the report, not limits: an evaluation plays every task, so checkpoints compare on the same
     prepare_minutes: float = 1.0
     eval_minutes: float = 2.0
-    untrained_eval_minutes: float = 5.0
+    untrained_eval_minutes: float = 2.5
     overhead_minutes: float = 0.5  # loading, data and saving around a training stage's limit (measured 0.3-0.8)
     grpo_minutes: float = 6.0  # GRPO's limit (training time); grpo_steps caps it only when steps are very fast
     grpo_steps: int = 60

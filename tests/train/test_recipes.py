@@ -105,7 +105,7 @@ def test_demo_trains_the_30_minute_recipe_on_tasks_apart_from_its_evaluation():
     tasks, _ = recipe_tasks(r.replace(tasks_per_domain=40))
     check_disjoint({r.split: tasks}, {"dev": _eval_suite(cfg).tasks})
     assert len(_eval_suite(cfg).tasks) == 60  # 10 easy dev tasks per domain
-    assert cfg.planned_minutes() == {"prepare": 1.0, "eval_untrained": 5.0, "sft": 30.0, "eval_sft": 2.0,
+    assert cfg.planned_minutes() == {"prepare": 1.0, "eval_untrained": 2.5, "sft": 30.0, "eval_sft": 2.0,
                                      "grpo": 6.0, "eval_grpo": 2.0}
     # 3 minutes spent on preparing and the untrained evaluation, decoding at 100 tokens/s: the 45 minutes hold the
     # whole recipe
