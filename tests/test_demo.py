@@ -254,8 +254,8 @@ def test_what_to_expect_on_a_slow_machine_with_native_bf16(slow_machine):
                         "train about 150 tokens/s, 0.27M tokens (~229 steps) in its 30 minutes.")
     assert lines[1] == ("On record for `cpu_30min` (the demo's 60 held-out tasks): 0.30M tokens (252 steps): 48.3% "
                         "[36.2, 60.7]; 0.36M tokens (301 steps): 55.0% [42.5, 66.9]; 0.36M tokens (303 steps): "
-                        "58.3% [45.7, 69.9]; 0.43M tokens (360 steps): 61.7% [49.0, 72.9]; 0.54M tokens (454 steps): "
-                        "71.7% [59.2, 81.5].")
+                        "58.3% [45.7, 69.9]; 0.39M tokens (322 steps): 60.0% [47.4, 71.4]; 0.43M tokens (360 steps): "
+                        "61.7% [49.0, 72.9]; 0.54M tokens (454 steps): 71.7% [59.2, 81.5].")
     assert lines[2] == ("The record's 71.7% [59.2, 81.5] took 0.54M tokens: about 60 minutes of SFT here "
                         "(`--sft_minutes 60`).")
     assert len(lines) == 3
@@ -291,19 +291,19 @@ def test_what_to_expect_without_native_bf16_and_in_the_report(slow_machine, tmp_
 
 
 def test_training_stages_share_what_the_evaluations_leave_of_the_budget(tmp_path):
-    """45 minutes less what was spent, two trained evaluations (10,000 tokens each at the untrained evaluation's pace)
-    and two overheads of 0.5, shared by SFT (30) and GRPO (6) in proportion, between half their limits and all."""
+    """45 minutes less what was spent, two trained evaluations (15,000 tokens each at the untrained evaluation's pace)
+    and two overheads of 0.75, shared by SFT (30) and GRPO (6) in proportion, between half their limits and all."""
     cfg = demo.DemoConfig()
     assert cfg.budgeted() and not demo.DemoConfig.quick().budgeted()
     budget = demo.training_budget(cfg, 5.0 * 60, 50.0)  # a slow CPU: 5 minutes so far, decoding 50 tokens/s
-    assert budget == {"sft": 27.0, "grpo": 5.4, "eval": 3.3,
-                      "why": "45 minutes less 5.0 spent, two evaluations of 3.3 (10,000 tokens each at the untrained "
-                             "evaluation's 50 tokens/s) and 1 of loading and saving leave 32.4 for SFT and GRPO, 90% "
+    assert budget == {"sft": 23.8, "grpo": 4.8, "eval": 5.0,
+                      "why": "45 minutes less 5.0 spent, two evaluations of 5 (15,000 tokens each at the untrained "
+                             "evaluation's 50 tokens/s) and 1.5 of loading and saving leave 28.5 for SFT and GRPO, 79% "
                              "of their 30 and 6 each"}
-    budget = demo.training_budget(cfg, 3.0 * 60, 100.0)  # twice the pace
+    budget = demo.training_budget(cfg, 2.0 * 60, 150.0)  # three times the pace
     assert (budget["sft"], budget["grpo"], budget["eval"]) == (30.0, 6.0, 1.7)
-    assert budget["why"].endswith("leave 37.6 for SFT and GRPO: their whole 30 and 6")
-    budget = demo.training_budget(cfg, 30 * 60, 50.0)  # 7.4 minutes left: too little to show anything
+    assert budget["why"].endswith("leave 38.1 for SFT and GRPO: their whole 30 and 6")
+    budget = demo.training_budget(cfg, 30 * 60, 50.0)  # 3.5 minutes left: too little to show anything
     assert (budget["sft"], budget["grpo"]) == (15.0, 3.0)
     assert budget["why"].endswith("held at 50% of their 30 and 6, so the demo runs over its budget")
     assert "two evaluations of 2 (as planned)" in demo.training_budget(cfg, 5 * 60, None)["why"]  # tokens not counted
@@ -320,6 +320,6 @@ def test_training_stages_share_what_the_evaluations_leave_of_the_budget(tmp_path
                          "seconds": 1290.0}
     demo.write_report(cfg, tmp_path, state)
     report = (tmp_path / demo.REPORT).read_text()
-    assert "| SFT | 20.9 (limit) | 21.5 |" in report and "| GRPO | 4.2 (limit) | not run |" in report
-    assert "| evaluate SFT | 2.8 (plan) |" in report and "| **total** | **45 (budget)** | **21.5** |" in report
-    assert f"Limits: SFT 20.9 minutes, GRPO 4.2: {budget['why']}." in report
+    assert "| SFT | 18.2 (limit) | 21.5 |" in report and "| GRPO | 3.6 (limit) | not run |" in report
+    assert "| evaluate SFT | 4.2 (plan) |" in report and "| **total** | **45 (budget)** | **21.5** |" in report
+    assert f"Limits: SFT 18.2 minutes, GRPO 3.6: {budget['why']}." in report

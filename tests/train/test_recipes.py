@@ -107,9 +107,9 @@ def test_demo_trains_the_30_minute_recipe_on_tasks_apart_from_its_evaluation():
     assert len(_eval_suite(cfg).tasks) == 60  # 10 easy dev tasks per domain
     assert cfg.planned_minutes() == {"prepare": 1.0, "eval_untrained": 2.5, "sft": 30.0, "eval_sft": 2.0,
                                      "grpo": 6.0, "eval_grpo": 2.0}
-    # 3 minutes spent on preparing and the untrained evaluation, decoding at 100 tokens/s: the 45 minutes hold the
+    # 2 minutes spent on preparing and the untrained evaluation, decoding at 150 tokens/s: the 45 minutes hold the
     # whole recipe
-    budget = training_budget(cfg, 3 * 60, 100.0)
+    budget = training_budget(cfg, 2 * 60, 150.0)
     assert cfg.total_minutes == 45 and (budget["sft"], budget["grpo"]) == (30.0, 6.0)
     quick = DemoConfig.quick().sft_recipe()
     assert (quick.preset, quick.tasks_per_domain, quick.max_minutes, quick.max_turns()) == ("cpu_debug", 12, 0.6, 3)
