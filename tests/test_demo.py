@@ -170,6 +170,9 @@ def test_a_run_folder_refuses_other_settings(tmp_path, capsys):
     assert main(["--quick", "--eval_per_domain", "4", "--output_dir", str(out)]) == 2
     err = capsys.readouterr().err
     assert "eval_per_domain: 3 -> 4" in err and "another --output_dir" in err
+    with pytest.raises(SystemExit):
+        main(["--quick", "--eval_invalid_streak", "-1", "--output_dir", str(out)])
+    assert "--eval_invalid_streak must be 0 (off) or more, got -1" in capsys.readouterr().err
 
     # the folder alone (or --resume) continues with the run's own settings: here an old run's recipe
     (out / "config.json").write_text(json.dumps({**demo.DemoConfig.quick().to_json(), "recipe": "demo"}))

@@ -76,6 +76,8 @@ def main(argv: list[str]) -> int:
     p = build_parser()
     args, _ = parse(p, argv)
     given = {name: getattr(args, name) for name in SETTINGS if getattr(args, name) is not None}
+    if given.get("eval_invalid_streak", 0) < 0:
+        p.error(f"--eval_invalid_streak must be 0 (off) or more, got {given['eval_invalid_streak']}")
     if given.get("eval_invalid_streak") == 0:
         given["eval_invalid_streak"] = None
     if args.domains:
