@@ -59,8 +59,7 @@ class Env:
     def __init__(self, max_turns: int | None = None, shaping: bool = False, max_invalid_streak: int | None = None):
         if max_turns is not None:
             self.max_turns = max_turns
-        streak = max_invalid_streak
-        if streak is not None and (isinstance(streak, bool) or not isinstance(streak, numbers.Integral) or streak < 1):
+        if max_invalid_streak is not None and not _is_positive_whole(max_invalid_streak):
             raise ValueError(f"max_invalid_streak must be a whole number >= 1 or None, got {max_invalid_streak!r}")
         self.shaping = shaping
         self.max_invalid_streak = max_invalid_streak
@@ -249,6 +248,11 @@ evaluation alike. The expert needs at most 2 (os, db), 4 (kg, ecommerce), 6 (web
 lost episode."""
 
 
+def _is_positive_whole(value: Any) -> bool:
+    """Whether `value` is a whole number >= 1 (a turn limit, a streak of invalid actions): True and 2.0 are not."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 1
+
+
 TurnLimits = int | dict[str, int] | None
 """A turn limit as callers give it: one number for every domain, {domain: turns} (domains not named
 keep their environment's default), or None (every environment's own default)."""
@@ -268,7 +272,7 @@ def turn_limit(max_turns: TurnLimits, domain: str) -> int | None:
         limit, where = max_turns, "max_turns"
     if limit is None:
         return None
-    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1:
+    if not _is_positive_whole(limit):
         raise ValueError(f"{where} must be a whole number of turns >= 1 (or None for the environment's "
                          f"default), got {limit!r}")
     return int(limit)
