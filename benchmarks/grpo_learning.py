@@ -88,8 +88,9 @@ def parse_args(argv=None):
     p.add_argument("--wait_sft", type=float, default=0, help="seconds to wait for the SFT checkpoint to appear")
     p.add_argument("--multi_domains", default="db,kg,os", help="candidates; trained on those where the SFT model's probe outcomes are mixed")
     p.add_argument("--probe_n", type=int, default=10, help="probe tasks per candidate domain")
-    p.add_argument("--train_domains", choices=("mixed", "all"), default="mixed",
-                   help="multi: train where the probe's outcomes are mixed (plain GRPO's only signal), or on every "
+    p.add_argument("--train_domains", choices=("mixed", "unsolved", "all"), default="mixed",
+                   help="multi: train where the probe's outcomes are mixed (plain GRPO's only signal), where the "
+                        "probe did not solve every task (expert samples give never-solved tasks signal), or on every "
                         "candidate (expert prefixes reach never-solved tasks, step credit always-solved ones)")
     p.add_argument("--eval_domains", choices=("trained", "all"), default="trained",
                    help="multi: held-out tasks of the trained domains, or of every candidate (a domain GRPO "
@@ -119,6 +120,16 @@ def first_last(log_history, keys, n=10):
     return _first_last(log_history, keys, n)
 
 
+def trained_domains(choice: str, probe: dict[str, tuple[int, int]]) -> list[str]:
+    """The domains GRPO trains on, from the probe's (successes, tasks) per candidate and --train_domains."""
+    if choice == "all":
+        return list(probe)
+    if choice == "unsolved":  # expert samples give a never-solved domain signal; an always-solved one has none
+        return [d for d, (won, n) in probe.items() if won < n]
+    # plain GRPO learns where a group has mixed outcomes: skip domains the probe never or always solves
+    return [d for d, (won, n) in probe.items() if 0 < won < n] or [d for d, (won, _) in probe.items() if won > 0]
+
+
 def step_figures(log_history):
     steps = [r["step_time"] for r in log_history if "step_time" in r]
     tps = [r["rollout/tokens_per_s"] for r in log_history if r.get("rollout/tokens_per_s") is not None]
@@ -134,6 +145,8 @@ def step_figures(log_history):
         "samples_dropped": sum(signal["signal/samples_dropped"]),
         "backward_skipped": sum(signal["signal/backward_skipped"]),
         "seconds_per_useful_sample": round(sum(steps) / useful, 2) if useful and steps else None,
+        "expert_samples_per_step": round(statistics.mean(experts), 2) if (experts := [
+            r["guide/expert_samples"] for r in log_history if "guide/expert_samples" in r]) else None,
     }
 
 
@@ -226,12 +239,7 @@ def run_multi(args, preset):
     probe_tasks = [t for lv in levels for t in splits.heldout_tasks("grpo_probe", candidates, args.probe_n, difficulty=lv)]
     probe = _env_eval(model, tok, probe_tasks, cfg, "probe")
     probe = {d: probe.row(d) for d in candidates}
-    # GRPO learns where a group has mixed outcomes: skip domains the probe never or always solves
-    domains = [d for d in candidates if 0 < probe[d].successes < probe[d].n] or [
-        d for d in candidates if probe[d].successes > 0]
-    note = None
-    if args.train_domains == "all":
-        domains = candidates
+    domains, note = trained_domains(args.train_domains, {d: (probe[d].successes, probe[d].n) for d in candidates}), None
     if not domains:
         best = max(candidates, key=lambda d: (probe[d].mean_score, -probe[d].invalid_action_rate))
         domains, note = [best], f"the SFT checkpoint solved no probe task; training on {best} (best score) anyway"

@@ -169,6 +169,10 @@ class GRPORunConfig(_KitConfig, trl.GRPOConfig):
         "group of the task succeeds often enough (a reverse curriculum; train/expert_guidance.py)."))
     expert_prefix_shrink_at: float = field(default=0.5, metadata=_help(
         "With expert_prefix_share: the success rate of a task's group at which its expert prefix shrinks by a turn."))
+    expert_in_failed_groups: bool = field(default=False, metadata=_help(
+        "multi: off-policy expert samples (LUFFY), off by default. In a group whose episodes all failed, the last "
+        "episode is swapped for the expert's whole episode, its actions trained on as the model's own tokens, so the "
+        "group carries a success the policy did not reach by sampling (env_rollout.expert_episode_tokens)."))
     check_template: bool = field(default=True, metadata=_help(
         "multi: before training, check that the chat template renders a whole conversation as the exact tokens "
         "the rollout trains on (grpo_signal.check_chat_template)."))

@@ -13,7 +13,8 @@ lock step through `rollout.run_episodes` with a `TokenPolicy`. The result holds 
 Turns are generated from the exact ids so far, never re-tokenised text, so the context is a valid rendering of the
 conversation (a turn cut by its token limit gets the end token as an environment token); a `PrefixCache` lives for one
 call only, since the weights change every optimizer step. Expert-guided episodes (`expert_guidance.py`) start with
-the expert's first turns as environment tokens.
+the expert's first turns as environment tokens; with `expert_in_failed_groups` a group that never succeeded gets the
+expert's whole episode in place of its last, the expert's actions as model tokens (`expert_episode_tokens`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from openmanus_lite.envs import make_env
+from openmanus_lite.envs import make_env, run_expert
 from openmanus_lite.rollout import run_episodes
 from openmanus_lite.schema import Task
 from openmanus_lite.train.expert_guidance import ExpertGuide, replay_expert
@@ -33,6 +34,8 @@ COMPLETION_MESSAGES = "completion_messages"
 """Extra rollout key with each episode as messages; KitGRPOTrainer turns it into `completions`."""
 STEP_STATES = "step_states"
 """Extra rollout key with each episode's `EpisodeTokens.states`; KitGRPOTrainer's step-level credit reads it."""
+EXPERT_SAMPLE = "expert_sample"
+"""Extra rollout column: True for the expert's episodes `expert_in_failed_groups` swapped in (not the policy's)."""
 
 
 @dataclass
@@ -56,6 +59,8 @@ class EpisodeTokens:
     """Per assistant turn, a hash of the task and the observations so far: GiGPO's anchor state."""
     prefix_turns: int = 0
     """Expert turns replayed before the policy's first: 2 x prefix_turns messages, all env_mask 0."""
+    expert: bool = False
+    """The expert's whole episode, its actions as model tokens (`expert_episode_tokens`), not the policy's."""
 
 
 @dataclass
@@ -295,14 +300,64 @@ class EnvRolloutFunc:
             return_logprobs=logprobs, expert_prefix=guide.prefix_turns(tasks) if guide else None)
         if mode_train and not trainer.model.training:  # inference_mode restores it; make sure
             trainer.model.train()
-        self.last_episodes = eps
         metrics = {"rollout/turns_mean": sum(e.num_turns for e in eps) / len(eps),
                    "rollout/success_rate": sum(e.success for e in eps) / len(eps),
                    **(guide.update(eps) if guide else {})}
+        if mode_train and getattr(args, "expert_in_failed_groups", False):
+            if logprobs:
+                raise ValueError("expert_in_failed_groups trains on the expert's tokens, which have no sampling "
+                                 "log-probabilities: turn off vLLM importance sampling and off_policy_mask_threshold")
+            eps = self._expert_into_failed_groups(eps, tokenizer, trainer.num_generations,
+                                                  int(args.max_completion_length))
+            metrics["guide/expert_samples"] = float(sum(e.expert for e in eps))
+        self.last_episodes = eps
         log_metric = getattr(trainer, "_log_metric", None)
         for name, value in metrics.items() if callable(log_metric) else ():
             log_metric(name, value)
         return episodes_to_rollout_output(eps, logprobs=logprobs)
+
+
+    def _expert_into_failed_groups(self, eps: list[EpisodeTokens], tokenizer: Any, group_size: int,
+                                   max_completion_tokens: int) -> list[EpisodeTokens]:
+        """`eps` with the last episode of each all-failed group (consecutive rows of one task, as TRL lays them out)
+        swapped for the expert's episode, where the expert solves the task within the completion budget."""
+        out = list(eps)
+        for start in range(0, len(eps) - group_size + 1, group_size):
+            group = eps[start:start + group_size]
+            if len({id(e.task) for e in group}) != 1 or any(e.success for e in group):
+                continue
+            expert = expert_episode_tokens(group[-1].task, group[-1].prompt_ids, tokenizer, self._renderer,
+                                           max_turns=self.max_turns, max_completion_tokens=max_completion_tokens)
+            if expert is not None:
+                out[start + group_size - 1] = expert
+        return out
+
+
+def expert_episode_tokens(task: Task, prompt_ids: list[int], tokenizer: Any, renderer: ObservationRenderer, *,
+                          max_turns: int | dict[str, int] | None = None,
+                          max_completion_tokens: int = 512) -> EpisodeTokens | None:
+    """The expert's whole episode in the rollout's token form, its actions as the model's tokens (env_mask 1): the
+    off-policy sample GRPO's `expert_in_failed_groups` gives a group that never succeeded, so its advantage points at
+    a success sampling did not reach (LUFFY's off-policy guidance). None when the expert fails the task within the
+    turn limit or its episode does not fit `max_completion_tokens`."""
+    env = make_env(task.domain, max_turns=max_turns)
+    messages, last = run_expert(env, task)
+    if not last.info.get("success"):
+        return None
+    ep = EpisodeTokens(task=task, prompt_ids=list(prompt_ids), messages=messages[1:], outcome=float(last.info.get(
+        "score", 1.0)), success=True, invalid_actions=env.invalid_actions, num_turns=env.turn, ended_by="done",
+        expert=True)
+    observations: list[str] = []
+    for message in ep.messages:
+        if message["role"] == "assistant":
+            ep.states.append(state_key(task, observations))
+            ids = tokenizer(message["content"], add_special_tokens=False)["input_ids"] + [renderer.eos_id]
+        else:
+            observations.append(message["content"])
+            ids = renderer.ids(message["content"])
+        ep.completion_ids += ids
+        ep.env_mask += [int(message["role"] == "assistant")] * len(ids)
+    return ep if len(ep.completion_ids) <= max_completion_tokens else None
 
 
 def episodes_to_rollout_output(eps: list[EpisodeTokens], logprobs: bool = True) -> dict[str, Any]:
@@ -319,6 +374,7 @@ def episodes_to_rollout_output(eps: list[EpisodeTokens], logprobs: bool = True) 
         "domain": [e.task.domain for e in eps],
         COMPLETION_MESSAGES: [e.messages for e in eps],
         STEP_STATES: [e.states for e in eps],
+        EXPERT_SAMPLE: [e.expert for e in eps],
     }
 
 

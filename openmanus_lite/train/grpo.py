@@ -303,8 +303,9 @@ def run_grpo(
         raise ValueError("mode 'single' takes neither rollout_func nor environment_factory")
     if config.step_advantage_weight and config.mode != "multi":
         raise ValueError("step_advantage_weight (GiGPO) needs mode 'multi': its turns are the environment's steps")
-    if config.expert_prefix_share and config.mode != "multi":
-        raise ValueError("expert_prefix_share needs mode 'multi': the multi-turn rollout replays the expert's turns")
+    if (config.expert_prefix_share or config.expert_in_failed_groups) and config.mode != "multi":
+        raise ValueError("expert_prefix_share and expert_in_failed_groups need mode 'multi': the multi-turn rollout "
+                         "plays the expert's turns")
     if config.mode == "multi" and config.check_template:
         grpo_signal.check_chat_template(tokenizer, system_prompt=getattr(rollout_func, "system_prompt", None))
     if reward_funcs is None:

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 
 from openmanus_lite.errors import UserError
 from openmanus_lite.schema import Task
-from openmanus_lite.train.env_rollout import EnvRolloutFunc, ObservationRenderer, run_episode_tokens
+from openmanus_lite.train.env_rollout import EXPERT_SAMPLE, EnvRolloutFunc, ObservationRenderer, run_episode_tokens
 
 
 @dataclass
@@ -85,9 +85,10 @@ def group_signal(rewards: Sequence[float], group_size: int, step_signal: Sequenc
 
 def domain_success(rows: Sequence[dict], environments: Sequence[Any] | None = None) -> dict[str, float]:
     """`success/<domain>`: the share of successful episodes per domain, from the rows' `domain` / `env_success`
-    columns or the tool-mode environments' attributes; empty in single-turn mode."""
+    columns (the policy's episodes: swapped-in expert samples left out) or the tool-mode environments' attributes;
+    empty in single-turn mode."""
     pairs = ([(getattr(e, "domain", None), getattr(e, "env_success", None)) for e in environments] if environments
-             else [(r.get("domain"), r.get("env_success")) for r in rows])
+             else [(r.get("domain"), r.get("env_success")) for r in rows if not r.get(EXPERT_SAMPLE)])
     return key_means((f"success/{d}", bool(s)) for d, s in pairs if d is not None and s is not None)
 
 

@@ -1,8 +1,10 @@
 """Expert-guided rollouts (train/expert_guidance.py): the replayed prefix reaches the expert's state, its tokens get
-no loss, the prefix shrinks as a task starts to succeed, and with the setting off nothing changes."""
+no loss, the prefix shrinks as a task starts to succeed, and with the setting off nothing changes; the expert's whole
+episode swapped into a group that never succeeded (`expert_in_failed_groups`) is trained on as the model's tokens."""
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace as NS
 
 import pytest
@@ -12,7 +14,12 @@ torch = pytest.importorskip("torch")
 from openmanus_lite.engine.generation import render_prompts  # noqa: E402
 from openmanus_lite.envs import generate_tasks, make_env, run_expert  # noqa: E402
 from openmanus_lite.models import build_tiny_model, load_model  # noqa: E402
-from openmanus_lite.train.env_rollout import ObservationRenderer, run_episode_tokens, state_key  # noqa: E402
+from openmanus_lite.train.env_rollout import (  # noqa: E402
+    ObservationRenderer,
+    expert_episode_tokens,
+    run_episode_tokens,
+    state_key,
+)  # noqa: E402
 from openmanus_lite.train.expert_guidance import ExpertGuide, replay_expert  # noqa: E402
 from openmanus_lite.train.grpo import GRPORunConfig, build_env_dataset, import_trl, run_grpo  # noqa: E402
 
@@ -102,6 +109,7 @@ class FakeTrainer:
         self.model, self.processing_class = model, tok
         self.args = _cfg(tmp_path, temperature=1.0, **settings)
         self.accelerator = NS(unwrap_model=lambda m: m)
+        self.num_generations = self.args.num_generations
         self.logged = {}
 
     def _log_metric(self, name, value):
@@ -147,6 +155,65 @@ def test_guided_grpo_logs_the_guide_and_the_success_per_domain(tiny_dir, tmp_pat
     starts = ExpertGuide(0.5, 0.5, max_turns=6).prefix_turns(tasks)
     assert min(starts) >= 1 and log["guide/mean_prefix_turns"] == sum(starts) / 2 and log["guide/guided_share"] == 1.0
     assert 0.0 <= log["success/kg"] <= 1.0
-    with pytest.raises(ValueError, match="needs mode 'multi'"):
+    with pytest.raises(ValueError, match="need mode 'multi'"):
         run_grpo(model, tok, build_single_turn_dataset(value_task_rows(("db",), n=2, seed=0)),
                  _cfg(tmp_path, mode="single", expert_prefix_share=0.5))
+
+
+def test_the_experts_episode_in_token_form_trains_on_its_actions_only(tiny_dir):
+    _, tok = load_model(tiny_dir, backend="unsloth")
+    task = generate_tasks("kg", 1, seed=3, difficulty="medium")[0]
+    messages, actions, last = _expert(task, max_turns=6)
+    renderer, prompt = ObservationRenderer(tok), [7, 8, 9]
+    ep = expert_episode_tokens(task, prompt, tok, renderer, max_turns=6, max_completion_tokens=2000)
+    assert ep.expert and ep.success and ep.prompt_ids == prompt and ep.messages == messages[1:]
+    assert ep.num_turns == len(actions) == len(ep.states) and ep.outcome == last.info["score"]
+    model_text = tok.decode([i for i, m in zip(ep.completion_ids, ep.env_mask) if m])
+    assert model_text == "".join(a + tok.eos_token for a in actions)  # every action and its end token, nothing else
+    assert tok.decode(ep.completion_ids) == "".join(
+        m["content"] + tok.eos_token if m["role"] == "assistant" else renderer.head + m["content"] + renderer.tail
+        for m in messages[1:])
+    observations = [m["content"] for m in messages[2::2]]
+    assert ep.states == [state_key(task, observations[:t]) for t in range(len(actions))]
+    assert expert_episode_tokens(task, prompt, tok, renderer, max_turns=6,
+                                 max_completion_tokens=len(ep.completion_ids) - 1) is None  # does not fit
+    assert expert_episode_tokens(task, prompt, tok, renderer, max_turns=1) is None  # the expert fails in 1 turn
+
+
+def test_a_group_that_never_succeeds_gets_the_experts_episode_in_training_only(tiny_dir, tmp_path):
+    model, tok = load_model(tiny_dir, backend="unsloth")
+    tasks = generate_tasks("kg", 2, seed=3, difficulty="medium")
+    _, rollout = build_env_dataset(tasks, max_turns=6, max_new_tokens=6)
+    prompts = [rollout.prompt_for(t) for t in tasks for _ in range(2)]
+    trainer = FakeTrainer(model, tok, tmp_path, expert_in_failed_groups=True)
+    model.eval()
+    out = rollout(prompts, trainer)
+    assert not any(out["expert_sample"]) and "guide/expert_samples" not in trainer.logged
+    model.train()
+    torch.manual_seed(0)
+    out = rollout(prompts, trainer)
+    eps = rollout.last_episodes
+    assert not any(e.success for e in eps if not e.expert)  # the untrained tiny model never solves kg
+    assert out["expert_sample"] == [False, True, False, True] and trainer.logged["guide/expert_samples"] == 2.0
+    assert trainer.logged["rollout/success_rate"] == 0.0  # the policy's own success, before the swap
+    renderer = ObservationRenderer(tok)
+    for k in (1, 3):
+        expected = expert_episode_tokens(tasks[k // 2], eps[k - 1].prompt_ids, tok, renderer, max_turns=6,
+                                         max_completion_tokens=2000)
+        assert out["completion_ids"][k] == expected.completion_ids and out["env_mask"][k] == expected.env_mask
+        assert out["env_success"][k] and out["prompt_ids"][k] == out["prompt_ids"][k - 1]
+    with pytest.raises(ValueError, match="no sampling log-probabilities"):
+        rollout(prompts, FakeTrainer(model, tok, tmp_path, expert_in_failed_groups=True,
+                                     off_policy_mask_threshold=0.5))
+
+
+def test_grpo_with_expert_samples_counts_them_and_keeps_the_policys_success(tiny_dir, tmp_path):
+    model, tok = load_model(tiny_dir, backend="unsloth")
+    tasks = generate_tasks("kg", 2, seed=3, difficulty="medium")
+    ds, rollout = build_env_dataset(tasks, max_turns=6, max_new_tokens=6)
+    res = run_grpo(model, tok, ds, _cfg(tmp_path, expert_in_failed_groups=True, drop_uniform_groups=True),
+                   rollout_func=rollout)
+    log = [r for r in res.log_history if "reward" in r][0]
+    assert log["guide/expert_samples"] == 2.0 and log["success/kg"] == 0.0  # the expert's success is not the policy's
+    assert log["signal/group_share"] == 1.0 and log["signal/groups_dropped"] == 0.0  # the failed group has signal now
+    assert math.isfinite(log["loss"]) and log["loss"] != 0.0
