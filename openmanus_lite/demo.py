@@ -233,6 +233,7 @@ SFT_RECORDS = {"cpu_30min": (
     # the training minutes; since issue #41 the recipe updates every 2 conversations (was 4, whose records were 0.39M
     # tokens: 35.0%, 0.56M: 50.0%, 0.78M: 70.0%; docs/RESULTS.md)
     (299_252, 252, "48.3% [36.2, 60.7]"),  # AMD EPYC, bf16: `sft --recipe cpu_30min --max_minutes 22.6`, then evaluated
+    (336_105, 278, "58.3% [45.7, 69.9]"),  # Intel Xeon, float32, slowed to 73%: 207.4 tokens/s for 27 minutes
     (355_162, 301, "55.0% [42.5, 66.9]"),  # AMD EPYC, bf16: `make demo` on a clean clone of 1d72366, 196.5 tokens/s
     (359_033, 303, "58.3% [45.7, 69.9]"),  # Intel Xeon, float32: `make demo` on a clone of bec1cfc, 20.7 minutes
     (388_290, 322, "60.0% [47.4, 71.4]"),  # Intel Xeon, float32, slowed to 73% (benchmarks/slowed.py): 215.1 tokens/s
