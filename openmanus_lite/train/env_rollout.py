@@ -316,7 +316,6 @@ class EnvRolloutFunc:
             log_metric(name, value)
         return episodes_to_rollout_output(eps, logprobs=logprobs)
 
-
     def _expert_into_failed_groups(self, eps: list[EpisodeTokens], tokenizer: Any, group_size: int,
                                    max_completion_tokens: int) -> list[EpisodeTokens]:
         """`eps` with the last episode of each all-failed group (consecutive rows of one task, as TRL lays them out)
