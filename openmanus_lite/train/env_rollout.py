@@ -128,6 +128,10 @@ class ObservationRenderer:
     def ids(self, observation: str) -> list[int]:
         return self.tokenizer(self.head + observation + self.tail, add_special_tokens=False)["input_ids"]
 
+    def action_ids(self, action: str) -> list[int]:
+        """An assistant turn the model did not generate (the expert's) as the rollout feeds it: text, then end token."""
+        return self.tokenizer(action, add_special_tokens=False)["input_ids"] + [self.eos_id]
+
 
 class TokenPolicy:
     """A `rollout.run_episodes` policy playing each episode in token form: it appends each observation as
@@ -163,8 +167,8 @@ class TokenPolicy:
         """The expert's first `turns` turns as environment tokens, stopping at half the completion budget so the
         policy keeps room to act."""
         for action, observation in replay_expert(env, turns):
-            action_ids = self.tokenizer(action, add_special_tokens=False)["input_ids"] + [self.renderer.eos_id]
-            self._extend(ep, action_ids + self.renderer.ids(observation), None, model_tokens=False)
+            self._extend(ep, self.renderer.action_ids(action) + self.renderer.ids(observation), None,
+                         model_tokens=False)
             ep.messages += [{"role": "assistant", "content": action}, {"role": "user", "content": observation}]
             ep.prefix_turns += 1
             if len(ep.completion_ids) >= self.max_completion_tokens // 2:
@@ -350,7 +354,7 @@ def expert_episode_tokens(task: Task, prompt_ids: list[int], tokenizer: Any, ren
     for message in ep.messages:
         if message["role"] == "assistant":
             ep.states.append(state_key(task, observations))
-            ids = tokenizer(message["content"], add_special_tokens=False)["input_ids"] + [renderer.eos_id]
+            ids = renderer.action_ids(message["content"])
         else:
             observations.append(message["content"])
             ids = renderer.ids(message["content"])

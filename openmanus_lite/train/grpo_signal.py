@@ -283,8 +283,7 @@ def rollout_token_segments(tokenizer: Any, conversation: Sequence[dict]) -> list
     segments = [("the prompt", render_prompts(tokenizer, [list(conversation[:first])])[0])]
     for turn, message in enumerate(conversation[first:]):
         if message["role"] == "assistant":
-            ids = tokenizer(message["content"], add_special_tokens=False)["input_ids"] + [renderer.eos_id]
-            segments.append((f"assistant turn {turn // 2 + 1}", ids))
+            segments.append((f"assistant turn {turn // 2 + 1}", renderer.action_ids(message["content"])))
         else:
             segments.append((f"observation {turn // 2 + 1}", renderer.ids(message["content"])))
     return segments
