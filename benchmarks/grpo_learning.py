@@ -99,6 +99,10 @@ def parse_args(argv=None):
                    help="multi: an earlier run's heldout_before.csv from the same SFT checkpoint and flags, reused "
                         "instead of evaluating again (greedy, so it is the same; 180 tasks take ~9 minutes); its "
                         "tasks must be this run's")
+    p.add_argument("--control", choices=("none", "sft"), default="none",
+                   help="multi: 'sft' trains, in place of GRPO, SFT on the expert's episodes of the same training "
+                        "tasks for the same --multi_minutes at the same --multi_lr and 8 episodes per update: is a "
+                        "gain with expert samples RL, or imitation of the expert alone?")
     p.add_argument("--multi_steps", type=int, default=20)
     p.add_argument("--multi_minutes", type=float, default=30)
     p.add_argument("--multi_lr", type=float, default=None, help="GRPO learning rate (default: the preset's)")
@@ -276,14 +280,23 @@ def run_multi(args, preset):
         screen = {"k": args.prescreen, "kept": len(result.kept), "of": len(train_tasks),
                   "minutes": round((time.perf_counter() - t_screen) / 60, 1)}
         train_tasks = [t for t in train_tasks if t.id in result.kept] or train_tasks
-    # 3. GRPO
-    dataset, rollout = grpo.build_env_dataset(train_tasks, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens)
-    res = grpo.run_grpo(model, tok, dataset, cfg, rollout_func=rollout)
-    _partial(args, "multi", res.log_history, env_reward=first_last(res.log_history, ["rewards/env_outcome/mean"]),
-             heldout_before={d: before.row(d).successes for d in eval_domains})
+    # 3. GRPO, or the SFT control
+    if args.control == "sft":
+        res, trained = _sft_control(args, preset, model, tok, train_tasks, cfg)
+        log_history = res.loss_history
+    else:
+        dataset, rollout = grpo.build_env_dataset(train_tasks, max_turns=cfg.max_turns,
+                                                  max_new_tokens=cfg.max_new_tokens)
+        res = grpo.run_grpo(model, tok, dataset, cfg, rollout_func=rollout)
+        log_history = res.log_history
+        trained = {"rewards": cfg.reward_spec, "env_reward": first_last(log_history, ["rewards/env_outcome/mean"]),
+                   "reward": first_last(log_history, ["reward"]),
+                   "rollout_tokens_per_s_total": round(rollout.total_stats.tokens_per_s, 1), **step_figures(log_history)}
+    _partial(args, "multi", log_history, heldout_before={d: before.row(d).successes for d in eval_domains})
     after = _env_eval(model, tok, eval_tasks, cfg, "after")
     after.save(f"{args.out}/heldout_after.csv")
-    _save_plot(res.log_history, f"{args.out}/multi_rewards.png", "multi-turn GRPO")
+    if args.control == "none":
+        _save_plot(log_history, f"{args.out}/multi_rewards.png", "multi-turn GRPO")
     per_domain = {}
     for flips in sign_tests(before, after).to_dict("records"):
         d = flips["domain"]
@@ -304,15 +317,33 @@ def run_multi(args, preset):
         "prescreen": screen,
         "domains": domains,
         "note": note,
-        "rewards": cfg.reward_spec, "lr": cfg.learning_rate,
+        "control": args.control, "lr": cfg.learning_rate,
         "steps": res.global_step,
-        "env_reward": first_last(res.log_history, ["rewards/env_outcome/mean"]),
-        "reward": first_last(res.log_history, ["reward"]),
+        **trained,
         "heldout": per_domain,
-        "rollout_tokens_per_s_total": round(rollout.total_stats.tokens_per_s, 1),
-        **step_figures(res.log_history),
         "wall_min": round((time.perf_counter() - t0) / 60, 1),
     }
+
+
+def _sft_control(args, preset, model, tok, tasks, cfg):
+    """SFT on the expert's episodes of GRPO's training tasks, as long and at the rate GRPO trains: the control that
+    says whether expert samples in GRPO gain more than imitating the expert alone. (SFTResult, figures)."""
+    from openmanus_lite.envs import expert_trajectories
+    from openmanus_lite.train.data import build_sft_dataset
+    from openmanus_lite.train.sft import run_sft
+
+    trajectories = expert_trajectories(tasks, max_turns=cfg.max_turns)
+    dataset, report = build_sft_dataset(trajectories, tok, max_length=2048, seed=args.seed)
+    sft_cfg = preset.sft_config(
+        output_dir=f"{args.out}/control_sft", max_minutes=args.multi_minutes, max_steps=-1, num_train_epochs=1000,
+        learning_rate=cfg.learning_rate, lr_scheduler_type="constant", warmup_steps=0, max_length=2048,
+        per_device_train_batch_size=1, gradient_accumulation_steps=cfg.num_generations,  # a GRPO group per update
+        save_strategy="no", seed=args.seed, resume=False)
+    res = run_sft(model, tok, dataset, sft_cfg)
+    losses = [h["loss"] for h in res.loss_history if "loss" in h]
+    return res, {"expert_episodes": len(trajectories), "records": len(dataset), "tokens": res.tokens_seen,
+                 "tokens_per_s": round(res.tokens_seen / max(res.train_seconds, 1e-9), 1),
+                 "loss_first_last": [losses[0], losses[-1]] if losses else None}
 
 
 def _partial(args, part, log_history, **figures):
