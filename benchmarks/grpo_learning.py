@@ -12,6 +12,7 @@ multi   From the SFT checkpoint of the SFT benchmark (benchmarks/sft_learning.py
         with any), on --difficulties (easy, or easy and medium mixed). Reports the mean environment
         reward over the first vs the last 10 steps, and held-out success (--eval_n tasks per domain
         and difficulty, the same before and after) with 95% Wilson intervals and the paired flips.
+        `--control sft` trains SFT on the expert's episodes of the same tasks in GRPO's place.
 Both report the median step time, the rollout's generated tokens per second and the peak memory.
 `--dtype auto` trains the policy in bf16 where the CPU has it natively: from the 60-minute checkpoint a
 multi-turn step took 28.5 s against 37.4 in float32 and peaked 4 GB lower (side by side, docs/RESULTS.md).
