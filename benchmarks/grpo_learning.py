@@ -334,16 +334,16 @@ def _sft_control(args, preset, model, tok, tasks, cfg):
     from openmanus_lite.train.sft import run_sft
 
     trajectories = expert_trajectories(tasks, max_turns=cfg.max_turns)
-    dataset, report = build_sft_dataset(trajectories, tok, max_length=2048, seed=args.seed)
+    dataset, _ = build_sft_dataset(trajectories, tok, max_length=2048, seed=args.seed)
     sft_cfg = preset.sft_config(
         output_dir=f"{args.out}/control_sft", max_minutes=args.multi_minutes, max_steps=-1, num_train_epochs=1000,
         learning_rate=cfg.learning_rate, lr_scheduler_type="constant", warmup_steps=0, max_length=2048,
         per_device_train_batch_size=1, gradient_accumulation_steps=cfg.num_generations,  # a GRPO group per update
         save_strategy="no", seed=args.seed, resume=False)
     res = run_sft(model, tok, dataset, sft_cfg)
-    losses = [h["loss"] for h in res.loss_history if "loss" in h]
+    losses = res.losses()
     return res, {"expert_episodes": len(trajectories), "records": len(dataset), "tokens": res.tokens_seen,
-                 "tokens_per_s": round(res.tokens_seen / max(res.train_seconds, 1e-9), 1),
+                 "tokens_per_s": round(res.tokens_per_second, 1),
                  "loss_first_last": [losses[0], losses[-1]] if losses else None}
 
 
