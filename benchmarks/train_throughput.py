@@ -16,6 +16,11 @@ median step time. LoRA variants show what makes CPU training faster:
     python benchmarks/train_throughput.py --models default --backends unsloth --dtype float32,bfloat16 \
         --batch-size 4 --rounds 3                                # fp32 against bf16, interleaved
 
+The loss runs as the kit's SFT runs it (`--lm-head labelled`): TRL's SFTTrainer projects only the positions with a
+label through the LM head (`trl.trainer.utils.add_fused_lm_head`), so a conversation's prompt and observations cost
+the body's matmuls alone; `--lm-head all` takes the model's own loss over every position's logits (the figures
+before 2026-12-06), and `--lm-head labelled,all` measures both side by side.
+
 Each measurement also times the machine's matmul rate in the dtype it trains in (`engine.speed`), in its own process
 just before its steps, and reports training as a share of it (`share_of_matmul`). Ends with `RESULT {json}`.
 """
@@ -23,6 +28,7 @@ just before its steps, and reports training as a share of it (`share_of_matmul`)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -153,23 +159,24 @@ def measure_one(spec: dict) -> dict:
                 if on_gpu and spec["dtype"] != "float32" else None)
     matmul_dtype = autocast.fast_dtype if autocast is not None else model.get_input_embeddings().weight.dtype
     gflops = matmul_gflops(matmul_dtype, device=device.type)
-    # LoRA: 4 x params per token (forward + the inputs' gradients; frozen weights take no weight gradient), full
-    # fine-tuning 6 x, +2 x with gradient checkpointing (engine.speed). top<N> stops the backward below its layers,
-    # so its share is overstated.
-    flops = training_flops_per_token(matmul_params(model), full=variant == "full", recompute=spec["grad_ckpt"])
+    labelled_only = spec["lm_head"] == "labelled"
+    if labelled_only:  # as TRL's SFTTrainer does before training
+        from trl.trainer.utils import add_fused_lm_head
+
+        add_fused_lm_head(model.get_base_model() if hasattr(model, "get_base_model") else model)
+    head = model.get_output_embeddings()
+    head_params = head.in_features * head.out_features
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
-    times, tokens = [], []
+    times, tokens, labelled = [], [], []
     for i, (ids, att, labels) in enumerate(data):
         ids, att, labels = ids.to(device), att.to(device), labels.to(device)
         if on_gpu:
             torch.cuda.synchronize()
         t = time.perf_counter()
-        if autocast is not None:
-            with autocast:
-                loss = model(input_ids=ids, attention_mask=att, labels=labels).loss
-        else:
-            loss = model(input_ids=ids, attention_mask=att, labels=labels).loss
+        with autocast or contextlib.nullcontext():
+            loss = model(input_ids=ids, attention_mask=att, labels=labels,
+                         **({"fused_lm_head": True} if labelled_only else {})).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -178,12 +185,21 @@ def measure_one(spec: dict) -> dict:
         if i >= spec["warmup"]:
             times.append(time.perf_counter() - t)
             tokens.append(int(att.sum()))
+            labelled.append(int((labels[:, 1:] != -100).sum()))
     step = statistics.median(times)
     tokens_per_s = round(statistics.median(tokens) / step, 1)
+    # LoRA: 4 x params per token (forward + the inputs' gradients; frozen weights take no weight gradient), full
+    # fine-tuning 6 x, +2 x with gradient checkpointing (engine.speed); the LM head's share only on the labelled
+    # positions when only those pass through it. top<N> stops the backward below its layers, so its share is
+    # overstated.
+    head_share = sum(labelled) / sum(tokens) if labelled_only else 1.0
+    flops = training_flops_per_token(round(matmul_params(model) - head_params * (1 - head_share)),
+                                     full=variant == "full", recompute=spec["grad_ckpt"])
     peak = (torch.cuda.max_memory_allocated() / 2**30 if on_gpu
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
-    return {**{k: spec[k] for k in ("model", "backend", "variant", "dtype", "batch_size", "seq_len", "threads",
-                                    "load_in_4bit")},
+    return {**{k: spec[k] for k in ("model", "backend", "variant", "dtype", "lm_head", "batch_size", "seq_len",
+                                    "threads", "load_in_4bit")},
+            "labelled_share": round(sum(labelled) / sum(tokens), 3),
             "device": "cuda" if on_gpu else "cpu", "trainable": trainable, "total": total,
             "load_s": round(load_s, 1), "s_per_step": round(step, 3), "tokens_per_s": tokens_per_s,
             "matmul_dtype": str(matmul_dtype).removeprefix("torch."), "matmul_gflops": gflops,
@@ -209,7 +225,8 @@ def run_one(spec: dict, timeout: int, failures: list) -> dict | None:
         print(f"{name}: FAILED {err}", flush=True)
         return None
     r = json.loads(line[4:])
-    print(f"{Path(r['model']).name:>12} {r['backend']:>8} {r['variant']:>6} {r['dtype'] or 'default':>8}: "
+    print(f"{Path(r['model']).name:>12} {r['backend']:>8} {r['variant']:>6} {r['dtype'] or 'default':>8} "
+          f"head:{r['lm_head']}: "
           f"{r['tokens_per_s']:>8.1f} tokens/s ({r['s_per_step']:.2f} s/step, batch {r['batch_size']}), "
           f"{r['share_of_matmul']:.0%} of {r['matmul_gflops']:.0f} GFLOP/s ({r['matmul_dtype']} matmul), "
           f"peak {r['peak_gib']:.2f} GiB, {r['trainable']:,} trainable", flush=True)
@@ -221,13 +238,14 @@ def summarize(results: list[dict]) -> list[dict]:
     the first configuration measured."""
     groups: dict[tuple, list[dict]] = {}
     for r in results:
-        groups.setdefault((Path(r["model"]).name, r["backend"], r["variant"], r["dtype"]), []).append(r)
-    rows = [{"model": k[0], "backend": k[1], "variant": k[2], "dtype": k[3], "rounds": len(v),
+        groups.setdefault((Path(r["model"]).name, r["backend"], r["variant"], r["dtype"], r["lm_head"]), []).append(r)
+    rows = [{"model": k[0], "backend": k[1], "variant": k[2], "dtype": k[3], "lm_head": k[4], "rounds": len(v),
              **{f"median_{key}": round(statistics.median(r[key] for r in v), 3)
                 for key in ("tokens_per_s", "matmul_gflops", "share_of_matmul")}} for k, v in groups.items()]
     for row in rows:
         row["ratio_to_first"] = round(row["median_tokens_per_s"] / rows[0]["median_tokens_per_s"], 2)
-        print(f"median over {row['rounds']}: {row['model']} {row['backend']} {row['variant']} {row['dtype']}: "
+        print(f"median over {row['rounds']}: {row['model']} {row['backend']} {row['variant']} {row['dtype']} "
+              f"head:{row['lm_head']}: "
               f"{row['median_tokens_per_s']} tokens/s ({row['ratio_to_first']}x the first), "
               f"{row['median_share_of_matmul']:.0%} of {row['median_matmul_gflops']:.0f} GFLOP/s", flush=True)
     return rows
@@ -245,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--dtype", default="float32",
                    help="float32 / bfloat16 / none (backend default), or a comma list to compare them")
+    p.add_argument("--lm-head", default="labelled",
+                   help="labelled (the kit's SFT: TRL's fused head on the labelled positions only), all (the model's "
+                        "own loss over every position), or labelled,all to compare them")
     p.add_argument("--rounds", type=int, default=1,
                    help="repeat every measurement this many times, interleaved (the machine's speed drifts); "
                         "medians over rounds are reported")
@@ -275,11 +296,12 @@ def main(argv: list[str] | None = None) -> int:
         for backend in args.backends.split(","):
             for variant in args.variants.split(","):
                 for dtype in args.dtype.split(","):
-                    specs.append({"model": model, "backend": backend, "variant": variant, "rank": args.rank,
-                                  "batch_size": args.batch_size, "seq_len": args.seq_len, "steps": args.steps,
-                                  "warmup": args.warmup, "dtype": None if dtype == "none" else dtype,
-                                  "grad_ckpt": args.grad_ckpt, "load_in_4bit": args.load_in_4bit,
-                                  "threads": threads})
+                    for head in args.lm_head.split(","):
+                        specs.append({"model": model, "backend": backend, "variant": variant, "rank": args.rank,
+                                      "batch_size": args.batch_size, "seq_len": args.seq_len, "steps": args.steps,
+                                      "warmup": args.warmup, "dtype": None if dtype == "none" else dtype,
+                                      "lm_head": head, "grad_ckpt": args.grad_ckpt,
+                                      "load_in_4bit": args.load_in_4bit, "threads": threads})
     for _ in range(args.rounds):
         for spec in specs:
             r = run_one(spec, args.timeout, failures)

@@ -1,5 +1,5 @@
-"""benchmarks/train_throughput.py: a real bf16 measurement at a small size with its share of the matmul rate, and
-interleaved rounds with medians."""
+"""benchmarks/train_throughput.py: a real bf16 measurement at a small size with its share of the matmul rate, the
+kit's labelled-only LM head against the full one, and interleaved rounds with medians."""
 
 from __future__ import annotations
 
@@ -42,9 +42,23 @@ def test_a_bf16_measurement_of_the_tiny_model(bench, capsys):
     assert row["share_of_matmul"] == pytest.approx(
         row["tokens_per_s"] * row["flops_per_token"] / (row["matmul_gflops"] * 1e9), abs=1e-3)
     assert result["medians"] == [{"model": Path(row["model"]).name, "backend": "unsloth", "variant": "all",
-                                  "dtype": "bfloat16", "rounds": 1, "median_tokens_per_s": row["tokens_per_s"],
+                                  "dtype": "bfloat16", "lm_head": "labelled", "rounds": 1, "median_tokens_per_s": row["tokens_per_s"],
                                   "median_matmul_gflops": row["matmul_gflops"],
                                   "median_share_of_matmul": row["share_of_matmul"], "ratio_to_first": 1.0}]
+
+
+def test_the_labelled_head_is_the_same_loss_at_fewer_flops(bench, capsys):
+    """TRL's fused head (what the kit's SFTTrainer runs) scores the same loss as the model's own over every position,
+    and counts the LM head's FLOPs on the labelled positions only."""
+    code = bench.main(["--models", "tiny", "--backends", "unsloth", "--lm-head", "labelled,all", "--steps", "1",
+                       "--warmup", "0", "--batch-size", "2", "--seq-len", "512", "--threads", "1"])
+    result = _result(capsys)
+    assert code == 0 and result["failures"] == []
+    fused, full = result["results"]
+    assert (fused["lm_head"], full["lm_head"]) == ("labelled", "all")
+    assert fused["loss"] == pytest.approx(full["loss"], abs=2e-3)  # the adapters start as the identity
+    assert 0 < fused["labelled_share"] == full["labelled_share"] < 1
+    assert fused["flops_per_token"] < full["flops_per_token"]
 
 
 def test_rounds_interleave_the_dtypes_and_report_medians(bench, capsys, monkeypatch):
@@ -53,7 +67,7 @@ def test_rounds_interleave_the_dtypes_and_report_medians(bench, capsys, monkeypa
     def fake_run_one(spec, timeout, failures):
         tokens_per_s = next(speeds)
         return {"model": spec["model"], "backend": spec["backend"], "variant": spec["variant"],
-                "dtype": spec["dtype"], "tokens_per_s": tokens_per_s, "matmul_gflops": 200.0,
+                "dtype": spec["dtype"], "lm_head": spec["lm_head"], "tokens_per_s": tokens_per_s, "matmul_gflops": 200.0,
                 "share_of_matmul": tokens_per_s / 1000}
 
     monkeypatch.setattr(bench, "run_one", fake_run_one)
