@@ -165,10 +165,10 @@ class GRPORunConfig(_KitConfig, trl.GRPOConfig):
     expert_prefix_share: float = field(default=0.0, metadata=_help(
         "multi: expert-guided rollouts, 0 = off. A group that always fails has no signal, and sampling more does "
         "not reach past what the policy can solve: a task's training episodes start after this share of the "
-        "expert's turns (replayed as context the loss skips), and the prefix shrinks by one turn each time a "
-        "group of the task succeeds often enough (a reverse curriculum; train/expert_guidance.py)."))
+        "expert's turns (replayed as context the loss skips); a reverse curriculum per domain takes one turn off each "
+        "time a group succeeds often enough and puts one back when a group never succeeds (train/expert_guidance.py)."))
     expert_prefix_shrink_at: float = field(default=0.5, metadata=_help(
-        "With expert_prefix_share: the success rate of a task's group at which its expert prefix shrinks by a turn."))
+        "With expert_prefix_share: the success rate of a group at which its domain's expert prefix shrinks by a turn."))
     expert_in_failed_groups: bool = field(default=False, metadata=_help(
         "multi: off-policy expert samples (LUFFY), off by default. In a group whose episodes all failed, the last "
         "episode is swapped for the expert's whole episode, its actions trained on as the model's own tokens, so the "

@@ -80,26 +80,32 @@ def test_a_guided_episode_starts_after_the_experts_turns_masked_out_of_the_loss(
         assert runs == ep.num_turns - ep.prefix_turns == len(ep.states)
 
 
-def test_the_prefix_starts_at_a_share_of_the_experts_path_and_shrinks_as_the_task_succeeds():
-    task = generate_tasks("household", 1, seed=3, difficulty="medium")[0]
-    path = len(_expert(task)[1])
-    assert path >= 3
+def test_the_prefix_starts_at_a_share_of_the_experts_path_and_follows_the_domains_success():
+    task, other = generate_tasks("household", 2, seed=3, difficulty="medium")
+    path, other_path = len(_expert(task)[1]), len(_expert(other)[1])
+    assert path >= 3 and other_path >= 3
     assert ExpertGuide(0.5, 0.5).prefix_turns([task]) == [int(0.5 * path)]
     assert ExpertGuide(1.0, 0.5, max_turns=1).prefix_turns([task]) == [0]  # the expert fails in 1 turn: no guidance
     guide = ExpertGuide(1.0, 0.5)
     k = path - 1  # all but the expert's last turn: the policy always acts
     assert guide.prefix_turns([task, task]) == [k, k]
 
-    def update(replayed, wins):
+    def update(wins, replayed=k):
         return guide.update([NS(task=task, prefix_turns=replayed, success=w) for w in wins])
 
-    assert update(k, [False, False]) == {"guide/mean_prefix_turns": k, "guide/guided_share": 1.0}
-    assert guide.turns[task.id] == k  # never solved: the same start
-    update(k, [True, False])  # solved at the threshold: one turn less
-    assert guide.turns[task.id] == k - 1
-    update(1, [True, True])  # the token budget cut the replay to 1 turn: k follows what was replayed, then shrinks
-    assert guide.turns[task.id] == 0
-    assert update(0, [True, True])["guide/guided_share"] == 0.0 and guide.turns[task.id] == 0  # never below 0
+    assert update([False, False]) == {"guide/mean_prefix_turns": k, "guide/guided_share": 1.0,
+                                      "guide/household_prefix_share": 1.0}  # never solved: no more than `share`
+    update([True, False])  # solved at the threshold: the domain one of this task's turns closer to unguided play
+    assert guide.domain_share["household"] == pytest.approx(1 - 1 / path)
+    # a task met for the first time starts where its domain is now, not at `share`
+    assert guide.prefix_turns([other]) == [min(int((1 - 1 / path) * other_path), other_path - 1)]
+    update([True, False])
+    update([False, False])  # a group that never succeeds puts a turn back
+    assert guide.domain_share["household"] == pytest.approx(1 - 1 / path)
+    for _ in range(path + 2):
+        update([True, True])
+    assert guide.domain_share["household"] == 0.0 and guide.prefix_turns([task, other]) == [0, 0]  # never below 0
+    assert update([True, True], replayed=0)["guide/guided_share"] == 0.0
 
 
 class FakeTrainer:
