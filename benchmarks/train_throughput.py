@@ -16,8 +16,8 @@ median step time. LoRA variants show what makes CPU training faster:
     python benchmarks/train_throughput.py --models default --backends unsloth --dtype float32,bfloat16 \
         --batch-size 4 --rounds 3                                # fp32 against bf16, interleaved
 
-The loss runs as the kit's SFT runs it (`--lm-head labelled`): TRL's SFTTrainer projects only the positions with a
-label through the LM head (`trl.trainer.utils.add_fused_lm_head`), so a conversation's prompt and observations cost
+The loss runs as the kit's SFT runs it (`--lm-head labelled`): only the positions with a label pass through the LM
+head (on CPU Unsloth's chunked cross-entropy inside SFTTrainer; here TRL's `add_fused_lm_head`, the same work), so a conversation's prompt and observations cost
 the body's matmuls alone; `--lm-head all` takes the model's own loss over every position's logits (the figures
 before 2026-12-06), and `--lm-head labelled,all` measures both side by side.
 
@@ -192,14 +192,15 @@ def measure_one(spec: dict) -> dict:
     # fine-tuning 6 x, +2 x with gradient checkpointing (engine.speed); the LM head's share only on the labelled
     # positions when only those pass through it. top<N> stops the backward below its layers, so its share is
     # overstated.
-    head_share = sum(labelled) / sum(tokens) if labelled_only else 1.0
+    labelled_share = sum(labelled) / sum(tokens)
+    head_share = labelled_share if labelled_only else 1.0
     flops = training_flops_per_token(round(matmul_params(model) - head_params * (1 - head_share)),
                                      full=variant == "full", recompute=spec["grad_ckpt"])
     peak = (torch.cuda.max_memory_allocated() / 2**30 if on_gpu
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
     return {**{k: spec[k] for k in ("model", "backend", "variant", "dtype", "lm_head", "batch_size", "seq_len",
                                     "threads", "load_in_4bit")},
-            "labelled_share": round(sum(labelled) / sum(tokens), 3),
+            "labelled_share": round(labelled_share, 3),
             "device": "cuda" if on_gpu else "cpu", "trainable": trainable, "total": total,
             "load_s": round(load_s, 1), "s_per_step": round(step, 3), "tokens_per_s": tokens_per_s,
             "matmul_dtype": str(matmul_dtype).removeprefix("torch."), "matmul_gflops": gflops,

@@ -53,10 +53,12 @@ class ExpertGuide:
             by_task.setdefault(ep.task.id, []).append(ep)
         for eps in by_task.values():
             task, wins = eps[0].task, sum(ep.success for ep in eps)
-            path, share = self._path(task), self.domain_share.setdefault(eps[0].task.domain, self.share)
-            if path and wins >= self.shrink_at * len(eps):
+            path, share = self._path(task), self.domain_share.setdefault(task.domain, self.share)
+            if not path:  # the expert fails it: nothing to say about the domain's prefix
+                continue
+            if wins >= self.shrink_at * len(eps):
                 self.domain_share[task.domain] = max(0.0, share - 1 / path)
-            elif path and not wins:
+            elif not wins:
                 self.domain_share[task.domain] = min(self.share, share + 1 / path)
         return {"guide/mean_prefix_turns": sum(ep.prefix_turns for ep in episodes) / len(episodes),
                 "guide/guided_share": sum(ep.prefix_turns > 0 for ep in episodes) / len(episodes),
