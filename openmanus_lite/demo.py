@@ -221,12 +221,16 @@ SFT_PACE = {
     # an idle 2-core AMD EPYC with native bf16, 2026-12-04: `sft --recipe cpu_60min_agentbench` trained 870,996 tokens
     # in 60.0 minutes; the probe read 411-415 GFLOP/s
     "bfloat16": {"matmul_gflops": 413.0, "tokens_per_s": 241.9},
+    # an idle 2-core Intel Xeon with AMX, 2026-12-06: `make demo`'s SFT on a clean clone of af6d5ce trained 421,515
+    # tokens in 30.1 minutes; its probe read 2,507 GFLOP/s (the AVX512-BF16 pace above would have said 1,469 tokens/s)
+    "bfloat16 on AMX": {"matmul_gflops": 2507.0, "tokens_per_s": 233.3},
     # an idle 2-core Intel Xeon with AVX512 but no AVX512-BF16, 2026-12-05: `make demo`'s SFT trained 535,623 tokens
     # in 30.1 minutes; its probe read 339 GFLOP/s
     "float32": {"matmul_gflops": 339.0, "tokens_per_s": 296.9},
 }
-"""Per dtype (they differ 1.5x: float32 training kept more of its matmul rate than bf16), one machine's matmul rate
-next to the SFT tokens/s it trained; the demo expects as many tokens/s per GFLOP/s."""
+"""Per kind of matmul (`engine.speed.matmul_kind`: float32 training kept more of its matmul rate than bf16, and bf16
+on AMX tiles far less), one machine's matmul rate next to the SFT tokens/s it trained; the demo expects as many
+tokens/s per GFLOP/s."""
 
 SFT_RECORDS = {"cpu_30min": (
     # (training tokens, steps, success on the demo's 60 held-out dev tasks), 2-core machines, the recipe's cosine over
@@ -288,16 +292,16 @@ def measure_speed(cfg: DemoConfig) -> dict[str, Any] | None:
     its own preset's CPU model; else None."""
     import torch
 
-    from openmanus_lite.engine.speed import matmul_dtype, matmul_gflops
+    from openmanus_lite.engine.speed import matmul_dtype, matmul_gflops, matmul_kind
     from openmanus_lite.recipes import get_recipe
 
     if (cfg.recipe not in SFT_RECORDS or cfg.model or cfg.preset != get_recipe(cfg.recipe).preset
             or torch.cuda.is_available()):
         return None
 
-    gflops, dtype = matmul_gflops(), str(matmul_dtype()).removeprefix("torch.")
-    pace = SFT_PACE.get(dtype, SFT_PACE["float32"])
-    return {"matmul_gflops": gflops, "matmul_dtype": dtype,
+    gflops, dtype, kind = matmul_gflops(), str(matmul_dtype()).removeprefix("torch."), matmul_kind()
+    pace = SFT_PACE.get(kind) or SFT_PACE.get(dtype, SFT_PACE["float32"])
+    return {"matmul_gflops": gflops, "matmul_dtype": kind,
             "expected_tokens_per_s": round(gflops * pace["tokens_per_s"] / pace["matmul_gflops"], 1)}
 
 
@@ -312,7 +316,7 @@ def expectation_lines(cfg: DemoConfig, speed: Mapping[str, Any], minutes: float 
              f"model's shapes): SFT should train about {rate:.0f} tokens/s, {tokens / 1e6:.2f}M tokens "
              f"(~{tokens * best_steps / best_tokens:.0f} steps) in {'at most' if at_most else 'its'} {minutes:g} "
              "minutes."]
-    if speed["matmul_dtype"] != "bfloat16":
+    if not speed["matmul_dtype"].startswith("bfloat16"):
         lines.append("This CPU has no native bf16 (AVX512-BF16 or AMX): SFT trains in float32 here, and the rate above "
                      "comes from a float32 run on record.")
     lines.append(f"On record for `{cfg.recipe}` (the demo's 60 held-out tasks): "

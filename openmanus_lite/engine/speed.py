@@ -24,6 +24,17 @@ def matmul_dtype(device: str = "cpu"):
     return torch.bfloat16 if precision.cpu_has_native_bf16() else torch.float32
 
 
+def matmul_kind(device: str = "cpu") -> str:
+    """`matmul_dtype`'s name, with " on AMX" where a CPU's AMX tiles multiply bf16: their rate at the probe's 2,048 rows
+    (~2,500 GFLOP/s on 2 cores, 7x float32's) is one SFT's ~700-row passes barely see (233 tokens/s: 4.5% of it), so
+    a forecast from the probe needs a record from the same kind of machine."""
+    import torch
+
+    name = str(matmul_dtype(device)).removeprefix("torch.")
+    amx = device == "cpu" and name == "bfloat16" and getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
+    return f"{name} on AMX" if amx else name
+
+
 def matmul_gflops(dtype=None, tokens: int = 2048, seconds: float = 2.0, device: str = "cpu") -> float:
     """Median GFLOP/s of passes through one default-model layer's products in `dtype` (None: `matmul_dtype`), over
     about `seconds` after a warm-up. The median: a share of it should see the workload's noise."""

@@ -48,6 +48,12 @@ class SFTResult:
         return [h["loss"] for h in self.loss_history if "loss" in h]
 
 
+CPU_BF16_PAD = 64
+"""On a CPU, SFT in bf16 pads each pass to a multiple of this many tokens (when `pad_to_multiple_of` is unset). oneDNN
+builds a kernel per matrix shape, and one pass per conversation makes nearly every pass a new shape: bf16 products
+(AMX's) at a new shape ran at half the rate of a repeated one, float32 ones alike (benchmarks/cpu_bf16.py; 6 minutes of `cpu_30min` on an AMX CPU: 316 -> 334 tokens/s, peak 6.06 -> 5.31 GB; docs/RESULTS.md)."""
+
+
 def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, callbacks: list | None = None):
     """TRL's SFTTrainer on pre-tokenized rows (or a list of Trajectory, tokenized here)."""
     trl = import_trl()
@@ -62,6 +68,9 @@ def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, c
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer has no pad token; load it with models.load_tokenizer / load_model")
     lean_lora_inputs_for(model, cfg)
+    if cfg.pad_to_multiple_of is None and model.device.type == "cpu" and str(model.dtype) == "torch.bfloat16":
+        cfg.pad_to_multiple_of = CPU_BF16_PAD
+        print(f"SFT pads each pass to a multiple of {CPU_BF16_PAD} tokens (bf16 on a CPU: fewer kernel shapes)")
     return trl.SFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
                           callbacks=list(callbacks or []))
 
