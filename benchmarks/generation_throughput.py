@@ -23,12 +23,6 @@ decoding FLOP rate (2 x params per generated token) as a share of the machine's 
 (`engine.speed`, bf16 where the CPU has it natively, else float32, as the kit decodes). A call's time holds the
 prompts' prefill too (about a third of it for first turns at batch 32), so `decode_share_of_matmul` is the same
 tokens over the call's time less its prefill (`decoding._prefill`, timed): the decoding steps alone.
-
-`--dtypes float32,bfloat16` loads the model once per dtype and times the kit in each, rounds interleaved (`kit` in
-the first, `kit_<dtype>` in the others; plain `generate` in the first only), every share against the machine's
-rate: the kit decodes in float32 on CPU, which on a CPU with native bf16 leaves its bf16 rate unused.
-
-    python benchmarks/generation_throughput.py --batches 32 --turns first --modes greedy --dtypes float32,bfloat16
 """
 
 from __future__ import annotations
@@ -106,8 +100,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--dtypes", default=None,
-                   help="comma-separated dtypes to decode in, side by side (default: the kit's, float32 on CPU)")
     args = p.parse_args(argv)
     try:
         import unsloth  # noqa: F401  (the kit's import order)
@@ -138,22 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.threads:
         torch.set_num_threads(args.threads)
-    path = args.model or str(prepare_default_model())
-    kits = {}  # runner name -> the model it decodes with, one per dtype
-    for i, dtype in enumerate(args.dtypes.split(",") if args.dtypes else [None]):
-        loaded, tok = load_model(path, dtype=dtype)
-        kits["kit" if i == 0 else f"kit_{str(loaded.dtype).removeprefix('torch.')}"] = loaded.eval()
-    model = kits["kit"]
+    model, tok = load_model(args.model or str(prepare_default_model()))
+    model.eval()
     stop = stop_ids(tok)
     engine = select_engine(model)
     kit_attention = model.config._attn_implementation
     print(f"kit engine: {engine.name} ({engine.reason}); torch threads {torch.get_num_threads()}; "
           f"native bf16: {cpu_has_native_bf16()}", flush=True)
     mm_dtype = str(matmul_dtype()).removeprefix("torch.")
-    matmul_rates = {str(d).removeprefix("torch."): matmul_gflops(d)
-                    for d in {matmul_dtype(), *(m.dtype for m in kits.values())}}
-    gflops, flops = matmul_rates[mm_dtype], decode_flops_per_token(matmul_params(model))
-    print(f"matmul rate on the default model's shapes, GFLOP/s: {matmul_rates} (shares against {mm_dtype}'s)", flush=True)
+    gflops, flops = matmul_gflops(), decode_flops_per_token(matmul_params(model))
+    print(f"matmul rate: {gflops} GFLOP/s in {mm_dtype} on the default model's shapes", flush=True)
 
     from benchmarks.eval_profile import time_calls
 
@@ -165,11 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     first = render_prompts(tok, convs)
     warm = PrefixCache()  # the kit's cache after its own first turn: what ModelPolicy holds at turn 2
     turn1 = generate_from_ids(model, tok, first, max_new_tokens=args.new_tokens, batch_size=32, kv_cache=warm)
-    warm = {"kit": warm}
-    for who, other in kits.items():  # each dtype's own keys/values of the same first turns
-        if who != "kit":
-            warm[who] = PrefixCache()
-            generate_from_ids(other, tok, first, max_new_tokens=args.new_tokens, batch_size=32, kv_cache=warm[who])
     later_convs = []
     for conv, env, text in zip(convs, envs, turn1.texts):
         step = env.step(text)
@@ -184,17 +165,17 @@ def main(argv: list[str] | None = None) -> int:
                 n = args.episodes_at_batch_1 if batch == 1 else batch
                 prompts = (first if turn == "first" else later)[:n]
                 temperature = 0.7 if mode == "sampled" else 0.0
-                runners = ("plain", "plain_kit_attention", *kits)
+                runners = ("plain", "plain_kit_attention", "kit")
                 times = {who: [] for who in runners}
-                decode_times = {who: [] for who in kits}
+                decode_times = []
                 tokens = {who: [] for who in runners}
                 rss = {who: [] for who in runners}
                 for r in range(args.rounds):
                     for who in (runners if r % 2 == 0 else runners[::-1]):
                         cache = None
-                        if who in kits and turn == "later":
+                        if who == "kit" and turn == "later":
                             cache = PrefixCache()
-                            for ids, kv, _, shared in warm[who]._entries.values():  # copied: rounds start equal
+                            for ids, kv, _, shared in warm._entries.values():  # copied: each round starts equal
                                 cache.add(ids.tolist(), kv, shared=shared)
                         torch.manual_seed(args.seed + r)
                         with PeakMemory() as mem:  # growth above the resident memory at its start
@@ -206,13 +187,13 @@ def main(argv: list[str] | None = None) -> int:
                                                      attention)
                             else:
                                 prefill_s.clear()
-                                res = generate_from_ids(kits[who], tok, prompts, max_new_tokens=args.new_tokens,
+                                res = generate_from_ids(model, tok, prompts, max_new_tokens=args.new_tokens,
                                                         temperature=temperature, seed=args.seed + r,
                                                         batch_size=batch, kv_cache=cache)
                                 got = res.num_generated_tokens
                             wall = time.perf_counter() - t0
-                            if who in kits:
-                                decode_times[who].append(wall - prefill_s["_prefill"])
+                            if who == "kit":
+                                decode_times.append(wall - prefill_s["_prefill"])
                         times[who].append(wall)
                         tokens[who].append(got)
                         rss[who].append((mem.rss_gb - base) * 1e9 / 2**20)
@@ -222,12 +203,10 @@ def main(argv: list[str] | None = None) -> int:
                     case[f"{who}_tokens_per_s"] = round(statistics.median(rates), 1)
                     case[f"{who}_s_per_turn"] = round(statistics.median(times[who]) / n, 3)
                     case[f"{who}_peak_rss_mb"] = round(max(rss[who]), 1)
-                for who in kits:
-                    case[f"{who}_share_of_matmul"] = share_of_matmul(case[f"{who}_tokens_per_s"], flops, gflops)
-                    case[f"{who}_decode_tokens_per_s"] = round(
-                        statistics.median(t / s for t, s in zip(tokens[who], decode_times[who])), 1)
-                    case[f"{who}_decode_share_of_matmul"] = share_of_matmul(
-                        case[f"{who}_decode_tokens_per_s"], flops, gflops)
+                case["kit_share_of_matmul"] = share_of_matmul(case["kit_tokens_per_s"], flops, gflops)
+                case["kit_decode_tokens_per_s"] = round(
+                    statistics.median(t / s for t, s in zip(tokens["kit"], decode_times)), 1)
+                case["kit_decode_share_of_matmul"] = share_of_matmul(case["kit_decode_tokens_per_s"], flops, gflops)
                 case["speedup"] = round(case["kit_tokens_per_s"] / case["plain_tokens_per_s"], 2)
                 case["speedup_vs_kit_attention"] = round(
                     case["kit_tokens_per_s"] / case["plain_kit_attention_tokens_per_s"], 2)
@@ -247,8 +226,6 @@ def main(argv: list[str] | None = None) -> int:
         "rounds": args.rounds,
         "matmul_gflops": gflops,
         "matmul_dtype": mm_dtype,
-        "matmul_gflops_by_dtype": matmul_rates,
-        "decode_share_of_matmul_by_runner": {who: head[f"{who}_decode_share_of_matmul"] for who in kits},
         "flops_per_token": flops,
         "share_of_matmul": head["kit_share_of_matmul"],
         "decode_share_of_matmul": head["kit_decode_share_of_matmul"],

@@ -221,9 +221,10 @@ SFT_PACE = {
     # an idle 2-core AMD EPYC with native bf16, 2026-12-04: `sft --recipe cpu_60min_agentbench` trained 870,996 tokens
     # in 60.0 minutes; the probe read 411-415 GFLOP/s
     "bfloat16": {"matmul_gflops": 413.0, "tokens_per_s": 241.9},
-    # an idle 2-core Intel Xeon with AMX, 2026-12-06: `make demo`'s SFT on a clean clone of af6d5ce trained 421,515
-    # tokens in 30.1 minutes; its probe read 2,507 GFLOP/s (the AVX512-BF16 pace above would have said 1,469 tokens/s)
-    "bfloat16 on AMX": {"matmul_gflops": 2507.0, "tokens_per_s": 233.3},
+    # an idle 2-core Intel Xeon with AMX, 2026-12-06: `make demo`'s SFT (passes padded to 64 tokens) on a clean clone
+    # of cc7617f trained 465,410 tokens in 29.3 minutes; its probe read 2,343 GFLOP/s (the AVX512-BF16 pace above
+    # would say ~1,370 tokens/s)
+    "bfloat16 on AMX": {"matmul_gflops": 2343.0, "tokens_per_s": 264.4},
     # an idle 2-core Intel Xeon with AVX512 but no AVX512-BF16, 2026-12-05: `make demo`'s SFT trained 535,623 tokens
     # in 30.1 minutes; its probe read 339 GFLOP/s
     "float32": {"matmul_gflops": 339.0, "tokens_per_s": 296.9},
@@ -241,7 +242,9 @@ SFT_RECORDS = {"cpu_30min": (
     (355_162, 301, "55.0% [42.5, 66.9]"),  # AMD EPYC, bf16: `make demo` on a clean clone of 1d72366, 196.5 tokens/s
     (359_033, 303, "58.3% [45.7, 69.9]"),  # Intel Xeon, float32: `make demo` on a clone of bec1cfc, 20.7 minutes
     (388_290, 322, "60.0% [47.4, 71.4]"),  # Intel Xeon, float32, slowed to 73% (benchmarks/slowed.py): 215.1 tokens/s
+    (421_515, 356, "50.0% [37.7, 62.3]"),  # Intel Xeon with AMX, bf16: `make demo` on a clean clone of af6d5ce
     (428_101, 360, "61.7% [49.0, 72.9]"),  # Intel Xeon, float32: `make demo` on a clone of 5d82efa, 23.2 minutes
+    (465_410, 398, "55.0% [42.5, 66.9]"),  # Intel Xeon with AMX, bf16, passes padded to 64: `make demo`, cc7617f
     (535_623, 454, "71.7% [59.2, 81.5]"),  # Intel Xeon, float32: `make demo` on a clone of a5cf495, 296.9 tokens/s
 )}
 """The demo's SFT results on record by training tokens: a slower machine's 30 minutes hold fewer tokens, and the
@@ -301,7 +304,7 @@ def measure_speed(cfg: DemoConfig) -> dict[str, Any] | None:
 
     gflops, dtype, kind = matmul_gflops(), str(matmul_dtype()).removeprefix("torch."), matmul_kind()
     pace = SFT_PACE.get(kind) or SFT_PACE.get(dtype, SFT_PACE["float32"])
-    return {"matmul_gflops": gflops, "matmul_dtype": kind,
+    return {"matmul_gflops": gflops, "matmul_kind": kind,
             "expected_tokens_per_s": round(gflops * pace["tokens_per_s"] / pace["matmul_gflops"], 1)}
 
 
@@ -310,13 +313,14 @@ def expectation_lines(cfg: DemoConfig, speed: Mapping[str, Any], minutes: float 
     """What SFT should train here in `minutes` (default: the planned limit; `at_most` before `training_budget`),
     what as much gave on record, and on a slower machine how long the best takes."""
     rate, minutes = speed["expected_tokens_per_s"], cfg.planned_minutes()["sft"] if minutes is None else minutes
+    kind = speed.get("matmul_kind") or speed["matmul_dtype"]  # the key of a run saved before AMX had a pace
     tokens, records = rate * 60 * minutes, SFT_RECORDS[cfg.recipe]
     best_tokens, best_steps, best = records[-1]
-    lines = [f"This machine multiplies {speed['matmul_gflops']:.0f} GFLOP/s in {speed['matmul_dtype']} (the default "
+    lines = [f"This machine multiplies {speed['matmul_gflops']:.0f} GFLOP/s in {kind} (the default "
              f"model's shapes): SFT should train about {rate:.0f} tokens/s, {tokens / 1e6:.2f}M tokens "
              f"(~{tokens * best_steps / best_tokens:.0f} steps) in {'at most' if at_most else 'its'} {minutes:g} "
              "minutes."]
-    if not speed["matmul_dtype"].startswith("bfloat16"):
+    if not kind.startswith("bfloat16"):
         lines.append("This CPU has no native bf16 (AVX512-BF16 or AMX): SFT trains in float32 here, and the rate above "
                      "comes from a float32 run on record.")
     lines.append(f"On record for `{cfg.recipe}` (the demo's 60 held-out tasks): "

@@ -251,7 +251,7 @@ def slow_machine(monkeypatch):
 
 def test_what_to_expect_on_a_slow_machine_with_native_bf16(slow_machine):
     speed = slow_machine("bfloat16")
-    assert speed == {"matmul_gflops": 300.0, "matmul_dtype": "bfloat16", "expected_tokens_per_s": 150.0}
+    assert speed == {"matmul_gflops": 300.0, "matmul_kind": "bfloat16", "expected_tokens_per_s": 150.0}
     lines = demo.expectation_lines(demo.DemoConfig(), speed)
     # 150 tokens/s x 30 min = 0.27M tokens; the best record's 535,623 tokens in 454 steps -> 229 steps, 60 minutes
     assert lines[0] == ("This machine multiplies 300 GFLOP/s in bfloat16 (the default model's shapes): SFT should "
@@ -259,7 +259,8 @@ def test_what_to_expect_on_a_slow_machine_with_native_bf16(slow_machine):
     assert lines[1] == ("On record for `cpu_30min` (the demo's 60 held-out tasks): 0.30M tokens (252 steps): 48.3% "
                         "[36.2, 60.7]; 0.34M tokens (278 steps): 58.3% [45.7, 69.9]; 0.36M tokens (301 steps): "
                         "55.0% [42.5, 66.9]; 0.36M tokens (303 steps): 58.3% [45.7, 69.9]; 0.39M tokens (322 steps): "
-                        "60.0% [47.4, 71.4]; 0.43M tokens (360 steps): 61.7% [49.0, 72.9]; 0.54M tokens (454 steps): "
+                        "60.0% [47.4, 71.4]; 0.42M tokens (356 steps): 50.0% [37.7, 62.3]; 0.43M tokens (360 steps): "
+                        "61.7% [49.0, 72.9]; 0.47M tokens (398 steps): 55.0% [42.5, 66.9]; 0.54M tokens (454 steps): "
                         "71.7% [59.2, 81.5].")
     assert lines[2] == ("The record's 71.7% [59.2, 81.5] took 0.54M tokens: about 60 minutes of SFT here "
                         "(`--sft_minutes 60`).")
@@ -287,7 +288,7 @@ def test_amx_expects_the_pace_recorded_on_amx(slow_machine, monkeypatch):
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
     bf16 = {"matmul_gflops": 400.0, "tokens_per_s": 200.0}
     monkeypatch.setattr(demo, "SFT_PACE", {"bfloat16": bf16, "float32": bf16})
-    assert slow_machine("bfloat16") == {"matmul_gflops": 300.0, "matmul_dtype": "bfloat16 on AMX",
+    assert slow_machine("bfloat16") == {"matmul_gflops": 300.0, "matmul_kind": "bfloat16 on AMX",
                                         "expected_tokens_per_s": 150.0}
     monkeypatch.setattr(demo, "SFT_PACE", {"bfloat16": bf16, "float32": bf16,
                                            "bfloat16 on AMX": {"matmul_gflops": 2500.0, "tokens_per_s": 250.0}})
@@ -296,7 +297,7 @@ def test_amx_expects_the_pace_recorded_on_amx(slow_machine, monkeypatch):
     assert demo.expectation_lines(demo.DemoConfig(), speed)[0].startswith(
         "This machine multiplies 300 GFLOP/s in bfloat16 on AMX (the default model's shapes): SFT should train about "
         "30 tokens/s")
-    assert slow_machine("float32")["matmul_dtype"] == "float32"  # AMX multiplies no float32
+    assert slow_machine("float32")["matmul_kind"] == "float32"  # AMX multiplies no float32
 
 
 def test_what_to_expect_without_native_bf16_and_in_the_report(slow_machine, tmp_path):

@@ -49,9 +49,10 @@ class SFTResult:
 
 
 CPU_BF16_PAD = 64
-"""On a CPU, SFT in bf16 pads each pass to a multiple of this many tokens (when `pad_to_multiple_of` is unset). oneDNN
-builds a kernel per matrix shape, and one pass per conversation makes nearly every pass a new shape: bf16 products
-(AMX's) at a new shape ran at half the rate of a repeated one, float32 ones alike (benchmarks/cpu_bf16.py; 6 minutes of `cpu_30min` on an AMX CPU: 316 -> 334 tokens/s, peak 6.06 -> 5.31 GB; docs/RESULTS.md)."""
+"""SFT in bf16 on a CPU pads each pass to a multiple of this many tokens (unless `pad_to_multiple_of` is set): oneDNN
+builds a kernel per matrix shape, one conversation a pass makes nearly every pass a new shape, and bf16 kernels are
+dear to build (on AMX, products at new shapes ran at a quarter of their rate at a repeated one, float32's at the same
+rate: benchmarks/cpu_bf16.py). 6 minutes of `cpu_30min` on AMX: 316 -> 334 tokens/s, peak 6.06 -> 5.31 GB."""
 
 
 def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, callbacks: list | None = None):

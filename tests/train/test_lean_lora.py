@@ -96,3 +96,25 @@ def test_grpo_switches_the_adapters_too(tmp_path):
 
     assert any(isinstance(m, UpcastInputLinear) for m in trained(True).modules())
     assert not any(isinstance(m, UpcastInputLinear) for m in trained(False).modules())
+
+
+def test_bf16_passes_on_a_cpu_are_padded_to_few_shapes(tmp_path):
+    """oneDNN builds a kernel per matrix shape: SFT in bf16 on a CPU pads each pass to a multiple of CPU_BF16_PAD
+    tokens (masked: the same loss); float32, or a multiple the user set, stays as it is."""
+    from openmanus_lite.train.sft import CPU_BF16_PAD
+
+    def first_batch(dtype, **settings):
+        model, tok = _model(dtype)
+        rows = [{"input_ids": list(range(10, 10 + n)), "assistant_masks": [0] * 20 + [1] * (n - 20)} for n in (61, 80)]
+        cfg = SFTRunConfig(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=2, report_to=[],
+                           save_strategy="no", disable_tqdm=True, resume="no", bf16=False, **settings)
+        trainer = build_trainer(model, tok, Dataset.from_list(rows), cfg)
+        batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+        with torch.no_grad():
+            return cfg.pad_to_multiple_of, batch["input_ids"].shape[1], float(trainer.compute_loss(trainer.model, batch))
+
+    multiple, width, loss = first_batch(torch.bfloat16)
+    assert (multiple, width) == (CPU_BF16_PAD, 128)
+    assert first_batch(torch.bfloat16, pad_to_multiple_of=1)[:2] == (1, 80)
+    assert loss == pytest.approx(first_batch(torch.bfloat16, pad_to_multiple_of=1)[2], rel=1e-3)
+    assert first_batch(torch.float32)[:2] == (None, 80)
