@@ -67,7 +67,8 @@ accumulated; `batch_4_defaults`: the same with oneDNN's own cache), `micro_batch
 puts GRPO's whole group of 4 episodes through one pass (now: one episode a pass), `grpo_peft_lora_inputs` is GRPO
 without lean LoRA inputs. `defaults` is the kit as a user runs it (oneDNN's own 1024-primitive cache, which the
 settings above set to 32); `pad_64` pads SFT rows to a multiple of 64 tokens (16 shapes instead of one per
-length; what SFT in bf16 on a CPU now does by itself, train.sft.CPU_BF16_PAD); `trim_every_4` hands the heap back every 4 steps instead of 20, `arena_2` caps glibc at two heap arenas,
+length; what SFT in bf16 on a CPU now does by itself, train.sft.CPU_BF16_PAD); `trim_every_4` hands the heap back
+every 4 steps instead of 20, `arena_2` caps glibc at two heap arenas,
 `trim_every_20s` trims during evaluation (peak_memory.HeapTrim, now the default), `untrimmed_eval` does not,
 `trim_every_5s` trims four times as often, `kv_budget_1gb` caps the keys/values a generation may hold at 1 GB
 (the default was 2 then, 1.5 now) (these seven with oneDNN's own cache)."""
