@@ -40,6 +40,21 @@ class Precision:
 _X86 = ("x86_64", "amd64", "i386", "i686", "x86")  # platform.machine() of an x86 CPU, lower case
 
 
+def _x86_cpu_has(probe: str) -> bool:
+    """torch.cpu's private feature probe `probe` on an x86 CPU (False elsewhere, or where this torch lacks it)."""
+    import platform
+
+    import torch
+
+    return platform.machine().lower() in _X86 and bool(getattr(torch.cpu, probe, lambda: False)())
+
+
+def cpu_has_amx() -> bool:
+    """Whether this x86 CPU has AMX tiles: native bf16 whose large products run ~7x float32's, which SFT barely
+    sees (engine.speed.matmul_kind keeps its pace apart)."""
+    return _x86_cpu_has("_is_amx_tile_supported")
+
+
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU multiplies bfloat16 natively: AVX512-BF16 or AMX on x86, oneDNN's answer elsewhere (on x86
     oneDNN says yes on any AVX512 CPU, where it emulates bf16: 4.8x slower than float32 on an Intel Xeon)."""
@@ -48,8 +63,7 @@ def cpu_has_native_bf16() -> bool:
     import torch
 
     if platform.machine().lower() in _X86:
-        return any(getattr(torch.cpu, name, lambda: False)() for name in
-                   ("_is_avx512_bf16_supported", "_is_amx_tile_supported"))
+        return _x86_cpu_has("_is_avx512_bf16_supported") or cpu_has_amx()
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):  # a torch without oneDNN: no native path either

@@ -28,11 +28,8 @@ def matmul_kind(device: str = "cpu") -> str:
     """`matmul_dtype`'s name, "bfloat16 on AMX" where AMX tiles multiply it: at the probe's 2,048 rows they run ~7x
     float32's rate (2,438 against 341 GFLOP/s on 2 cores) and SFT trained 233 tokens/s there, so a forecast from the
     probe needs a pace recorded on the same kind of CPU."""
-    import torch
-
     name = str(matmul_dtype(device)).removeprefix("torch.")
-    amx = device == "cpu" and name == "bfloat16" and getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
-    return f"{name} on AMX" if amx else name
+    return f"{name} on AMX" if device == "cpu" and name == "bfloat16" and precision.cpu_has_amx() else name
 
 
 def matmul_gflops(dtype=None, tokens: int = 2048, seconds: float = 2.0, device: str = "cpu") -> float:
