@@ -118,3 +118,38 @@ def test_bf16_passes_on_a_cpu_are_padded_to_few_shapes(tmp_path):
     assert first_batch(torch.bfloat16, pad_to_multiple_of=1)[:2] == (1, 80)
     assert loss == pytest.approx(first_batch(torch.bfloat16, pad_to_multiple_of=1)[2], rel=1e-3)
     assert first_batch(torch.float32)[:2] == (None, 80)
+
+
+def test_the_fused_head_loss_pads_its_rows_on_a_cpu_in_bf16(monkeypatch):
+    """A pass's trained tokens are the LM head's rows: on a CPU in bf16 they reach TRL's fused loss padded to a
+    multiple of CPU_BF16_PAD (one oneDNN kernel per count otherwise), with the same log-probabilities and gradients."""
+    from trl.trainer import utils
+
+    from openmanus_lite.train.sft import CPU_BF16_PAD, _PaddedHeadRows, pad_fused_head_rows
+
+    assert pad_fused_head_rows() and pad_fused_head_rows()  # idempotent
+    assert utils._ChunkedLogProbFunction is _PaddedHeadRows
+    fused, rows_seen = _PaddedHeadRows.inner, []
+
+    class Spy:
+        @staticmethod
+        def apply(hidden, *args):
+            rows_seen.append(hidden.shape[0])
+            return fused.apply(hidden, *args)
+
+    monkeypatch.setattr(_PaddedHeadRows, "inner", Spy)
+    g = torch.Generator().manual_seed(0)
+    weight, targets = torch.randn(50, 16, generator=g).bfloat16(), torch.randint(0, 50, (70,), generator=g)
+
+    def outputs(loss, dtype=torch.bfloat16):
+        hidden = torch.randn(70, 16, generator=torch.Generator().manual_seed(1)).to(dtype).requires_grad_()
+        log_probs, entropy, *_ = loss.apply(hidden, weight.to(dtype), None, targets, 1.0, 4096, None, 1.0, ("entropy",))
+        log_probs.sum().backward()
+        return log_probs.detach(), entropy.detach(), hidden.grad
+
+    padded, plain = outputs(_PaddedHeadRows), outputs(Spy)
+    assert rows_seen == [2 * CPU_BF16_PAD, 70] and padded[0].shape == (70,)
+    for got, want in zip(padded, plain):
+        assert torch.equal(got, want)
+    outputs(_PaddedHeadRows, torch.float32)
+    assert rows_seen[-1] == 70  # float32: as it came
