@@ -55,35 +55,36 @@ dear to build (on AMX, products at new shapes ran at a quarter of their rate at 
 rate: benchmarks/cpu_bf16.py). 6 minutes of `cpu_30min` on AMX: 316 -> 334 tokens/s, peak 6.06 -> 5.31 GB."""
 
 
-class _PaddedHeadRows:
-    """TRL's fused LM-head loss (`trl.trainer.utils._ChunkedLogProbFunction`) with its rows padded to a multiple of
-    CPU_BF16_PAD where the head is bf16 on a CPU. Its rows are a pass's trained tokens, a new count nearly every pass:
-    unpadded, 4 minutes of `cpu_30min` on AMX built 164 of its 297 oneDNN kernels for the head alone, each kept in
-    oneDNN's cache (its memory grows with the kernels kept). The padded rows are zeros and are cut off the results, so
-    the loss and its gradients are unchanged."""
+class _PaddedLossRows:
+    """Unsloth's CPU cross-entropy over the LM head (`unsloth_zoo.cpu.ops._ChunkedLinearCrossEntropy`, the SFT loss
+    of its CPU backend) with its rows padded to a multiple of CPU_BF16_PAD in bf16. Its rows are a pass's trained
+    tokens, a new count nearly every pass: unpadded, 4 minutes of `cpu_30min` on AMX built 164 of its 297 oneDNN
+    kernels for the head alone, and oneDNN's cache keeps every kernel it builds (up to 1,024). The padded rows are
+    zeros with ignored labels: the loss and its gradients are unchanged."""
 
     inner: Any = None
 
     @classmethod
-    def apply(cls, hidden, weight, bias, targets, *rest):
+    def apply(cls, hidden, weight, labels, divisor, chunk_rows, ignore_index):
         import torch
 
-        rows, pad = hidden.shape[0], -hidden.shape[0] % CPU_BF16_PAD
-        if not pad or hidden.device.type != "cpu" or weight.dtype != torch.bfloat16:
-            return cls.inner.apply(hidden, weight, bias, targets, *rest)
-        hidden = torch.cat([hidden, hidden.new_zeros(pad, *hidden.shape[1:])])
-        targets = torch.cat([targets, targets.new_zeros(pad)])
-        return tuple(None if out is None else out[:rows] for out in cls.inner.apply(hidden, weight, bias, targets, *rest))
+        pad = -hidden.shape[0] % CPU_BF16_PAD
+        if pad and hidden.device.type == "cpu" and hidden.dtype == torch.bfloat16:
+            hidden = torch.cat([hidden, hidden.new_zeros(pad, *hidden.shape[1:])])
+            labels = torch.cat([labels, labels.new_full((pad,), ignore_index)])
+        return cls.inner.apply(hidden, weight, labels, divisor, chunk_rows, ignore_index)
 
 
-def pad_fused_head_rows() -> bool:
-    """Route TRL's fused LM-head loss through _PaddedHeadRows (idempotent); False where this TRL has none."""
-    from trl.trainer import utils
-
-    current = getattr(utils, "_ChunkedLogProbFunction", None)
-    if current is None or current is _PaddedHeadRows:
-        return current is _PaddedHeadRows
-    _PaddedHeadRows.inner, utils._ChunkedLogProbFunction = current, _PaddedHeadRows
+def pad_loss_rows() -> bool:
+    """Route Unsloth's CPU cross-entropy through _PaddedLossRows (idempotent); False where this Unsloth has none."""
+    try:
+        from unsloth_zoo.cpu import ops
+    except ImportError:
+        return False
+    current = getattr(ops, "_ChunkedLinearCrossEntropy", None)
+    if current is None or current is _PaddedLossRows:
+        return current is _PaddedLossRows
+    _PaddedLossRows.inner, ops._ChunkedLinearCrossEntropy = current, _PaddedLossRows
     return True
 
 
@@ -102,7 +103,7 @@ def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, c
         raise ValueError("the tokenizer has no pad token; load it with models.load_tokenizer / load_model")
     lean_lora_inputs_for(model, cfg)
     if model.device.type == "cpu" and str(model.dtype) == "torch.bfloat16":
-        pad_fused_head_rows()
+        pad_loss_rows()
         if cfg.pad_to_multiple_of is None:
             cfg.pad_to_multiple_of = CPU_BF16_PAD
             print(f"SFT pads each pass to a multiple of {CPU_BF16_PAD} tokens (bf16 on a CPU: fewer kernel shapes)")

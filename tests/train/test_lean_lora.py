@@ -120,36 +120,43 @@ def test_bf16_passes_on_a_cpu_are_padded_to_few_shapes(tmp_path):
     assert first_batch(torch.float32)[:2] == (None, 80)
 
 
-def test_the_fused_head_loss_pads_its_rows_on_a_cpu_in_bf16(monkeypatch):
-    """A pass's trained tokens are the LM head's rows: on a CPU in bf16 they reach TRL's fused loss padded to a
-    multiple of CPU_BF16_PAD (one oneDNN kernel per count otherwise), with the same log-probabilities and gradients."""
-    from trl.trainer import utils
+def test_the_loss_pads_its_rows_on_a_cpu_in_bf16(tmp_path, monkeypatch):
+    """A pass's trained tokens are the LM head's rows: on a CPU in bf16 they reach the chunked cross-entropy padded to
+    a multiple of CPU_BF16_PAD (one oneDNN kernel per count otherwise), with the same loss and gradients."""
+    from unsloth_zoo.cpu import ops
 
-    from openmanus_lite.train.sft import CPU_BF16_PAD, _PaddedHeadRows, pad_fused_head_rows
+    from openmanus_lite.train.sft import CPU_BF16_PAD, _PaddedLossRows
 
-    assert pad_fused_head_rows() and pad_fused_head_rows()  # idempotent
-    assert utils._ChunkedLogProbFunction is _PaddedHeadRows
-    fused, rows_seen = _PaddedHeadRows.inner, []
+    model, tok = _model(torch.bfloat16)
+    rows = [{"input_ids": list(range(10, 90)), "assistant_masks": [0] * 20 + [1] * 60}]
+    cfg = SFTRunConfig(output_dir=str(tmp_path / "out"), max_steps=1, per_device_train_batch_size=1, report_to=[],
+                       save_strategy="no", disable_tqdm=True, resume="no", bf16=False)
+    trainer = build_trainer(model, tok, Dataset.from_list(rows), cfg)
+    assert ops._ChunkedLinearCrossEntropy is _PaddedLossRows
+    cross_entropy, rows_seen = _PaddedLossRows.inner, []
 
     class Spy:
         @staticmethod
         def apply(hidden, *args):
             rows_seen.append(hidden.shape[0])
-            return fused.apply(hidden, *args)
+            return cross_entropy.apply(hidden, *args)
 
-    monkeypatch.setattr(_PaddedHeadRows, "inner", Spy)
+    monkeypatch.setattr(_PaddedLossRows, "inner", Spy)
+    batch = trainer._prepare_inputs(next(iter(trainer.get_train_dataloader())))
+    trainer.compute_loss(trainer.model, batch)
+    assert rows_seen == [CPU_BF16_PAD]  # the 59 trained tokens, padded
+
     g = torch.Generator().manual_seed(0)
-    weight, targets = torch.randn(50, 16, generator=g).bfloat16(), torch.randint(0, 50, (70,), generator=g)
+    weight, labels = torch.randn(50, 16, generator=g).bfloat16(), torch.randint(0, 50, (70,), generator=g)
 
-    def outputs(loss, dtype=torch.bfloat16):
+    def loss_and_gradient(loss, dtype=torch.bfloat16):
         hidden = torch.randn(70, 16, generator=torch.Generator().manual_seed(1)).to(dtype).requires_grad_()
-        log_probs, entropy, *_ = loss.apply(hidden, weight.to(dtype), None, targets, 1.0, 4096, None, 1.0, ("entropy",))
-        log_probs.sum().backward()
-        return log_probs.detach(), entropy.detach(), hidden.grad
+        value = loss.apply(hidden, weight.to(dtype), labels, 70.0, 32, -100)
+        value.backward()
+        return value.detach(), hidden.grad
 
-    padded, plain = outputs(_PaddedHeadRows), outputs(Spy)
-    assert rows_seen == [2 * CPU_BF16_PAD, 70] and padded[0].shape == (70,)
-    for got, want in zip(padded, plain):
-        assert torch.equal(got, want)
-    outputs(_PaddedHeadRows, torch.float32)
+    padded, plain = loss_and_gradient(_PaddedLossRows), loss_and_gradient(Spy)
+    assert rows_seen[1:] == [2 * CPU_BF16_PAD, 70]
+    assert torch.equal(padded[0], plain[0]) and torch.equal(padded[1], plain[1])
+    loss_and_gradient(_PaddedLossRows, torch.float32)
     assert rows_seen[-1] == 70  # float32: as it came
