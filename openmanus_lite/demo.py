@@ -221,10 +221,10 @@ SFT_PACE = {
     # an idle 2-core AMD EPYC with native bf16, 2026-12-04: `sft --recipe cpu_60min_agentbench` trained 870,996 tokens
     # in 60.0 minutes; the probe read 411-415 GFLOP/s
     "bfloat16": {"matmul_gflops": 413.0, "tokens_per_s": 241.9},
-    # an idle 2-core Intel Xeon with AMX, 2026-12-06: `make demo`'s SFT (passes padded to 64 tokens) on a clean clone
-    # of cc7617f trained 465,410 tokens in 29.3 minutes; its probe read 2,343 GFLOP/s (the AVX512-BF16 pace above
-    # would say ~1,370 tokens/s)
-    "bfloat16 on AMX": {"matmul_gflops": 2343.0, "tokens_per_s": 264.4},
+    # an idle 2-core Intel Xeon with AMX, 2026-12-06: `make demo`'s SFT (passes and loss rows padded to 64 tokens) on
+    # a clean clone of c960eba trained 513,262 tokens in 30.0 minutes; its probe read 2,235 GFLOP/s (the AVX512-BF16
+    # pace above would say ~1,310 tokens/s)
+    "bfloat16 on AMX": {"matmul_gflops": 2235.0, "tokens_per_s": 284.8},
     # an idle 2-core Intel Xeon with AVX512 but no AVX512-BF16, 2026-12-05: `make demo`'s SFT trained 535,623 tokens
     # in 30.1 minutes; its probe read 339 GFLOP/s
     "float32": {"matmul_gflops": 339.0, "tokens_per_s": 296.9},
@@ -245,6 +245,7 @@ SFT_RECORDS = {"cpu_30min": (
     (421_515, 356, "50.0% [37.7, 62.3]"),  # Intel Xeon with AMX, bf16: `make demo` on a clean clone of af6d5ce
     (428_101, 360, "61.7% [49.0, 72.9]"),  # Intel Xeon, float32: `make demo` on a clone of 5d82efa, 23.2 minutes
     (465_410, 398, "55.0% [42.5, 66.9]"),  # Intel Xeon with AMX, bf16, passes padded to 64: `make demo`, cc7617f
+    (513_262, 431, "61.7% [49.0, 72.9]"),  # the same, the loss's rows padded too: `make demo`, c960eba, 284.8 tokens/s
     (535_623, 454, "71.7% [59.2, 81.5]"),  # Intel Xeon, float32: `make demo` on a clone of a5cf495, 296.9 tokens/s
 )}
 """The demo's SFT results on record by training tokens: a slower machine's 30 minutes hold fewer tokens, and the

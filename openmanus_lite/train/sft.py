@@ -49,10 +49,11 @@ class SFTResult:
 
 
 CPU_BF16_PAD = 64
-"""SFT in bf16 on a CPU pads each pass to a multiple of this many tokens (unless `pad_to_multiple_of` is set): oneDNN
-builds a kernel per matrix shape, one conversation a pass makes nearly every pass a new shape, and bf16 kernels are
-dear to build (on AMX, products at new shapes ran at a quarter of their rate at a repeated one, float32's at the same
-rate: benchmarks/cpu_bf16.py). 6 minutes of `cpu_30min` on AMX: 316 -> 334 tokens/s, peak 6.06 -> 5.31 GB."""
+"""SFT in bf16 on a CPU pads each pass (unless `pad_to_multiple_of` is set) and its loss's rows (_PaddedLossRows) to
+a multiple of this many tokens: oneDNN builds a kernel per matrix shape, one conversation a pass makes nearly every
+pass a new shape, and bf16 kernels are dear to build (on AMX, products at new shapes ran at a quarter of their rate at
+a repeated one, float32's at the same rate: benchmarks/cpu_bf16.py). 6 minutes of `cpu_30min` on AMX: 316 -> 334
+tokens/s, peak 6.06 -> 5.31 GB with the passes padded."""
 
 
 class _PaddedLossRows:
