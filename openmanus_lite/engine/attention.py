@@ -32,36 +32,15 @@ def sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_
     return out.transpose(1, 2).contiguous(), None
 
 
-KV_PAD = 64
-"""A bf16 / fp16 one-query step reads its keys/values padded to a multiple of this many positions (masked): oneDNN
-builds a kernel per matrix shape, and a decoding step's length is new at every step. Unpadded, the demo's 6 minutes
-of GRPO built ~3,600 attention kernels (its cache keeps 1,024), two per step."""
-
-
 def _one_query_attention(query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None):
     """Attention of one new token per row as grouped matmuls: [batch, heads, 1, dim] -> [batch, 1, heads, dim]."""
     if key.dtype != torch.float32:
         # bf16 / fp16: the batched matmuls ran slower on the strided cache view than on a contiguous copy (1.4-1.6x
         # with emulated bf16, several times with native); float32 the other way round: the view is read where it
         # lies, 1.6-5.7x faster than copying it (16 rows at 1,000 and 2,000 positions, four runs of
-        # benchmarks/decode_attention.py: the copy's time varies most). The copy is padded to KV_PAD positions.
-        kv_len = key.shape[2]
-        pad = -kv_len % KV_PAD
-        key, value = F.pad(key, (0, 0, 0, pad)), F.pad(value, (0, 0, 0, pad))
-        if pad:
-            attention_mask = _mask_padding(attention_mask, kv_len, pad, query)
+        # benchmarks/decode_attention.py: the copy's time varies most)
+        key, value = key.contiguous(), value.contiguous()
     return grouped_attention(query, key, value, attention_mask, scaling)
-
-
-def _mask_padding(attention_mask: Any, kv_len: int, pad: int, query: Any):
-    """The last query's mask over `kv_len` positions (None: all seen) followed by `pad` blocked ones."""
-    if attention_mask is None:
-        seen = torch.ones(1, 1, 1, kv_len, dtype=torch.bool, device=query.device)
-    else:
-        seen = attention_mask[:, :, -1:, -kv_len:]
-    if seen.dtype == torch.bool:
-        return F.pad(seen, (0, pad), value=False)
-    return F.pad(seen, (0, pad), value=float("-inf"))
 
 
 def grouped_attention(query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None):

@@ -326,30 +326,6 @@ def test_grouped_attention_gives_the_stock_results(tiny):
     assert load_model(path, backend="hf")[0].config._attn_implementation == NAME  # CPU loads switch to it
 
 
-
-def test_bf16_decoding_steps_read_keys_padded_to_few_lengths(monkeypatch):
-    """A bf16 one-query step multiplies keys/values padded to a multiple of KV_PAD positions (one oneDNN kernel per
-    length otherwise), the padding masked: the same attention, with a boolean, an additive or no mask."""
-    from openmanus_lite.engine import attention
-
-    lengths = []
-    plain = attention.grouped_attention
-    monkeypatch.setattr(attention, "grouped_attention", lambda q, k, *rest: lengths.append(k.shape[2]) or plain(q, k, *rest))
-    g = torch.Generator().manual_seed(0)
-    q, buf = torch.randn(3, 4, 1, 8, generator=g), torch.randn(2, 3, 2, 90, 8, generator=g)
-    k, v = buf[0, :, :, :70], buf[1, :, :, :70]
-    keep = torch.ones(3, 1, 1, 70, dtype=torch.bool)
-    keep[0, ..., :20] = False
-    for mask in (keep, torch.zeros(3, 1, 1, 70).masked_fill(~keep, float("-inf")), None):
-        ref = torch.nn.functional.scaled_dot_product_attention(
-            q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1), attn_mask=mask).transpose(1, 2)
-        out, _ = attention.sdpa_gqa_attention(None, q.bfloat16(), k.bfloat16(), v.bfloat16(),
-                                              mask.bfloat16() if mask is not None and mask.is_floating_point() else mask)
-        assert lengths[-1] == 2 * attention.KV_PAD
-        assert torch.allclose(out.float(), ref, atol=0.05)
-    attention.sdpa_gqa_attention(None, q, k, v, keep)
-    assert lengths[-1] == 70  # float32 reads the view as it lies
-
 def test_prefix_cache_keeps_the_entries_a_call_still_needs():
     """Over the cap, a call's own new entries do not evict the entries its later batches reuse (least recently
     used, they would go first and those batches would encode their conversations in full)."""
