@@ -260,8 +260,8 @@ def test_what_to_expect_on_a_slow_machine_with_native_bf16(slow_machine):
                         "[36.2, 60.7]; 0.34M tokens (278 steps): 58.3% [45.7, 69.9]; 0.36M tokens (301 steps): "
                         "55.0% [42.5, 66.9]; 0.36M tokens (303 steps): 58.3% [45.7, 69.9]; 0.39M tokens (322 steps): "
                         "60.0% [47.4, 71.4]; 0.42M tokens (356 steps): 50.0% [37.7, 62.3]; 0.43M tokens (360 steps): "
-                        "61.7% [49.0, 72.9]; 0.47M tokens (398 steps): 55.0% [42.5, 66.9]; 0.54M tokens (454 steps): "
-                        "71.7% [59.2, 81.5].")
+                        "61.7% [49.0, 72.9]; 0.47M tokens (398 steps): 55.0% [42.5, 66.9]; 0.51M tokens (431 steps): "
+                        "61.7% [49.0, 72.9]; 0.54M tokens (454 steps): 71.7% [59.2, 81.5].")
     assert lines[2] == ("The record's 71.7% [59.2, 81.5] took 0.54M tokens: about 60 minutes of SFT here "
                         "(`--sft_minutes 60`).")
     assert len(lines) == 3
