@@ -223,7 +223,7 @@ PRESETS: dict[str, Preset] = {
         # ecommerce replies were cut and its GRPO probe solved 0 of 10: docs/RESULTS.md, issue #31), 640 tokens with
         # observations. Learning rate 1e-4: 2e-5 moved nothing in 24 steps (benchmarks/grpo_learning.py). Variance
         # filtering and GiGPO stay off until measured against this plain setting (issue #40, docs/RESULTS.md).
-        # Gradient checkpointing: the demo's GRPO stage peaked at 5.7 GB without, 4.5 with, its steps no slower
+        # Gradient checkpointing: the demo's GRPO stage peaked at 5.7 GB without, 4.4 with, its steps no slower
         # within noise (rollouts take most of a step; docs/RESULTS.md, issue #41). SFT keeps it off: it costs SFT time.
         grpo={**GRPO, "output_dir": "runs/grpo_cpu", "max_steps": 40, "learning_rate": 1e-4,
               "per_device_train_batch_size": 1, "gradient_accumulation_steps": 4, "gradient_checkpointing": True,
