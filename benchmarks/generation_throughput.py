@@ -174,9 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                     for who in (runners if r % 2 == 0 else runners[::-1]):
                         cache = None
                         if who == "kit" and turn == "later":
-                            cache = PrefixCache()
-                            for ids, kv, _, shared in warm._entries.values():  # copied: each round starts equal
-                                cache.add(ids.tolist(), kv, shared=shared)
+                            cache = warm.copy()  # each round starts equal
                         torch.manual_seed(args.seed + r)
                         with PeakMemory() as mem:  # growth above the resident memory at its start
                             base = peak_rss_gb()

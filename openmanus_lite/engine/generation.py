@@ -224,6 +224,14 @@ class PrefixCache:
         self._reserved.clear()
         self.nbytes = 0
 
+    def copy(self) -> "PrefixCache":
+        """A cache of the same entries (their keys/values shared, not copied) and settings, its counters at zero: a
+        cache as it stood, for runs that should each start from it."""
+        twin = PrefixCache(self.max_bytes, self.min_reuse)
+        for ids, kv, _, shared in self._entries.values():
+            twin.add(ids.tolist(), kv, shared=shared)
+        return twin
+
 
 class ChosenLogprobs:
     """A logits processor keeping only each chosen token's log-probability (`output_logits=True` keeps a float32

@@ -348,3 +348,21 @@ def test_prefix_cache_keeps_the_entries_a_call_still_needs():
         assert [cache.match(p)[1] for p in prompts[1:]] == [20, 20]  # the later batches still reuse theirs
     cache.add(prompts[0] + [1] * 4, kv(30))  # the call over: least recently used first, as before
     assert len(cache) == 2 and cache.match(prompts[1])[1] == 0 and cache.match(prompts[2])[1] == 20
+
+
+def test_a_prefix_cache_copy_starts_from_the_same_entries():
+    """`copy`: the same entries and settings, shared keys/values, counters at zero; using it leaves the original."""
+    from openmanus_lite.engine.generation import PrefixCache
+
+    cache = PrefixCache(max_bytes=8 * 60, min_reuse=4)
+    kv = [(torch.zeros(1, 20, 1), torch.zeros(1, 20, 1))]
+    cache.add(list(range(20)), kv)
+    cache.add(list(range(50, 70)), kv, shared=True)
+    cache.reused_tokens = 5
+    twin = cache.copy()
+    assert (twin.max_bytes, twin.min_reuse, len(twin), twin.shared_entries, twin.nbytes, twin.reused_tokens) == (
+        8 * 60, 4, 2, 1, cache.nbytes, 0)
+    eid, common = twin.match(list(range(25)))
+    assert common == 20 and twin.kv(eid)[0][0] is kv[0][0]
+    twin.drop(eid)
+    assert len(twin) == 1 and len(cache) == 2
