@@ -100,6 +100,9 @@ def parse_args(argv=None):
                    help="multi: an earlier run's heldout_before.csv from the same SFT checkpoint and flags, reused "
                         "instead of evaluating again (greedy, so it is the same; 180 tasks take ~9 minutes); its "
                         "tasks must be this run's")
+    p.add_argument("--save_model", default=None, metavar="DIR",
+                   help="multi: the trained model, merged, saved to DIR before the final evaluation (a later run's "
+                        "--sft: e.g. GRPO from the checkpoint the SFT control trained)")
     p.add_argument("--control", choices=("none", "sft"), default="none",
                    help="multi: 'sft' trains, in place of GRPO, SFT on the expert's episodes of the same training "
                         "tasks for the same --multi_minutes at the same --multi_lr and 8 episodes per update: is a "
@@ -294,6 +297,10 @@ def run_multi(args, preset):
                    "reward": first_last(log_history, ["reward"]),
                    "rollout_tokens_per_s_total": round(rollout.total_stats.tokens_per_s, 1), **step_figures(log_history)}
     _partial(args, "multi", log_history, heldout_before={d: before.row(d).successes for d in eval_domains})
+    if args.save_model:
+        from openmanus_lite.train.sft import save_merged
+
+        print(f"saved the trained model to {save_merged(model, tok, args.save_model)}", flush=True)
     after = _env_eval(model, tok, eval_tasks, cfg, "after")
     after.save(f"{args.out}/heldout_after.csv")
     if args.control == "none":
