@@ -11,6 +11,7 @@ from benchmarks.grpo_learning import _sft_control
 from openmanus_lite.envs import generate_tasks
 from openmanus_lite.train.grpo import load_for_grpo
 from openmanus_lite.train.presets import get_preset
+from openmanus_lite.train.sft import save_merged
 
 
 def test_the_sft_control_trains_the_experts_episodes_at_grpos_rate_and_group_size(tmp_path):
@@ -24,3 +25,9 @@ def test_the_sft_control_trains_the_experts_episodes_at_grpos_rate_and_group_siz
     assert res.global_step >= 1 and res.stopped_by_time
     changed = [n for n, p in model.named_parameters() if n in before and not torch.equal(p, before[n])]
     assert changed, "the control trained nothing"
+    # --save_model: the control's model, merged, is a checkpoint a GRPO run starts from (--sft)
+    saved = save_merged(model, tok, tmp_path / "model")
+    again, _ = load_for_grpo(str(saved), preset)
+    ids = tok("SELECT name FROM t", return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.allclose(again(ids).logits, model(ids).logits, atol=2e-2)
