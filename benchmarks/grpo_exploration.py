@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-GRPO_TURNS = "os=5,db=5,kg=9,ecommerce=8,web=12,household=16"
-"""The turn limits of the GRPO runs in docs/RESULTS.md (what the SFT checkpoints trained with)."""
+GRPO_TURNS = "medium"
+"""The turn limits of the GRPO runs in docs/RESULTS.md (envs.MEDIUM_TURN_LIMITS)."""
 
 
 def screen_figures(successes: dict[str, int], k: int, greedy: dict[str, int], domain_of: dict[str, str]) -> dict:

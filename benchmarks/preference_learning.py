@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--max-turns", type=parse_turn_limits, default=None,
-                   help="turn limits: N, 'easy' or domain=N,... (default: each environment's own)")
+                   help="turn limits: N, 'easy', 'medium' or domain=N,... (default: each environment's own)")
     p.add_argument("--max-length", type=int, default=768, help="token budget of training sequences")
     p.add_argument("--dpo-steps", type=int, default=30)
     p.add_argument("--dpo-seconds", type=float, default=600)

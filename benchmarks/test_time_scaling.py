@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature of the pooled episodes")
     p.add_argument("--no-oracle", action="store_true", help="skip oracle best-of-N (pass@N)")
     p.add_argument("--max-turns", type=parse_turn_limits, default=None,
-                   help="turn limits: N, 'easy' or domain=N,... (default: each environment's own)")
+                   help="turn limits: N, 'easy', 'medium' or domain=N,... (default: each environment's own)")
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)

@@ -247,6 +247,8 @@ SFT_RECORDS = {"cpu_30min": (
     (465_410, 398, "55.0% [42.5, 66.9]"),  # Intel Xeon with AMX, bf16, passes padded to 64: `make demo`, cc7617f
     (513_262, 431, "61.7% [49.0, 72.9]"),  # the same, the loss's rows padded too: `make demo`, c960eba, 284.8 tokens/s
     (535_623, 454, "71.7% [59.2, 81.5]"),  # Intel Xeon, float32: `make demo` on a clone of a5cf495, 296.9 tokens/s
+    # since 2026-12-07 a quarter as many medium tasks are in the mix (the records above: easy tasks only)
+    (589_167, 494, "70.0% [57.5, 80.1]"),  # Intel Xeon with AMX, bf16: `make demo` on a clean clone of 999f69b
 )}
 """The demo's SFT results on record by training tokens: a slower machine's 30 minutes hold fewer tokens, and the
 result follows the tokens, not the minutes."""
@@ -366,6 +368,7 @@ def stage_prepare(cfg: DemoConfig, preset, run_dir: Path) -> dict[str, Any]:
     return {"model": model, "merged_rows": sum(merged.report.input_rows.values()),
             "merged_train_six_domains": len(six), "training_tasks": len(tasks), "synthesized": len(synth),
             "expert": info["expert"], "recovery": info["recovery"], "removed_held_out": removed,
+            "tasks_per_level": info.get("tasks_per_level"),
             "train_file": str(run_dir / "train.jsonl")}
 
 
@@ -647,11 +650,13 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
         lines += ["## What to expect (measured before training)", "", *expect, ""]
     if "prepare" in d:
         p = d["prepare"]
+        levels = p.get("tasks_per_level") or {}
+        levels = f" ({', '.join(f'{n} {level}' for level, n in levels.items())})" if len(levels) > 1 else ""
         lines += ["## Data", "",
                   f"Merged sample rows: {p['merged_rows']} (report: [merge_report.txt](merge_report.txt)); "
                   f"six-domain rows used: {p['merged_train_six_domains']}. Recipe `{cfg.recipe}`: "
-                  f"{p['training_tasks']} training tasks ({p['removed_held_out']} generated tasks equal to held-out "
-                  f"ones left out), {p.get('expert', p['synthesized'])} expert and {p.get('recovery', 0)} recovery "
+                  f"{p['training_tasks']} training tasks{levels} ({p['removed_held_out']} generated tasks equal to "
+                  f"held-out ones left out), {p.get('expert', p['synthesized'])} expert and {p.get('recovery', 0)} recovery "
                   "episodes.", ""]
     if "sft" in d:
         s = d["sft"]

@@ -36,9 +36,10 @@ def test_turn_limits_from_the_command_line():
     import pytest
 
     from openmanus_lite.cli.eval import build_parser
-    from openmanus_lite.envs import EASY_TURN_LIMITS, parse_turn_limits
+    from openmanus_lite.envs import EASY_TURN_LIMITS, MEDIUM_TURN_LIMITS, parse_turn_limits
 
     assert parse_turn_limits("8") == 8 and parse_turn_limits("easy") == EASY_TURN_LIMITS
+    assert parse_turn_limits("medium") == MEDIUM_TURN_LIMITS and MEDIUM_TURN_LIMITS["web"] == 12
     assert parse_turn_limits(" os=5, household=16 ") == {"os": 5, "household": 16}
     for bad in ("os=five", "0", "os=0", "many"):
         with pytest.raises(ValueError, match="turn limit"):

@@ -62,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--domains", help="comma-separated subset, e.g. db,kg")
     p.add_argument("--difficulties", help="comma-separated subset of easy,medium,hard")
     p.add_argument("--limit", type=int, help="at most this many tasks per domain x difficulty")
-    p.add_argument("--max_turns", type=_turn_limits, help="turn limits: N, domain=N,... or 'easy' (the recipes' "
-                   "limits, which their training prompts state); default: each environment's own")
+    p.add_argument("--max_turns", type=_turn_limits, help="turn limits: N, domain=N,..., 'easy' or 'medium' (the "
+                   "recipes' limits, which their training prompts state); default: each environment's own")
     p.add_argument("--per_device_eval_batch_size", type=int, default=32, help="episodes per batched policy call")
     p.add_argument("--max_new_tokens", type=int, help="tokens per turn (at most the model's context; default 96, "
                    "or what the suite needs: 256 for agentbench_db)")

@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "injected mistake (default: recipe's, else 0)")
     p.add_argument("--domains", default=None, help="comma-separated domains for --synth (default: all registered)")
     p.add_argument("--difficulty", default=None, choices=["easy", "medium", "hard"],
-                   help="of the synthesized tasks (default: the recipe's, else easy)")
+                   help="of every synthesized task (default: the recipe's levels, else easy)")
     p.add_argument("--synth_seed", type=int, default=None,
                    help="task seed for --synth (default: the split's, splits.SFT_TRAIN_SEED, plus the recipe's seed; "
                         "held-out tasks are left out)")
@@ -86,6 +86,8 @@ def synth_recipe(args: argparse.Namespace):
               Recipe(name="cli", preset=args.preset or "cpu", about="sft command flags", tasks_per_domain=0))
     changes = {k: v for k, v in (("tasks_per_domain", args.synth), ("recovery", args.recovery),
                                  ("difficulty", args.difficulty)) if v is not None}
+    if args.difficulty:
+        changes["difficulty_weights"] = ()  # one level: the flag's
     if args.domains:
         changes["domains"] = cli_args.comma_list(args.domains)
     if args.synth_seed is not None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from openmanus_lite.envs.base import (
     DIFFICULTIES,
     EASY_TURN_LIMITS,
+    LEVEL_TURN_LIMITS,
+    MEDIUM_TURN_LIMITS,
     Env,
     InvalidAction,
     TurnLimits,
@@ -24,6 +26,8 @@ __all__ = [
     "EASY_TURN_LIMITS",
     "Env",
     "InvalidAction",
+    "LEVEL_TURN_LIMITS",
+    "MEDIUM_TURN_LIMITS",
     "TurnLimits",
     "expert_trajectories",
     "generate_tasks",

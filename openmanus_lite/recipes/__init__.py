@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import warnings
+from collections import Counter
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -45,6 +46,9 @@ class Recipe:
     # `domains` do not apply, so a recipe narrowed to some domains keeps the others' weights
     domain_weights: tuple[tuple[str, float], ...] = ()
     difficulty: str = "easy"
+    # tasks of other levels mixed in: (level, weight) pairs, tasks_per_domain x domain weight x this weight of each,
+    # stating that level's turn limits (envs.LEVEL_TURN_LIMITS); `turn_limits` is `difficulty`'s
+    difficulty_weights: tuple[tuple[str, float], ...] = ()
     db_agentbench_share: float = 0.0  # share of db tasks made AgentBench-style (envs/sql_tables.py), not at difficulty
     # environment turn limit stated in every training prompt (one, or per domain); None: the environments'
     turn_limits: int | tuple[tuple[str, int], ...] | None = None
@@ -105,7 +109,25 @@ class Recipe:
                              f"{list_domains()}")
         return {d: round(self.tasks_per_domain * weights.get(d, 1.0)) for d in domains}
 
-    def max_turns(self) -> int | dict[str, int] | None:
+    def levels(self) -> dict[str, float]:
+        """{difficulty: weight} of the recipe's tasks: its own level at 1, then `difficulty_weights`."""
+        from openmanus_lite.envs import DIFFICULTIES
+
+        levels = {self.difficulty: 1.0, **dict(self.difficulty_weights)}
+        unknown = sorted(set(levels) - set(DIFFICULTIES))
+        if unknown or len(levels) != 1 + len(self.difficulty_weights):
+            raise ValueError(f"recipe {self.name!r}: difficulties {unknown or sorted(levels)} must be distinct "
+                             f"levels among {list(DIFFICULTIES)}")
+        if any(not w > 0 for w in levels.values()):
+            raise ValueError(f"recipe {self.name!r}: difficulty_weights must be positive, got {levels}")
+        return levels
+
+    def max_turns(self, level: str | None = None) -> int | dict[str, int] | None:
+        """The turn limits the prompts of `level`'s tasks state (default: `difficulty`'s, the recipe's own)."""
+        if level is not None and level != self.difficulty:
+            from openmanus_lite.envs import LEVEL_TURN_LIMITS
+
+            return dict(LEVEL_TURN_LIMITS[level]) if level in LEVEL_TURN_LIMITS else None
         return dict(self.turn_limits) if isinstance(self.turn_limits, tuple) else self.turn_limits
 
 
@@ -136,11 +158,17 @@ def recipe_tasks(recipe: Recipe):
     from openmanus_lite.envs.sql_tables import agentbench_style_tasks
     from openmanus_lite.splits import get_split, heldout_keys, task_key, training_tasks
 
+    recipe.levels()  # distinct, known difficulties
     counts, seed = recipe.task_counts(), get_split(recipe.split).seed + recipe.seed
     styled = round(counts.get("db", 0) * recipe.db_agentbench_share)
     if styled:
         counts["db"] -= styled
     tasks, removed = training_tasks(recipe.split, recipe.domain_list(), counts, seed=seed, difficulty=recipe.difficulty)
+    for level, weight in recipe.difficulty_weights:
+        level_tasks, level_removed = training_tasks(recipe.split, recipe.domain_list(),
+                                                    {d: round(n * weight) for d, n in recipe.task_counts().items()},
+                                                    seed=seed, difficulty=level)
+        tasks, removed = tasks + level_tasks, removed + level_removed
     for task in agentbench_style_tasks(styled, seed=seed):
         if task_key(task) in heldout_keys("db", recipe.difficulty):
             removed += 1
@@ -158,15 +186,25 @@ def recipe_trajectories(recipe: Recipe, tasks=None) -> tuple[list, dict[str, Any
     removed = None
     if tasks is None:
         tasks, removed = recipe_tasks(recipe)
-    trajs = expert_trajectories(tasks, max_turns=recipe.max_turns())
+    by_level: dict[str, list] = {}
+    for task in tasks:  # each level's prompts state its own turn limits
+        by_level.setdefault(task.difficulty, []).append(task)
+    trajs = [t for level, group in by_level.items()
+             for t in expert_trajectories(group, max_turns=recipe.max_turns(level))]
     info: dict[str, Any] = {"tasks": len(tasks), "removed_held_out": removed, "expert": len(trajs),
                             "recovery": 0, "recovery_counts": None}
+    if len(by_level) > 1:
+        info["tasks_per_level"] = {level: len(group) for level, group in by_level.items()}
     if recipe.recovery:
-        recovery, counts = recovery_trajectories(tasks, recipe.recovery, max_turns=recipe.max_turns(),
-                                                 seed=recipe.seed, kinds=recipe.recovery_kinds,
-                                                 repeats=recipe.recovery_repeats)
+        recovery, counts = [], Counter()
+        for level, group in by_level.items():
+            level_recovery, level_counts = recovery_trajectories(
+                group, recipe.recovery, max_turns=recipe.max_turns(level), seed=recipe.seed,
+                kinds=recipe.recovery_kinds, repeats=recipe.recovery_repeats)
+            recovery += level_recovery
+            counts.update(level_counts)
         trajs += recovery
-        info.update(recovery=len(recovery), recovery_counts=counts)
+        info.update(recovery=len(recovery), recovery_counts=dict(counts))
     return trajs, info
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 
@@ -26,7 +27,7 @@ def test_registry_lists_the_recipes_and_names_an_unknown_one():
 def test_recipes_share_the_measured_data_and_differ_in_budget_and_hardware():
     r60, r30, t4, gpu8 = (get_recipe(n) for n in ("cpu_60min", "cpu_30min", "t4", "gpu8"))
     data = ("split", "tasks_per_domain", "domain_weights", "recovery", "recovery_kinds", "recovery_repeats",
-            "turn_limits", "difficulty")
+            "turn_limits", "difficulty", "difficulty_weights")
     assert all(getattr(r, f) == getattr(r60, f) for r in (r30, t4, gpu8) for f in data)
     assert dict(r60.domain_weights) == {"household": 3.0, "web": 2.0} and r60.recovery_repeats == (1, 2)
     c60, c30 = r60.sft_config(), r30.sft_config()
@@ -41,7 +42,7 @@ def test_recipes_share_the_measured_data_and_differ_in_budget_and_hardware():
 
 
 def test_recipe_data_weights_domains_and_adds_recovery_episodes():
-    r = get_recipe("cpu_60min").replace(tasks_per_domain=2, domains=("os", "household"))
+    r = get_recipe("cpu_60min").replace(tasks_per_domain=2, domains=("os", "household"), difficulty_weights=())
     assert r.task_counts() == {"os": 2, "household": 6}
     tasks, removed = recipe_tasks(r)
     assert len(tasks) + removed == 8 and {t.domain for t in tasks} == {"os", "household"}  # web's weight: no web
@@ -51,6 +52,28 @@ def test_recipe_data_weights_domains_and_adds_recovery_episodes():
     assert [t.id for t in again] == [t.id for t in trajs]  # deterministic
     with pytest.raises(ValueError, match=r"domain_weights name \['shop'\]"):
         get_recipe("cpu_60min").replace(domain_weights=(("shop", 2.0),)).task_counts()
+
+
+def test_recipe_mixes_levels_each_stating_its_own_turn_limits():
+    from openmanus_lite.envs import EASY_TURN_LIMITS, MEDIUM_TURN_LIMITS
+
+    r = get_recipe("cpu_60min").replace(tasks_per_domain=4, domains=("kg", "web"), recovery=0,
+                                        difficulty_weights=(("medium", 0.5),))
+    assert r.levels() == {"easy": 1.0, "medium": 0.5}
+    assert (r.max_turns(), r.max_turns("easy"), r.max_turns("medium")) == (EASY_TURN_LIMITS,) * 2 + (MEDIUM_TURN_LIMITS,)
+    tasks, removed = recipe_tasks(r)
+    assert len(tasks) + removed == (4 + 8) + (2 + 4)  # easy kg 4, web 4 x 2 (its weight); medium half as many
+    trajs, info = recipe_trajectories(r, tasks)
+    assert info["tasks_per_level"] == dict(Counter(t.difficulty for t in tasks)) and len(info["tasks_per_level"]) == 2
+    for t in trajs:  # each level's prompt states its level's limit (web: 9 easy, 12 medium)
+        limit = (MEDIUM_TURN_LIMITS if t.meta["difficulty"] == "medium" else EASY_TURN_LIMITS)[t.domain]
+        assert f"You have {limit} turns." in t.messages[0].content
+    assert get_recipe("cpu_60min").replace(difficulty_weights=()).levels() == {"easy": 1.0}
+    for bad in ((("easy", 0.5),), (("expert", 1.0),)):  # the own level again; an unknown level
+        with pytest.raises(ValueError, match="must be distinct levels"):
+            recipe_tasks(get_recipe("cpu_60min").replace(difficulty_weights=bad))
+    with pytest.raises(ValueError, match="must be positive"):
+        get_recipe("cpu_60min").replace(difficulty_weights=(("medium", 0.0),)).levels()
 
 
 def test_sft_command_takes_a_recipe_and_its_flags_override_it():
@@ -64,6 +87,8 @@ def test_sft_command_takes_a_recipe_and_its_flags_override_it():
     assert r.tasks_per_domain == 250 and r.recovery == 1 and r.recovery_repeats == (1, 2)
     args, _ = parse(["--recipe", "cpu_60min", "--synth", "3", "--domains", "os,web", "--recovery", "0"])
     assert synth_recipe(args).task_counts() == {"os": 3, "web": 6} and synth_recipe(args).recovery == 0
+    args, _ = parse(["--recipe", "cpu_60min", "--difficulty", "medium"])  # one level: the flag's
+    assert synth_recipe(args).levels() == {"medium": 1.0}
     args, _ = parse(["--synth", "2"])  # no recipe: the plain sft_train split, no recovery
     assert synth_recipe(args).task_counts()["os"] == 2 and synth_recipe(parse(["--data", "x"])[0]) is None
 
