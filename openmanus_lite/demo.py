@@ -248,7 +248,7 @@ SFT_RECORDS = {"cpu_30min": (
     (513_262, 431, "61.7% [49.0, 72.9]"),  # the same, the loss's rows padded too: `make demo`, c960eba, 284.8 tokens/s
     (535_623, 454, "71.7% [59.2, 81.5]"),  # Intel Xeon, float32: `make demo` on a clone of a5cf495, 296.9 tokens/s
     # since 2026-12-07 a quarter as many medium tasks are in the mix (the records above: easy tasks only)
-    (589_167, 494, "70.0% [57.5, 80.1]"),  # Intel Xeon with AMX, bf16: `make demo` on a clean clone of 999f69b
+    (589_167, 494, "70.0% [57.5, 80.1]"),  # Intel Xeon with AMX, bf16: `make demo`, 86075d6's recipe (its draft 999f69b)
 )}
 """The demo's SFT results on record by training tokens: a slower machine's 30 minutes hold fewer tokens, and the
 result follows the tokens, not the minutes."""
