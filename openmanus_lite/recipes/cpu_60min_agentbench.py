@@ -27,4 +27,5 @@ RECIPE = CPU_60MIN.replace(
     # query and the answer: the recovery AgentBench's transcripts lacked); every other task, and db tasks with
     # plain names, get cpu_60min's random mistake, with the same random draws, so their data is cpu_60min's
     recovery_kinds=("typical",),
+    difficulty_weights=(),  # easy tasks only, as measured (cpu_60min's medium tasks came later, 2026-12-07)
 )

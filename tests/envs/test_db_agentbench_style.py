@@ -103,7 +103,7 @@ def test_no_generated_task_copies_a_dev_task_s_table_or_question():
 def test_recipe_adds_agentbench_style_db_tasks_and_keeps_cpu_60min_s_other_data():
     from openmanus_lite.recipes import get_recipe, recipe_tasks, recipe_trajectories
 
-    base = get_recipe("cpu_60min").replace(tasks_per_domain=3, domains=("os", "db"))
+    base = get_recipe("cpu_60min").replace(tasks_per_domain=3, domains=("os", "db"), difficulty_weights=())
     mixed = get_recipe("cpu_60min_agentbench").replace(tasks_per_domain=3, domains=("os", "db"))
     assert mixed.task_counts() == {"os": 3, "db": 6} and mixed.db_agentbench_share == 0.5
     tasks, _ = recipe_tasks(mixed)
