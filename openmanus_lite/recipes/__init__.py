@@ -158,15 +158,15 @@ def recipe_tasks(recipe: Recipe):
     from openmanus_lite.envs.sql_tables import agentbench_style_tasks
     from openmanus_lite.splits import get_split, heldout_keys, task_key, training_tasks
 
-    recipe.levels()  # distinct, known difficulties
-    counts, seed = recipe.task_counts(), get_split(recipe.split).seed + recipe.seed
+    levels, per_domain = recipe.levels(), recipe.task_counts()
+    counts, seed = dict(per_domain), get_split(recipe.split).seed + recipe.seed
     styled = round(counts.get("db", 0) * recipe.db_agentbench_share)
     if styled:
         counts["db"] -= styled
     tasks, removed = training_tasks(recipe.split, recipe.domain_list(), counts, seed=seed, difficulty=recipe.difficulty)
-    for level, weight in recipe.difficulty_weights:
+    for level, weight in list(levels.items())[1:]:  # the other levels: their share of every domain's tasks
         level_tasks, level_removed = training_tasks(recipe.split, recipe.domain_list(),
-                                                    {d: round(n * weight) for d, n in recipe.task_counts().items()},
+                                                    {d: round(n * weight) for d, n in per_domain.items()},
                                                     seed=seed, difficulty=level)
         tasks, removed = tasks + level_tasks, removed + level_removed
     for task in agentbench_style_tasks(styled, seed=seed):
