@@ -73,11 +73,6 @@ class BenchmarkResult:
                          "valid_rate": 1.0 - row.invalid_action_rate, "mean_turns": row.mean_turns}
                 for domain, row in rows.items()}
 
-    def records_frame(self):
-        import pandas as pd
-
-        return pd.DataFrame([{k: v for k, v in r.to_dict().items() if k != "trajectory"} for r in self.records])
-
     def by_task(self) -> dict[str, TaskRecord]:
         return {r.task_id: r for r in self.records}
 
