@@ -54,7 +54,9 @@ SETTINGS = {"previous": {"OPENMANUS_KV_BUDGET_GB": "none"},
             "micro_batch_2": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
             "batch_4": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
             "group_per_pass": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
-            "grpo_peft_lora_inputs": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"}}
+            "grpo_peft_lora_inputs": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
+            "eager_layers": {},
+            "compiled_layers": {}}
 """`--compare` runs: before this issue's changes, and with them plus the smaller oneDNN cache (opt-in: engine/__init__.py).
 The others (`--settings`) try glibc's heap: no trim, a trim after every step, a fixed 1 MB mmap threshold; and the SFT
 step's memory: `fused_head` computes the loss with TRL's fused LM head (Unsloth's torch twin of it, which also logs
@@ -65,7 +67,8 @@ PEFT's adapters save float32 copies of their inputs again (`lean_lora_inputs=Fal
 SFT's updates are 4 conversations: `batch_4` puts them through one forward/backward pass (now: one a pass, 4
 accumulated; `batch_4_defaults`: the same with oneDNN's own cache), `micro_batch_2` two a pass; `group_per_pass`
 puts GRPO's whole group of 4 episodes through one pass (now: one episode a pass), `grpo_peft_lora_inputs` is GRPO
-without lean LoRA inputs. `defaults` is the kit as a user runs it (oneDNN's own 1024-primitive cache, which the
+without lean LoRA inputs; `eager_layers` and `compiled_layers` train with the decoder layers eager or compiled
+(`compile_layers`, train/compiled_layers.py). `defaults` is the kit as a user runs it (oneDNN's own 1024-primitive cache, which the
 settings above set to 32); `pad_64` pads SFT rows to a multiple of 64 tokens (16 shapes instead of one per
 length; what SFT in bf16 on a CPU now does by itself, train.sft.CPU_BF16_PAD); `trim_every_4` hands the heap back
 every 4 steps instead of 20, `arena_2` caps glibc at two heap arenas,
@@ -86,6 +89,11 @@ def _sft_passes(preset, per_pass: int):
                                "gradient_accumulation_steps": 4 // per_pass})
 
 
+def _compiled(preset, on: bool):
+    """The preset's SFT, GRPO and DPO with decoder layers compiled (`on`) or eager (train/compiled_layers.py)."""
+    return preset.replace(**{stage: {**getattr(preset, stage), "compile_layers": on} for stage in ("sft", "grpo", "dpo")})
+
+
 PRESET_CHANGES = {"checkpointing": _with_checkpointing,
                   "peft_lora_inputs": lambda preset: preset.replace(sft={**preset.sft, "lean_lora_inputs": False}),
                   "micro_batch_2": lambda preset: _sft_passes(preset, 2),
@@ -93,7 +101,9 @@ PRESET_CHANGES = {"checkpointing": _with_checkpointing,
                   "batch_4_defaults": lambda preset: _sft_passes(preset, 4),
                   "pad_64": lambda preset: preset.replace(sft={**preset.sft, "pad_to_multiple_of": 64}),
                   "group_per_pass": lambda preset: preset.replace(grpo={**preset.grpo, "per_device_train_batch_size": 4}),
-                  "grpo_peft_lora_inputs": lambda preset: preset.replace(grpo={**preset.grpo, "lean_lora_inputs": False})}
+                  "grpo_peft_lora_inputs": lambda preset: preset.replace(grpo={**preset.grpo, "lean_lora_inputs": False}),
+                  "eager_layers": lambda preset: _compiled(preset, False),
+                  "compiled_layers": lambda preset: _compiled(preset, True)}
 """Settings that change the stage's preset rather than the environment."""
 DOMAINS = ("os", "db", "web", "kg", "household", "ecommerce")
 

@@ -15,6 +15,8 @@ median step time. LoRA variants show what makes CPU training faster:
     python benchmarks/train_throughput.py --gpu                 # 1.5B (random weights), 4-bit, GPU
     python benchmarks/train_throughput.py --models default --backends unsloth --dtype float32,bfloat16 \
         --batch-size 4 --rounds 3                                # fp32 against bf16, interleaved
+    python benchmarks/train_throughput.py --models default --backends unsloth --dtype bfloat16 --batch-size 1 \
+        --compile-layers off,on --rounds 3 --steps 16 --warmup 4   # decoder layers eager against compiled
 
 The loss runs as the kit's SFT runs it (`--lm-head labelled`): only the positions with a label pass through the LM
 head (on CPU Unsloth's chunked cross-entropy inside SFTTrainer; here TRL's `add_fused_lm_head`, the same work), so a conversation's prompt and observations cost
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -164,6 +167,10 @@ def measure_one(spec: dict) -> dict:
         from trl.trainer.utils import add_fused_lm_head
 
         add_fused_lm_head(model.get_base_model() if hasattr(model, "get_base_model") else model)
+    if spec.get("compile_layers"):  # the cpu preset's SFT and GRPO compile the decoder layers in place
+        from openmanus_lite.train.compiled_layers import compile_layers
+
+        compile_layers(model)
     head = model.get_output_embeddings()
     head_params = head.in_features * head.out_features
     if on_gpu:
@@ -199,7 +206,7 @@ def measure_one(spec: dict) -> dict:
     peak = (torch.cuda.max_memory_allocated() / 2**30 if on_gpu
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
     return {**{k: spec[k] for k in ("model", "backend", "variant", "dtype", "lm_head", "batch_size", "seq_len",
-                                    "threads", "load_in_4bit")},
+                                    "threads", "load_in_4bit")}, "compile_layers": bool(spec.get("compile_layers")),
             "labelled_share": round(labelled_share, 3),
             "device": "cuda" if on_gpu else "cpu", "trainable": trainable, "total": total,
             "load_s": round(load_s, 1), "s_per_step": round(step, 3), "tokens_per_s": tokens_per_s,
@@ -239,14 +246,16 @@ def summarize(results: list[dict]) -> list[dict]:
     the first configuration measured."""
     groups: dict[tuple, list[dict]] = {}
     for r in results:
-        groups.setdefault((Path(r["model"]).name, r["backend"], r["variant"], r["dtype"], r["lm_head"]), []).append(r)
-    rows = [{"model": k[0], "backend": k[1], "variant": k[2], "dtype": k[3], "lm_head": k[4], "rounds": len(v),
+        groups.setdefault((Path(r["model"]).name, r["backend"], r["variant"], r["dtype"], r["lm_head"],
+                           r.get("compile_layers", False)), []).append(r)
+    rows = [{"model": k[0], "backend": k[1], "variant": k[2], "dtype": k[3], "lm_head": k[4], "compile_layers": k[5],
+             "rounds": len(v),
              **{f"median_{key}": round(statistics.median(r[key] for r in v), 3)
                 for key in ("tokens_per_s", "matmul_gflops", "share_of_matmul")}} for k, v in groups.items()]
     for row in rows:
         row["ratio_to_first"] = round(row["median_tokens_per_s"] / rows[0]["median_tokens_per_s"], 2)
         print(f"median over {row['rounds']}: {row['model']} {row['backend']} {row['variant']} {row['dtype']} "
-              f"head:{row['lm_head']}: "
+              f"head:{row['lm_head']}{' compiled layers' if row['compile_layers'] else ''}: "
               f"{row['median_tokens_per_s']} tokens/s ({row['ratio_to_first']}x the first), "
               f"{row['median_share_of_matmul']:.0%} of {row['median_matmul_gflops']:.0f} GFLOP/s", flush=True)
     return rows
@@ -267,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lm-head", default="labelled",
                    help="labelled (the kit's SFT: TRL's fused head on the labelled positions only), all (the model's "
                         "own loss over every position), or labelled,all to compare them")
+    p.add_argument("--compile-layers", default="off",
+                   help="off, on (decoder layers compiled in place: train/compiled_layers.py), or off,on to compare")
     p.add_argument("--rounds", type=int, default=1,
                    help="repeat every measurement this many times, interleaved (the machine's speed drifts); "
                         "medians over rounds are reported")
@@ -297,8 +308,9 @@ def main(argv: list[str] | None = None) -> int:
         for backend in args.backends.split(","):
             for variant in args.variants.split(","):
                 for dtype in args.dtype.split(","):
-                    for head in args.lm_head.split(","):
-                        specs.append({"model": model, "backend": backend, "variant": variant, "rank": args.rank,
+                    for head, compiled in itertools.product(args.lm_head.split(","),
+                                                            args.compile_layers.split(",")):
+                        specs.append({"compile_layers": compiled == "on","model": model, "backend": backend, "variant": variant, "rank": args.rank,
                                       "batch_size": args.batch_size, "seq_len": args.seq_len, "steps": args.steps,
                                       "warmup": args.warmup, "dtype": None if dtype == "none" else dtype,
                                       "lm_head": head, "grad_ckpt": args.grad_ckpt,

@@ -64,6 +64,10 @@ class _KitConfig:
         "On a CPU, LoRA adapters over 16-bit weights save their 16-bit input for the backward pass instead of PEFT's "
         "float32 copy (same arithmetic; ~1.9 GB less at batch 4 x 1024 on SmolLM2-135M: train/lean_lora.py). "
         "False: PEFT's own path."))
+    compile_layers: bool = field(default=False, metadata=_help(
+        "On a CPU, compile the decoder layers in place with torch.compile before training (train/compiled_layers.py; "
+        "needs a C++ compiler, else the layers stay eager with a message). Not TRL's torch_compile, which compiles "
+        "through accelerate: measured slower here."))
     bf16: bool | None = _default(trl.SFTConfig, "bf16", None)  # TRL's help is the same in all four configs
     fp16: bool | None = _default(trl.SFTConfig, "fp16", None)
     gradient_checkpointing: bool = _default(trl.SFTConfig, "gradient_checkpointing", False)

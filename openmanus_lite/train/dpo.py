@@ -18,6 +18,7 @@ from typing import Any
 
 from openmanus_lite.models import LoraSpec, free_memory, load_model, load_tokenizer, resolve_model_name
 from openmanus_lite.paths import CACHE_DIR
+from openmanus_lite.train.compiled_layers import compile_layers_for
 from openmanus_lite.train.configs import DPORunConfig, import_trl, renamed_settings
 from openmanus_lite.train.lean_lora import lean_lora_inputs_for
 from openmanus_lite.train.preferences import pair_dataset
@@ -60,6 +61,7 @@ def train_and_release(trainer: Any, stop: TimeLimit, data_counts: dict[str, int]
     """(the trained model, its report); then frees what only training needed (the optimizer state, TRL's
     reference copy) before the next stage loads its model, so the caller must hold no other `trainer`."""
     lean_lora_inputs_for(trainer.model, trainer.args)
+    compile_layers_for(trainer.model, trainer.args)
     trainer.train(resume_from_checkpoint=resume)
     model, state = trainer.model, trainer.state
     del trainer

@@ -31,6 +31,7 @@ from openmanus_lite.train import (
     grpo_signal,
     reward_model,  # noqa: F401  (registers the "orm" reward)
 )
+from openmanus_lite.train.compiled_layers import compile_layers_for
 from openmanus_lite.train.configs import (  # noqa: F401  (the config and its defaults are part of this API)
     DEFAULT_REWARDS,
     MODES,
@@ -325,6 +326,7 @@ def run_grpo(
     callbacks = [*callbacks, clock] + ([make_sample_printer(config.sample_every)] if config.sample_every else [])
     tokenizer.padding_side = "left"
     lean_lora_inputs_for(model, config)
+    compile_layers_for(model, config)
     trainer = kit_trainer_class()(model=model, processing_class=tokenizer, reward_funcs=list(reward_funcs), args=args,
                                   train_dataset=train_dataset, rollout_func=rollout_func,
                                   environment_factory=environment_factory, callbacks=callbacks)

@@ -213,8 +213,11 @@ PRESETS: dict[str, Preset] = {
         # one conversation (DPO: pair; reward model: pair) per forward/backward pass, 4 accumulated per update: the
         # same updates as batch 4 at the peak of batch 1 (SFT on the longest rows 7.52 -> 3.56 GB, no slower;
         # benchmarks/memory.py, issue #41)
+        # decoder layers compiled in place (train/compiled_layers.py): SFT on the longest rows peaked at 2.7 GB instead
+        # of 3.8, six minutes of cpu_30min trained 420 tokens/s instead of 389 at 3.05 GB instead of 4.57; GRPO 3.49 ->
+        # 3.15 GB at the same pace (benchmarks/memory.py --settings eager_layers,compiled_layers; docs/RESULTS.md)
         sft={**SFT, "output_dir": "runs/sft_cpu", "learning_rate": 1e-3, "warmup_steps": 5, "save_steps": 25,
-             "per_device_train_batch_size": 1, "gradient_accumulation_steps": 4},
+             "per_device_train_batch_size": 1, "gradient_accumulation_steps": 4, "compile_layers": True},
         dpo=_pairs(DPO, 1, 4),
         reward_model=_pairs(REWARD_MODEL, 1, 4),
         # GRPO on 2 cores: one group of 4 samples per step, one episode per forward/backward pass (the group's 4
@@ -228,7 +231,7 @@ PRESETS: dict[str, Preset] = {
         grpo={**GRPO, "output_dir": "runs/grpo_cpu", "max_steps": 40, "learning_rate": 1e-4,
               "per_device_train_batch_size": 1, "gradient_accumulation_steps": 4, "gradient_checkpointing": True,
               "max_completion_length": 48, "max_episode_tokens": 640, "max_new_tokens": 96, "max_turns": 5,
-              "sample_every": 10},
+              "sample_every": 10, "compile_layers": True},
     ),
     "cpu_debug": Preset(
         name="cpu_debug",
