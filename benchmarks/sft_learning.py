@@ -151,7 +151,8 @@ def parse_args(argv):
         args.model, args.minutes, args.tasks = "tiny", "0.1,0.2", 3
         args.sft.synth = args.sft.synth or 6
         args.sft.domains = args.sft.domains or "os,db"
-        args.sft_extras = ["--learning_rate", "1e-3", *args.sft_extras]  # a --learning_rate given comes later: wins
+        # options given come later and win; compiling the layers would take most of a smoke run's seconds
+        args.sft_extras = ["--learning_rate", "1e-3", "--compile_layers", "false", *args.sft_extras]
         args.full, args.max_new_tokens = True, 16
         args.out = args.out if args.out != "runs/sft_learning" else "runs/sft_learning_quick"
     if args.labels and not args.eval_saved:
