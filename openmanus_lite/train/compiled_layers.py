@@ -4,7 +4,8 @@ Inductor turns each layer's elementwise work (norms, rotary embeddings, the gate
 fused C++ loops and keeps fewer intermediates for the backward pass. Six minutes of the `cpu_30min` recipe's SFT on a
 2-core AMD EPYC (bf16), one run after the other: 389 -> 420 tokens/s and peak memory 4.57 -> 3.05 GB
 (docs/RESULTS.md, "Compiled decoder layers"). Only the repeated layers are compiled, each in place, with dynamic
-shapes: one graph serves every layer and every sequence length, so compiling costs seconds, not minutes.
+shapes: one graph serves every layer but the first (whose input needs no gradient under LoRA) at every sequence
+length, so compiling costs seconds, not minutes.
 
 Not TRL's `torch_compile=True`: through accelerate it compiled the whole model (112 tokens/s on the same six minutes)
 or, with accelerate's regional compilation, copies of the layers (322 tokens/s, and the loss stayed near 1.0 where
