@@ -167,7 +167,7 @@ def measure_one(spec: dict) -> dict:
         from trl.trainer.utils import add_fused_lm_head
 
         add_fused_lm_head(model.get_base_model() if hasattr(model, "get_base_model") else model)
-    if spec.get("compile_layers"):  # the cpu preset's SFT and GRPO compile the decoder layers in place
+    if spec["compile_layers"]:  # the cpu preset's SFT and GRPO compile the decoder layers in place
         from openmanus_lite.train.compiled_layers import compile_layers
 
         compile_layers(model)
@@ -206,7 +206,7 @@ def measure_one(spec: dict) -> dict:
     peak = (torch.cuda.max_memory_allocated() / 2**30 if on_gpu
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
     return {**{k: spec[k] for k in ("model", "backend", "variant", "dtype", "lm_head", "batch_size", "seq_len",
-                                    "threads", "load_in_4bit")}, "compile_layers": bool(spec.get("compile_layers")),
+                                    "threads", "load_in_4bit", "compile_layers")},
             "labelled_share": round(labelled_share, 3),
             "device": "cuda" if on_gpu else "cpu", "trainable": trainable, "total": total,
             "load_s": round(load_s, 1), "s_per_step": round(step, 3), "tokens_per_s": tokens_per_s,
@@ -247,7 +247,7 @@ def summarize(results: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         groups.setdefault((Path(r["model"]).name, r["backend"], r["variant"], r["dtype"], r["lm_head"],
-                           r.get("compile_layers", False)), []).append(r)
+                           r["compile_layers"]), []).append(r)
     rows = [{"model": k[0], "backend": k[1], "variant": k[2], "dtype": k[3], "lm_head": k[4], "compile_layers": k[5],
              "rounds": len(v),
              **{f"median_{key}": round(statistics.median(r[key] for r in v), 3)
@@ -310,10 +310,10 @@ def main(argv: list[str] | None = None) -> int:
                 for dtype in args.dtype.split(","):
                     for head, compiled in itertools.product(args.lm_head.split(","),
                                                             args.compile_layers.split(",")):
-                        specs.append({"compile_layers": compiled == "on","model": model, "backend": backend, "variant": variant, "rank": args.rank,
+                        specs.append({"model": model, "backend": backend, "variant": variant, "rank": args.rank,
                                       "batch_size": args.batch_size, "seq_len": args.seq_len, "steps": args.steps,
                                       "warmup": args.warmup, "dtype": None if dtype == "none" else dtype,
-                                      "lm_head": head, "grad_ckpt": args.grad_ckpt,
+                                      "lm_head": head, "compile_layers": compiled == "on", "grad_ckpt": args.grad_ckpt,
                                       "load_in_4bit": args.load_in_4bit, "threads": threads})
     for _ in range(args.rounds):
         for spec in specs:

@@ -29,18 +29,26 @@ def repeated_layers(model: Any) -> list[torch.nn.Module]:
     return best
 
 
-def cannot_compile(model: Any) -> str | None:
-    """Why the layers stay eager here, or None: a GPU (Unsloth compiles its own kernels there; this is unmeasured),
-    no C++ compiler for inductor's CPU code (e.g. Windows without MSVC), or no repeated layers."""
-    param = next(iter(model.parameters()), None)
-    if param is None or param.device.type != "cpu":
-        return "the model is not on the CPU (compiled layers are measured for CPU training only)"
+def missing_cpp_compiler() -> str | None:
+    """Why inductor cannot build CPU code here (no C++ compiler: e.g. Windows without MSVC), or None."""
     try:
         from torch._inductor.cpp_builder import get_cpp_compiler
 
         get_cpp_compiler()
     except Exception as exc:  # inductor raises its own InvalidCxxCompiler, or an OSError from the search
         return f"no C++ compiler for torch.compile's CPU code ({type(exc).__name__}: {exc})"
+    return None
+
+
+def cannot_compile(model: Any) -> str | None:
+    """Why the layers stay eager here, or None: a GPU (Unsloth compiles its own kernels there; this is unmeasured),
+    no C++ compiler (`missing_cpp_compiler`), or no repeated layers."""
+    param = next(iter(model.parameters()), None)
+    if param is None or param.device.type != "cpu":
+        return "the model is not on the CPU (compiled layers are measured for CPU training only)"
+    missing = missing_cpp_compiler()
+    if missing:
+        return missing
     if not repeated_layers(model):
         return "the model has no repeated layers to compile"
     return None

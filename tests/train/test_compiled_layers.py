@@ -17,16 +17,8 @@ from openmanus_lite.train.sft import SFTRunConfig  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-def _has_compiler() -> bool:
-    try:
-        from torch._inductor.cpp_builder import get_cpp_compiler
-
-        return bool(get_cpp_compiler())
-    except Exception:
-        return False
-
-
-needs_compiler = pytest.mark.skipif(not _has_compiler(), reason="no C++ compiler for torch.compile's CPU code")
+needs_compiler = pytest.mark.skipif(compiled_layers.missing_cpp_compiler() is not None,
+                                    reason="no C++ compiler for torch.compile's CPU code")
 
 
 def _model():

@@ -67,7 +67,8 @@ def test_rounds_interleave_the_dtypes_and_report_medians(bench, capsys, monkeypa
     def fake_run_one(spec, timeout, failures):
         tokens_per_s = next(speeds)
         return {"model": spec["model"], "backend": spec["backend"], "variant": spec["variant"],
-                "dtype": spec["dtype"], "lm_head": spec["lm_head"], "tokens_per_s": tokens_per_s, "matmul_gflops": 200.0,
+                "dtype": spec["dtype"], "lm_head": spec["lm_head"], "compile_layers": spec["compile_layers"],
+                "tokens_per_s": tokens_per_s, "matmul_gflops": 200.0,
                 "share_of_matmul": tokens_per_s / 1000}
 
     monkeypatch.setattr(bench, "run_one", fake_run_one)
