@@ -59,6 +59,7 @@ class Env:
     def __init__(self, max_turns: int | None = None, shaping: bool = False, max_invalid_streak: int | None = None):
         if max_turns is not None:
             self.max_turns = max_turns
+        self._fixed_max_turns = max_turns
         if max_invalid_streak is not None and not _is_positive_whole(max_invalid_streak):
             raise ValueError(f"max_invalid_streak must be a whole number >= 1 or None, got {max_invalid_streak!r}")
         self.shaping = shaping
@@ -182,6 +183,11 @@ class Env:
         """A slip agents are known to make in this domain instead of the expert's `due` turn (the "typical"
         mistakes of recovery data, e.g. db's unquoted names), or None when there is none here."""
         return None
+
+    def _turns_from(self, spec: dict[str, Any]) -> None:
+        """For domains whose tasks carry their own turn limit (a level's): take it, unless the constructor fixed one."""
+        if self._fixed_max_turns is None:
+            self.max_turns = int(spec.get("max_turns", type(self).max_turns))
 
     def _safe_score(self, answer_text: str | None) -> float:
         try:

@@ -431,10 +431,6 @@ class HouseholdEnv(Env):
         "objects to complete the task. 'Nothing happens.' means the command did not work."
     )
 
-    def __init__(self, max_turns: int | None = None, **options):
-        super().__init__(max_turns=max_turns, **options)
-        self._fixed_max_turns = max_turns
-
     # the mutable state is a few small dicts and sets; the task and room layout are shared
     def __deepcopy__(self, memo):
         new = copy.copy(self)
@@ -448,8 +444,7 @@ class HouseholdEnv(Env):
 
     def _setup(self, task: Task) -> None:
         spec = task.spec
-        if self._fixed_max_turns is None:
-            self.max_turns = int(spec.get("max_turns", type(self).max_turns))
+        self._turns_from(spec)
         self.receptacles: tuple[str, ...] = tuple(spec["receptacles"])
         self.recep_set = frozenset(self.receptacles)
         self.goal = spec["goal"]

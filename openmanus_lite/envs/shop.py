@@ -317,10 +317,6 @@ class ShopEnv(Env):
         "button, product id or option shown on the page."
     )
 
-    def __init__(self, max_turns: int | None = None, **options):
-        super().__init__(max_turns=max_turns, **options)
-        self._fixed_max_turns = max_turns
-
     def __deepcopy__(self, memo):
         new = copy.copy(self)  # catalogue, task and result list are immutable and shared
         new.selected = dict(self.selected)
@@ -330,8 +326,7 @@ class ShopEnv(Env):
 
     def _setup(self, task: Task) -> None:
         spec = task.spec
-        if self._fixed_max_turns is None:
-            self.max_turns = int(spec.get("max_turns", type(self).max_turns))
+        self._turns_from(spec)
         self.cat = catalogue(int(spec["catalogue"]["seed"]), int(spec["catalogue"]["size"]))
         self.goal = spec["goal"]
         self.page = "search"  # search | results | item | description | features | reviews

@@ -428,10 +428,6 @@ class WebEnv(Env):
         "with search[<words>], fill a form with type[<field>][<text>], and finish with answer(<answer>)."
     )
 
-    def __init__(self, max_turns: int | None = None, **options):
-        super().__init__(max_turns=max_turns, **options)
-        self._fixed_max_turns = max_turns
-
     def __deepcopy__(self, memo):
         new = copy.copy(self)  # the site and task are immutable and shared
         new.history = list(self.history)
@@ -450,8 +446,7 @@ class WebEnv(Env):
 
     def _setup(self, task: Task) -> None:
         spec = task.spec
-        if self._fixed_max_turns is None:
-            self.max_turns = int(spec.get("max_turns", type(self).max_turns))
+        self._turns_from(spec)
         self.site = site(int(spec["site"]["seed"]), spec["site"]["difficulty"])
         self.spec = spec
         self.page = "home"

@@ -8,6 +8,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from safe_steps import assert_safe_step, assert_safe_steps
 
 from openmanus_lite.envs import generate_tasks, make_env, run_expert
 from openmanus_lite.envs.household import TASK_TYPES, Command, expert_cost, parse_command
@@ -219,13 +220,7 @@ _replies = st.one_of(
 def test_fuzzed_steps_never_raise_and_stay_fast(replies):
     env = make_env("household")
     env.reset(FUZZ_TASK)
-    for reply in replies:
-        start = time.perf_counter()
-        step = env.step(reply)
-        assert time.perf_counter() - start < 1.0
-        assert isinstance(step.observation, str) and "internal_error" not in step.info
-        if step.done:
-            break
+    assert_safe_steps(env, replies)
 
 
 @pytest.mark.parametrize("reply", ["Act: go to " + "x" * 1_000_000, "Act: " + "take a from b " * 50_000,
@@ -233,7 +228,4 @@ def test_fuzzed_steps_never_raise_and_stay_fast(replies):
 def test_huge_inputs_are_answered_quickly(reply):
     env = make_env("household")
     env.reset(kitchen_task())
-    start = time.perf_counter()
-    step = env.step(reply)
-    assert time.perf_counter() - start < 1.0
-    assert "internal_error" not in step.info
+    assert_safe_step(env, reply)

@@ -12,6 +12,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from safe_steps import assert_safe_step, assert_safe_steps
 
 from openmanus_lite.envs import generate_tasks, make_env, run_expert
 from openmanus_lite.envs.shop import PER_PAGE, _doc_text, catalogue, expert_cost, tokenize, webshop_reward
@@ -199,13 +200,7 @@ def test_fuzzed_steps_never_raise_and_stay_fast(replies):
     env = make_env("ecommerce")
     env.reset(FUZZ_TASK)
     env.step(format_turn("go", "search[shampoo]"))
-    for reply in replies:
-        start = time.perf_counter()
-        step = env.step(reply)
-        assert time.perf_counter() - start < 1.0
-        assert isinstance(step.observation, str) and "internal_error" not in step.info
-        if step.done:
-            break
+    assert_safe_steps(env, replies)
 
 
 @pytest.mark.parametrize("reply", ["Act: search[" + "shampoo " * 200_000 + "]", "Act: click[" + "x" * 1_000_000 + "]",
@@ -213,7 +208,4 @@ def test_fuzzed_steps_never_raise_and_stay_fast(replies):
 def test_huge_inputs_are_answered_quickly(reply):
     env = make_env("ecommerce")
     env.reset(jerky_task())
-    start = time.perf_counter()
-    step = env.step(reply)
-    assert time.perf_counter() - start < 1.0
-    assert "internal_error" not in step.info
+    assert_safe_step(env, reply)

@@ -7,6 +7,7 @@ import time
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from safe_steps import assert_safe_step, assert_safe_steps
 
 from openmanus_lite.envs import generate_tasks, make_env, run_expert
 from openmanus_lite.envs.web import TASK_KINDS, expert_cost, normalize, site
@@ -150,13 +151,7 @@ def test_fuzzed_steps_never_raise_and_stay_fast(replies):
     env = make_env("web")
     env.reset(FUZZ_TASK)
     env.step(format_turn("go", "click[Contact]"))
-    for reply in replies:
-        start = time.perf_counter()
-        step = env.step(reply)
-        assert time.perf_counter() - start < 1.0
-        assert isinstance(step.observation, str) and "internal_error" not in step.info
-        if step.done:
-            break
+    assert_safe_steps(env, replies)
 
 
 @pytest.mark.parametrize("reply", ["Act: search[" + "meetup " * 200_000 + "]", "Act: type[name][" + "x" * 1_000_000 + "]",
@@ -165,7 +160,4 @@ def test_huge_inputs_are_answered_quickly(reply):
     env = make_env("web")
     env.reset(generate_tasks("web", 1, seed=0, difficulty="easy")[0])
     act(env, "click[Contact]")
-    start = time.perf_counter()
-    step = env.step(reply)
-    assert time.perf_counter() - start < 1.0
-    assert "internal_error" not in step.info
+    assert_safe_step(env, reply)
