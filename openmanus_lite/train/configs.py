@@ -22,6 +22,8 @@ from typing import Any
 
 from openmanus_lite.engine.precision import trainer_precision
 from openmanus_lite.errors import UserError
+from openmanus_lite.train.compiled_layers import compile_layers_for
+from openmanus_lite.train.lean_lora import lean_lora_inputs_for
 
 
 def import_trl():
@@ -267,6 +269,13 @@ def vllm_available() -> bool:
 
 RENAMED_SETTINGS = {"epochs": "num_train_epochs", "batch_size": "per_device_train_batch_size",
                     "grad_accum": "gradient_accumulation_steps"}
+
+
+def apply_model_settings(model: Any, config: Any) -> None:
+    """What a kit config's fields (`lean_lora_inputs`, `compile_layers`; read with defaults, so any trainer's arguments
+    do) change on the model itself, before its first forward pass: every kit trainer calls this one place."""
+    lean_lora_inputs_for(model, config)
+    compile_layers_for(model, config)
 
 
 def renamed_settings(old: dict[str, Any], old_name: str, new_name: str) -> dict[str, Any]:

@@ -18,9 +18,7 @@ from typing import Any
 
 from openmanus_lite.models import LoraSpec, free_memory, load_model, load_tokenizer, resolve_model_name
 from openmanus_lite.paths import CACHE_DIR
-from openmanus_lite.train.compiled_layers import compile_layers_for
-from openmanus_lite.train.configs import DPORunConfig, import_trl, renamed_settings
-from openmanus_lite.train.lean_lora import lean_lora_inputs_for
+from openmanus_lite.train.configs import DPORunConfig, apply_model_settings, import_trl, renamed_settings
 from openmanus_lite.train.preferences import pair_dataset
 from openmanus_lite.train.presets import DPO
 from openmanus_lite.train.run_control import TimeLimit
@@ -60,8 +58,7 @@ def train_and_release(trainer: Any, stop: TimeLimit, data_counts: dict[str, int]
                       resume: str | None = None) -> tuple[Any, TrainReport]:
     """(the trained model, its report); then frees what only training needed (the optimizer state, TRL's
     reference copy) before the next stage loads its model, so the caller must hold no other `trainer`."""
-    lean_lora_inputs_for(trainer.model, trainer.args)
-    compile_layers_for(trainer.model, trainer.args)
+    apply_model_settings(trainer.model, trainer.args)
     trainer.train(resume_from_checkpoint=resume)
     model, state = trainer.model, trainer.state
     del trainer

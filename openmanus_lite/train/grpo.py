@@ -31,11 +31,11 @@ from openmanus_lite.train import (
     grpo_signal,
     reward_model,  # noqa: F401  (registers the "orm" reward)
 )
-from openmanus_lite.train.compiled_layers import compile_layers_for
 from openmanus_lite.train.configs import (  # noqa: F401  (the config and its defaults are part of this API)
     DEFAULT_REWARDS,
     MODES,
     GRPORunConfig,
+    apply_model_settings,
     import_trl,
     vllm_available,
 )
@@ -51,7 +51,6 @@ from openmanus_lite.train.grpo_data import (  # noqa: F401  (re-exported: the ki
     value_solution,
     value_task_rows,
 )
-from openmanus_lite.train.lean_lora import lean_lora_inputs_for
 from openmanus_lite.train.run_control import TimeLimit
 from openmanus_lite.train.run_folder import resume_checkpoint
 
@@ -325,8 +324,7 @@ def run_grpo(
     clock = TimeLimit.from_config(config)  # the time budget (if any) and the peak memory
     callbacks = [*callbacks, clock] + ([make_sample_printer(config.sample_every)] if config.sample_every else [])
     tokenizer.padding_side = "left"
-    lean_lora_inputs_for(model, config)
-    compile_layers_for(model, config)
+    apply_model_settings(model, config)
     trainer = kit_trainer_class()(model=model, processing_class=tokenizer, reward_funcs=list(reward_funcs), args=args,
                                   train_dataset=train_dataset, rollout_func=rollout_func,
                                   environment_factory=environment_factory, callbacks=callbacks)

@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from openmanus_lite.train.compiled_layers import compile_layers_for
-from openmanus_lite.train.configs import SFTRunConfig, import_trl  # noqa: F401  (the config is part of this API)
-from openmanus_lite.train.lean_lora import lean_lora_inputs_for
+from openmanus_lite.train.configs import SFTRunConfig, apply_model_settings, import_trl  # noqa: F401  (the config is part of this API)
 from openmanus_lite.train.presets import SFT
 from openmanus_lite.train.run_control import TimeLimit
 from openmanus_lite.train.run_folder import resume_checkpoint
@@ -103,8 +101,7 @@ def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, c
                          f"(train.data.build_sft_dataset), got columns {dataset.column_names}")
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer has no pad token; load it with models.load_tokenizer / load_model")
-    lean_lora_inputs_for(model, cfg)
-    compile_layers_for(model, cfg)
+    apply_model_settings(model, cfg)
     if model.device.type == "cpu" and str(model.dtype) == "torch.bfloat16":
         pad_loss_rows()
         if cfg.pad_to_multiple_of is None:
