@@ -296,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         args.models, args.load_in_4bit, args.dtype, args.grad_ckpt = "1p5b", True, "none", True
         if args.batch_size == 8 and args.seq_len == 768:
             args.batch_size, args.seq_len = 4, 2048
+    heads = _comma_choices(p, "--lm-head", args.lm_head, ("labelled", "all"))
+    compiled_layers = _comma_choices(p, "--compile-layers", args.compile_layers, ("off", "on"))
     threads = pick_threads(args.threads)
     load = os.getloadavg()
     models = args.models.split(",")
@@ -308,8 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         for backend in args.backends.split(","):
             for variant in args.variants.split(","):
                 for dtype in args.dtype.split(","):
-                    for head, compiled in itertools.product(args.lm_head.split(","),
-                                                            args.compile_layers.split(",")):
+                    for head, compiled in itertools.product(heads, compiled_layers):
                         specs.append({"model": model, "backend": backend, "variant": variant, "rank": args.rank,
                                       "batch_size": args.batch_size, "seq_len": args.seq_len, "steps": args.steps,
                                       "warmup": args.warmup, "dtype": None if dtype == "none" else dtype,
@@ -324,6 +325,15 @@ def main(argv: list[str] | None = None) -> int:
     print("RESULT " + json.dumps({"medians": medians, "results": results, "failures": failures, "threads": threads,
                                   "loadavg_at_start": [round(x, 2) for x in load], "cpus": os.cpu_count()}))
     return 0 if results else 1
+
+
+def _comma_choices(p: argparse.ArgumentParser, flag: str, text: str, allowed: tuple[str, ...]) -> list[str]:
+    """The comma list `text`, each value one of `allowed` (else the parser's error names the flag)."""
+    values = text.split(",")
+    unknown = [v for v in values if v not in allowed]
+    if unknown:
+        p.error(f"{flag}: {', '.join(unknown)} is not one of {', '.join(allowed)}")
+    return values
 
 
 if __name__ == "__main__":

@@ -81,3 +81,8 @@ def test_rounds_interleave_the_dtypes_and_report_medians(bench, capsys, monkeypa
     assert medians["bfloat16"]["median_tokens_per_s"] == 160.0 and medians["bfloat16"]["ratio_to_first"] == 1.6
     assert medians["bfloat16"]["median_share_of_matmul"] == 0.16 and medians["bfloat16"]["median_matmul_gflops"] == 200
     assert all(m["rounds"] == 3 for m in medians.values())
+    # a value neither choice names is refused before any measurement, not measured as "off"
+    for flag, bad in (("--compile-layers", "off,yes"), ("--lm-head", "last")):
+        with pytest.raises(SystemExit):
+            bench.main(["--models", "tiny", flag, bad])
+        assert f"{flag}: {bad.split(',')[-1]} is not one of" in capsys.readouterr().err
