@@ -53,6 +53,12 @@ class GroupSignal:
                 "signal/groups_dropped": float(dropped), "signal/samples_kept": float(kept * self.group_size),
                 "signal/samples_dropped": float(dropped * self.group_size)}
 
+    def __add__(self, other: "GroupSignal") -> "GroupSignal":
+        """Both batches' groups as one (a step's rollout rounds)."""
+        if other.group_size != self.group_size:
+            raise ValueError(f"groups of {self.group_size} and {other.group_size} samples do not join")
+        return GroupSignal(self.group_size, self.keep + other.keep, self.uniform_rewards + other.uniform_rewards)
+
     def warning(self, below: float) -> str | None:
         """Why most groups carry no signal, and what to change; None when the share is at least `below`."""
         if not self.groups or self.share >= below:

@@ -39,9 +39,12 @@ def test_train_domains_follow_the_probe():
 
 def test_step_figures_count_signal_and_expert_samples():
     logs = [{"step_time": 10.0, "signal/group_share": 0.5, "signal/samples_kept": 8, "signal/samples_dropped": 8,
-             "signal/backward_skipped": 2, "guide/expert_samples": 1.0},
-            {"step_time": 30.0, "signal/group_share": 1.0, "signal/samples_kept": 16, "signal/samples_dropped": 0,
-             "signal/backward_skipped": 0, "guide/expert_samples": 2.0}]
+             "signal/groups_kept": 1, "signal/groups_dropped": 1, "signal/backward_skipped": 2,
+             "guide/expert_samples": 1.0},
+            {"step_time": 30.0, "signal/group_share": 1.0, "signal/samples_kept": 8, "signal/samples_dropped": 0,
+             "signal/groups_kept": 1, "signal/groups_dropped": 0, "signal/backward_skipped": 0,
+             "guide/expert_samples": 2.0}]
     figures = step_figures(logs)
-    assert figures["seconds_per_useful_sample"] == round(40 / (8 + 16), 2) and figures["backward_skipped"] == 2
+    assert figures["seconds_per_useful_sample"] == round(40 / (8 + 8), 2) and figures["backward_skipped"] == 2
+    assert figures["group_share_with_signal"] == round(2 / 3, 3)  # of all 3 groups, not the mean of steps' 0.75
     assert figures["expert_samples_per_step"] == 1.5 and step_figures(logs[:0])["expert_samples_per_step"] is None

@@ -42,6 +42,15 @@ def test_group_signal_keeps_the_groups_whose_rewards_differ():
         grpo_signal.group_signal([1, 0, 1], group_size=2)
 
 
+def test_rounds_join_into_one_steps_signal():
+    a, b = grpo_signal.group_signal([1, 1, 0, 1], 2), grpo_signal.group_signal([0, 0], 2)
+    both = a + b
+    assert (both.groups, both.kept_groups, both.uniform_rewards) == (3, 1, [1.0, 0.0])
+    assert both.metrics(dropping=True)["signal/samples_dropped"] == 4.0
+    with pytest.raises(ValueError, match="groups of 2 and 4 samples do not join"):
+        a + grpo_signal.group_signal([0, 1, 0, 1], 4)
+
+
 def test_split_rows_spreads_kept_rows_and_cuts_their_padding():
     batch = {"prompt_ids": torch.tensor([[0, 5], [0, 6], [7, 8]]), "prompt_mask": torch.tensor([[0, 1], [0, 1], [1, 1]]),
              "completion_ids": torch.tensor([[1, 2, 0], [3, 0, 0], [4, 5, 6]]),
@@ -296,6 +305,9 @@ def test_dropped_groups_are_refilled_from_the_training_prompts_within_a_bound(ti
     batch, calls, trainer = prepared(["mixed task"], rounds=3)
     assert calls == [4, 2]  # one refill round, for the one dropped group
     assert grpo_signal.batch_rows(batch) == 4 and trainer._metrics["train"]["signal/refill_rounds"] == [1.0]
+    metrics = trainer._metrics["train"]  # one entry for the step: both rounds, 3 groups of which 2 had signal
+    assert (metrics["signal/groups_kept"], metrics["signal/groups_dropped"], metrics["signal/samples_dropped"]) == (
+        [2.0], [1.0], [2.0]) and metrics["signal/group_share"] == [2 / 3]
     tokens = (batch["completion_mask"] * batch["tool_mask"]).sum(1).sort().values.tolist()
     assert tokens == [2, 2, 5, 5] and batch["num_items_in_batch"].item() == 14  # two mixed groups, all their tokens
     batch, calls, _ = prepared(["uniform task"], rounds=2)
