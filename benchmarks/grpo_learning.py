@@ -143,14 +143,14 @@ def step_figures(log_history):
     tps = [r["rollout/tokens_per_s"] for r in log_history if r.get("rollout/tokens_per_s") is not None]
     signal = {k: [r[k] for r in log_history if k in r] for k in ("signal/samples_dropped", "signal/backward_skipped")}
     logged = [r for r in log_history if "signal/group_share" in r]  # each step's figures over all its rollout rounds
-    groups = sum(r["signal/groups_kept"] + r["signal/groups_dropped"] for r in logged)
+    groups = [(r["signal/group_share"], r["signal/groups_kept"] + r["signal/groups_dropped"]) for r in logged]
+    rolled_out = sum(n for _, n in groups)
     useful = sum(r["signal/group_share"] * (r["signal/samples_kept"] + r["signal/samples_dropped"])
                  for r in logged)  # samples in groups whose rewards differ
     return {
         "step_time_median_s": round(statistics.median(steps), 2) if steps else None,
         "rollout_tokens_per_s_median": round(statistics.median(tps), 1) if tps else None,
-        "group_share_with_signal": round(sum(r["signal/group_share"] * (r["signal/groups_kept"] + r[
-            "signal/groups_dropped"]) for r in logged) / groups, 3) if groups else None,
+        "group_share_with_signal": round(sum(s * n for s, n in groups) / rolled_out, 3) if rolled_out else None,
         "samples_dropped": sum(signal["signal/samples_dropped"]),
         "backward_skipped": sum(signal["signal/backward_skipped"]),
         "seconds_per_useful_sample": round(sum(steps) / useful, 2) if useful and steps else None,
