@@ -14,7 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from openmanus_lite.train.configs import SFTRunConfig, apply_model_settings, import_trl  # noqa: F401  (the config is part of this API)
+from openmanus_lite.train.configs import (  # noqa: F401  (the config is part of this API)
+    SFTRunConfig,
+    apply_model_settings,
+    import_trl,
+)
 from openmanus_lite.train.presets import SFT
 from openmanus_lite.train.run_control import TimeLimit
 from openmanus_lite.train.run_folder import resume_checkpoint
