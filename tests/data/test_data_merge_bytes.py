@@ -147,7 +147,9 @@ def test_gc_paused_hands_its_objects_to_the_oldest_generation_unscanned():
         frozen = gc.get_freeze_count()
         with merge_mod.gc_paused():
             pass
-        assert gc.get_freeze_count() == frozen
+        # an unfreeze would empty the permanent generation; the count may still fall by a few objects that
+        # other threads (the test run's own) free by reference counting meanwhile
+        assert frozen - 1000 < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 
