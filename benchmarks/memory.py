@@ -14,6 +14,7 @@ engine/__init__.py), printed side by side.
     python benchmarks/memory.py --stages sft --steps 8 --longest --settings batch_4,micro_batch_2,current,checkpointing
                                                    # the largest SFT batches only (4 x ~1,000 tokens), the peak of a long run
     python benchmarks/memory.py --stages grpo --steps 4 --settings group_per_pass,grpo_peft_lora_inputs,current
+    python benchmarks/memory.py --stages sft --steps 8 --longest --settings one_per_pass,padding_free_2,padding_free_4
 
 Ends with one line `RESULT {json}`: per stage and setting, its peak, seconds and what it ran.
 """
@@ -53,6 +54,9 @@ SETTINGS = {"previous": {"OPENMANUS_KV_BUDGET_GB": "none"},
             "peft_lora_inputs": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
             "micro_batch_2": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
             "batch_4": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
+            "one_per_pass": {},
+            "padding_free_2": {},
+            "padding_free_4": {},
             "group_per_pass": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
             "grpo_peft_lora_inputs": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
             "eager_layers": {},
@@ -64,8 +68,9 @@ token accuracy and entropy) instead of Unsloth's chunked cross-entropy (both pro
 hundred rows at a time, never the whole batch's logits: tests/train/test_sft_loss_chunks.py); `checkpointing`
 recomputes each layer's activations in the backward pass (the LoRA's gradient checkpointing); `peft_lora_inputs` lets
 PEFT's adapters save float32 copies of their inputs again (`lean_lora_inputs=False`, train/lean_lora.py).
-SFT's updates are 4 conversations: `batch_4` puts them through one forward/backward pass (now: one a pass, 4
-accumulated; `batch_4_defaults`: the same with oneDNN's own cache), `micro_batch_2` two a pass; `group_per_pass`
+SFT's updates are 4 conversations: `batch_4` puts them through one forward/backward pass (`one_per_pass`: one a pass,
+4 accumulated; `batch_4_defaults`: the same with oneDNN's own cache), `micro_batch_2` two a pass; `padding_free_2`
+and `padding_free_4` two or four a pass in one row without padding (TRL's padding_free); `group_per_pass`
 puts GRPO's whole group of 4 episodes through one pass (now: one episode a pass), `grpo_peft_lora_inputs` is GRPO
 without lean LoRA inputs; `eager_layers` and `compiled_layers` train with the decoder layers eager or compiled
 (`compile_layers`, train/compiled_layers.py). `defaults` is the kit as a user runs it (oneDNN's own 1024-primitive cache, which the
@@ -83,10 +88,11 @@ def _with_checkpointing(preset):
     return preset.replace(lora=replace(preset.lora, gradient_checkpointing=True))
 
 
-def _sft_passes(preset, per_pass: int):
-    """The preset's SFT updates of 4 conversations, `per_pass` of them in each forward/backward pass."""
+def _sft_passes(preset, per_pass: int, padding_free: bool = False):
+    """The preset's SFT updates of 4 conversations, `per_pass` of them in each forward/backward pass (in one row
+    without padding with `padding_free`)."""
     return preset.replace(sft={**preset.sft, "per_device_train_batch_size": per_pass,
-                               "gradient_accumulation_steps": 4 // per_pass})
+                               "gradient_accumulation_steps": 4 // per_pass, "padding_free": padding_free})
 
 
 def _compiled(preset, on: bool):
@@ -98,6 +104,9 @@ PRESET_CHANGES = {"checkpointing": _with_checkpointing,
                   "peft_lora_inputs": lambda preset: preset.replace(sft={**preset.sft, "lean_lora_inputs": False}),
                   "micro_batch_2": lambda preset: _sft_passes(preset, 2),
                   "batch_4": lambda preset: _sft_passes(preset, 4),
+                  "one_per_pass": lambda preset: _sft_passes(preset, 1),
+                  "padding_free_2": lambda preset: _sft_passes(preset, 2, padding_free=True),
+                  "padding_free_4": lambda preset: _sft_passes(preset, 4, padding_free=True),
                   "batch_4_defaults": lambda preset: _sft_passes(preset, 4),
                   "pad_64": lambda preset: preset.replace(sft={**preset.sft, "pad_to_multiple_of": 64}),
                   "group_per_pass": lambda preset: preset.replace(grpo={**preset.grpo, "per_device_train_batch_size": 4}),

@@ -17,6 +17,9 @@ median step time. LoRA variants show what makes CPU training faster:
         --batch-size 4 --rounds 3                                # fp32 against bf16, interleaved
     python benchmarks/train_throughput.py --models default --backends unsloth --dtype bfloat16 --batch-size 1 \
         --compile-layers off,on --rounds 3 --steps 16 --warmup 4   # decoder layers eager against compiled
+    python benchmarks/train_throughput.py --models default --backends unsloth --dtype bfloat16 --batch-size 1,2 \
+        --padding-free off,on --compile-layers on --rounds 3 --steps 16 --warmup 4
+        # one conversation a pass against each batch's conversations in one row (TRL's padding_free)
 
 The loss runs as the kit's SFT runs it (`--lm-head labelled`): only the positions with a label pass through the LM
 head (on CPU Unsloth's chunked cross-entropy inside SFTTrainer; here TRL's `add_fused_lm_head`, the same work), so a conversation's prompt and observations cost
@@ -87,8 +90,10 @@ def random_1p5b(out: Path) -> Path:
     return out
 
 
-def batches(tok, batch_size: int, seq_len: int, n: int, seed: int = 0):
-    """`n` batches of real expert trajectories (all six domains), padded to the longest, cut at seq_len."""
+def batches(tok, batch_size: int, seq_len: int, n: int, seed: int = 0, padding_free: bool = False):
+    """`n` batches (input ids, attention mask, labels, position ids) of real expert trajectories (all six domains),
+    cut at seq_len: padded to the longest, or with `padding_free` in one row with position ids restarting at each
+    conversation and no mask, as TRL's padding-free collator makes them (no label across a conversation's start)."""
     import torch
 
     from openmanus_lite.envs import expert_trajectories, list_domains
@@ -102,6 +107,14 @@ def batches(tok, batch_size: int, seq_len: int, n: int, seed: int = 0):
     out = []
     for i in range(0, len(rows) - batch_size + 1, batch_size):
         chunk = rows[i:i + batch_size]
+        if padding_free:
+            ids = torch.tensor([t for x in chunk["input_ids"] for t in x])[None]
+            positions = torch.cat([torch.arange(len(x)) for x in chunk["input_ids"]])[None]
+            labels = torch.tensor([t if k else -100 for x, m in zip(chunk["input_ids"], chunk["assistant_masks"])
+                                   for t, k in zip(x, m)])[None]
+            labels[positions == 0] = -100
+            out.append((ids, None, labels, positions))
+            continue
         width = max(len(x) for x in chunk["input_ids"])
         ids = torch.full((batch_size, width), tok.pad_token_id)
         att = torch.zeros((batch_size, width), dtype=torch.long)
@@ -110,7 +123,7 @@ def batches(tok, batch_size: int, seq_len: int, n: int, seed: int = 0):
             ids[j, :len(x)] = torch.tensor(x)
             att[j, :len(x)] = 1
             labels[j, :len(x)] = torch.tensor([t if k else -100 for t, k in zip(x, m)])
-        out.append((ids, att, labels))
+        out.append((ids, att, labels, None))
     return out
 
 
@@ -152,7 +165,8 @@ def measure_one(spec: dict) -> dict:
     load_s = time.perf_counter() - t0
     device = next(model.parameters()).device
     trainable, total = count_parameters(model)
-    data = batches(tok, spec["batch_size"], spec["seq_len"], spec["steps"] + spec["warmup"])
+    data = batches(tok, spec["batch_size"], spec["seq_len"], spec["steps"] + spec["warmup"],
+                   padding_free=spec["padding_free"])
     if len(data) < spec["steps"] + spec["warmup"]:
         raise RuntimeError(f"only {len(data)} batches of data; lower --batch-size or --steps")
     model.train()
@@ -176,14 +190,15 @@ def measure_one(spec: dict) -> dict:
     if on_gpu:
         torch.cuda.reset_peak_memory_stats()
     times, tokens, labelled = [], [], []
-    for i, (ids, att, labels) in enumerate(data):
-        ids, att, labels = ids.to(device), att.to(device), labels.to(device)
+    for i, (ids, att, labels, positions) in enumerate(data):
+        rows = {"input_ids": ids, "labels": labels, "use_cache": False,  # as TRL's SFTTrainer calls the model
+                **({"attention_mask": att} if positions is None else {"position_ids": positions})}
+        rows = {k: v.to(device) if hasattr(v, "to") else v for k, v in rows.items()}
         if on_gpu:
             torch.cuda.synchronize()
         t = time.perf_counter()
         with autocast or contextlib.nullcontext():
-            loss = model(input_ids=ids, attention_mask=att, labels=labels,
-                         **({"fused_lm_head": True} if labelled_only else {})).loss
+            loss = model(**rows, **({"fused_lm_head": True} if labelled_only else {})).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -191,7 +206,7 @@ def measure_one(spec: dict) -> dict:
             torch.cuda.synchronize()
         if i >= spec["warmup"]:
             times.append(time.perf_counter() - t)
-            tokens.append(int(att.sum()))
+            tokens.append(int(att.sum()) if positions is None else ids.numel())
             labelled.append(int((labels[:, 1:] != -100).sum()))
     step = statistics.median(times)
     tokens_per_s = round(statistics.median(tokens) / step, 1)
@@ -206,7 +221,7 @@ def measure_one(spec: dict) -> dict:
     peak = (torch.cuda.max_memory_allocated() / 2**30 if on_gpu
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
     return {**{k: spec[k] for k in ("model", "backend", "variant", "dtype", "lm_head", "batch_size", "seq_len",
-                                    "threads", "load_in_4bit", "compile_layers")},
+                                    "threads", "load_in_4bit", "compile_layers", "padding_free")},
             "labelled_share": round(labelled_share, 3),
             "device": "cuda" if on_gpu else "cpu", "trainable": trainable, "total": total,
             "load_s": round(load_s, 1), "s_per_step": round(step, 3), "tokens_per_s": tokens_per_s,
@@ -234,7 +249,7 @@ def run_one(spec: dict, timeout: int, failures: list) -> dict | None:
         return None
     r = json.loads(line[4:])
     print(f"{Path(r['model']).name:>12} {r['backend']:>8} {r['variant']:>6} {r['dtype'] or 'default':>8} "
-          f"head:{r['lm_head']}: "
+          f"head:{r['lm_head']}{' padding-free' if r['padding_free'] else ''}: "
           f"{r['tokens_per_s']:>8.1f} tokens/s ({r['s_per_step']:.2f} s/step, batch {r['batch_size']}), "
           f"{r['share_of_matmul']:.0%} of {r['matmul_gflops']:.0f} GFLOP/s ({r['matmul_dtype']} matmul), "
           f"peak {r['peak_gib']:.2f} GiB, {r['trainable']:,} trainable", flush=True)
@@ -247,15 +262,16 @@ def summarize(results: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         groups.setdefault((Path(r["model"]).name, r["backend"], r["variant"], r["dtype"], r["lm_head"],
-                           r["compile_layers"]), []).append(r)
+                           r["compile_layers"], r["batch_size"], r["padding_free"]), []).append(r)
     rows = [{"model": k[0], "backend": k[1], "variant": k[2], "dtype": k[3], "lm_head": k[4], "compile_layers": k[5],
-             "rounds": len(v),
+             "batch_size": k[6], "padding_free": k[7], "rounds": len(v),
              **{f"median_{key}": round(statistics.median(r[key] for r in v), 3)
                 for key in ("tokens_per_s", "matmul_gflops", "share_of_matmul")}} for k, v in groups.items()]
     for row in rows:
         row["ratio_to_first"] = round(row["median_tokens_per_s"] / rows[0]["median_tokens_per_s"], 2)
         print(f"median over {row['rounds']}: {row['model']} {row['backend']} {row['variant']} {row['dtype']} "
-              f"head:{row['lm_head']}{' compiled layers' if row['compile_layers'] else ''}: "
+              f"head:{row['lm_head']}{' compiled layers' if row['compile_layers'] else ''} batch {row['batch_size']}"
+              f"{' padding-free' if row['padding_free'] else ''}: "
               f"{row['median_tokens_per_s']} tokens/s ({row['ratio_to_first']}x the first), "
               f"{row['median_share_of_matmul']:.0%} of {row['median_matmul_gflops']:.0f} GFLOP/s", flush=True)
     return rows
@@ -267,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", default="unsloth,hf")
     p.add_argument("--variants", default="all", help="comma list of all, attn, top<N>, full")
     p.add_argument("--rank", type=int, default=16)
-    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--batch-size", default="8", help="conversations per step, or a comma list to compare")
     p.add_argument("--seq-len", type=int, default=768)
     p.add_argument("--steps", type=int, default=4, help="timed steps (median reported)")
     p.add_argument("--warmup", type=int, default=1)
@@ -278,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
                         "own loss over every position), or labelled,all to compare them")
     p.add_argument("--compile-layers", default="off",
                    help="off, on (decoder layers compiled in place: train/compiled_layers.py), or off,on to compare")
+    p.add_argument("--padding-free", default="off",
+                   help="off (each batch padded to its longest), on (its conversations in one row, each attended "
+                        "alone: TRL's padding_free, engine/attention.py), or off,on to compare (on skips batches of 1)")
     p.add_argument("--rounds", type=int, default=1,
                    help="repeat every measurement this many times, interleaved (the machine's speed drifts); "
                         "medians over rounds are reported")
@@ -294,10 +313,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.gpu:
         args.models, args.load_in_4bit, args.dtype, args.grad_ckpt = "1p5b", True, "none", True
-        if args.batch_size == 8 and args.seq_len == 768:
-            args.batch_size, args.seq_len = 4, 2048
+        if args.batch_size == "8" and args.seq_len == 768:
+            args.batch_size, args.seq_len = "4", 2048
     heads = _comma_choices(p, "--lm-head", args.lm_head, ("labelled", "all"))
     compiled_layers = _comma_choices(p, "--compile-layers", args.compile_layers, ("off", "on"))
+    padding_free = _comma_choices(p, "--padding-free", args.padding_free, ("off", "on"))
+    try:
+        batch_sizes = [int(b) for b in args.batch_size.split(",")]
+    except ValueError:
+        p.error(f"--batch-size: {args.batch_size} is not a comma list of whole numbers")
+    if min(batch_sizes) < 1:
+        p.error("--batch-size: at least 1")
+    # one conversation in one row is the same pass either way
+    shapes = [(b, f == "on") for b, f in itertools.product(batch_sizes, padding_free) if b > 1 or f == "off"]
+    if not shapes:
+        p.error("--padding-free on packs a batch of 2 or more conversations: give --batch-size 2 or more")
     threads = pick_threads(args.threads)
     load = os.getloadavg()
     models = args.models.split(",")
@@ -310,9 +340,10 @@ def main(argv: list[str] | None = None) -> int:
         for backend in args.backends.split(","):
             for variant in args.variants.split(","):
                 for dtype in args.dtype.split(","):
-                    for head, compiled in itertools.product(heads, compiled_layers):
+                    for head, compiled, (batch, packed) in itertools.product(heads, compiled_layers, shapes):
                         specs.append({"model": model, "backend": backend, "variant": variant, "rank": args.rank,
-                                      "batch_size": args.batch_size, "seq_len": args.seq_len, "steps": args.steps,
+                                      "batch_size": batch, "padding_free": packed, "seq_len": args.seq_len,
+                                      "steps": args.steps,
                                       "warmup": args.warmup, "dtype": None if dtype == "none" else dtype,
                                       "lm_head": head, "compile_layers": compiled == "on", "grad_ckpt": args.grad_ckpt,
                                       "load_in_4bit": args.load_in_4bit, "threads": threads})

@@ -1,8 +1,13 @@
-"""Grouped-query attention without copying keys and values (the CPU decoding bottleneck).
+"""Grouped-query attention without copying keys and values (the CPU decoding bottleneck), and per conversation in
+packed training rows.
 
 transformers' `sdpa` copies a grouped-query model's keys/values to every query head whenever a mask is passed
 (always, with left padding): about half of SmolLM2-135M's CPU decoding time. `enable_gqa=True` avoids the copy, and
 one-token steps run as two grouped matmuls (0.3-0.6 ms against 4.7 ms per layer in torch's CPU flash kernel).
+
+Packed rows (TRL's `padding_free`: several conversations in one row, `position_ids` restarting at 0 for each) are
+attended one conversation at a time (`cu_seq_lens_q`, set by `packed_bounds` from the position ids), not through
+transformers' block-diagonal mask over the whole row, whose masked products cost SFT more than packing saved.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ def sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_
     q_len, kv_len = query.shape[2], key.shape[2]
     if q_len == 1 and not dropout:
         return _one_query_attention(query, key, value, attention_mask, scaling), None
+    bounds = kwargs.get("cu_seq_lens_q")
+    if bounds is not None and q_len == kv_len:
+        return _per_sequence_attention(query, key, value, bounds, dropout, scaling), None
     causal = False
     if attention_mask is None and q_len > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True)):
         if q_len == kv_len:
@@ -30,6 +38,47 @@ def sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
                                          is_causal=causal, enable_gqa=key.shape[1] != query.shape[1])
     return out.transpose(1, 2).contiguous(), None
+
+
+@torch.compiler.disable  # its loop depends on the bounds' values: compiled layers run it eagerly (one graph break)
+def _per_sequence_attention(query: Any, key: Any, value: Any, bounds: Any, dropout: float, scaling: float | None):
+    """Causal attention within each packed sequence of a one-row batch, `bounds` its cumulative lengths [0, ..., T]
+    (flash attention's `cu_seq_lens_q`): [1, heads, T, dim] -> [1, T, heads, dim]."""
+    edges = bounds.tolist()
+    gqa = key.shape[1] != query.shape[1]
+    parts = [F.scaled_dot_product_attention(query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], dropout_p=dropout,
+                                            scale=scaling, is_causal=True, enable_gqa=gqa)
+             for a, b in zip(edges[:-1], edges[1:])]
+    return torch.cat(parts, dim=2).transpose(1, 2).contiguous()
+
+
+def packed_bounds(position_ids: Any) -> Any:
+    """The cumulative lengths of the sequences packed in a one-row batch, from position ids restarting at 0 for each
+    ([0, ..., T] as int32), or None when the row holds one sequence. A trailing run of zeros is padding (TRL's
+    padding-free collator pads position ids with 0), one sequence rather than one per pad: nothing attends to it, and
+    its labels are ignored."""
+    if position_ids is None or position_ids.dim() != 2 or position_ids.shape[0] != 1:
+        return None
+    positions = position_ids[0].tolist()
+    end = len(positions)
+    while end > 1 and positions[end - 1] == 0 and positions[end - 2] == 0:
+        end -= 1
+    starts = [i for i in range(end) if positions[i] == 0]
+    if len(starts) < 2 or starts[0] != 0:
+        return None
+    return torch.tensor(starts + [len(positions)], dtype=torch.int32, device=position_ids.device)
+
+
+def _mark_packed_rows(module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+    """Forward pre-hook: a packed one-row batch (position ids, no attention mask, no cache) gets `cu_seq_lens_q`,
+    which the attention reads to attend per sequence (`_per_sequence_attention`)."""
+    if kwargs.get("attention_mask") is not None or kwargs.get("past_key_values") is not None or \
+            "cu_seq_lens_q" in kwargs:
+        return None
+    bounds = packed_bounds(kwargs.get("position_ids"))
+    if bounds is None:
+        return None
+    return args, {**kwargs, "cu_seq_lens_q": bounds}
 
 
 def _one_query_attention(query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None):
@@ -59,7 +108,8 @@ def grouped_attention(query: Any, key: Any, value: Any, attention_mask: Any, sca
 
 
 def use_grouped_attention(model: Any) -> bool:
-    """Switch a CPU model with grouped-query sdpa attention to NAME; True when switched (a GPU keeps its kernels)."""
+    """Switch a CPU model with grouped-query sdpa attention to NAME, and mark its packed rows (`_mark_packed_rows`);
+    True when switched (a GPU keeps its kernels)."""
     config = getattr(model, "config", None)
     if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
         return False
@@ -74,4 +124,5 @@ def use_grouped_attention(model: Any) -> bool:
     AttentionInterface.register(NAME, sdpa_gqa_attention)
     AttentionMaskInterface.register(NAME, sdpa_mask)
     config._attn_implementation = NAME
+    model.register_forward_pre_hook(_mark_packed_rows, with_kwargs=True)
     return True

@@ -38,13 +38,13 @@ RECIPE = Recipe(
     lr_scheduler_type="cosine_by_time",
     warmup_steps=5,
     dtype="auto",  # bf16 where the CPU has it natively: a step 1.75x faster (benchmarks/cpu_bf16.py); else float32
-    # one conversation per forward/backward pass: the peak on the longest rows 7.52 -> 3.56 GB at 268 -> 276
-    # tokens/s against batch 4 (benchmarks/memory.py; issue #41). Updates of 2 conversations (the figures above were
-    # measured with 4): twice the updates per token, and on this machine's tokens more learned with them. 30
-    # minutes: 29/60 against 23/60 on the demo's tasks (9 gained, 3 lost); 60 minutes of cpu_60min_agentbench:
-    # frozen medium 27 -> 34 of 120 (9 / 2), easy 94 -> 99 (10 / 5) (docs/RESULTS.md, "Learning per token")
-    per_device_train_batch_size=1,
-    gradient_accumulation_steps=2,
+    # Updates of 2 conversations (the figures above were measured with 4): twice the updates per token, and on this
+    # machine's tokens more learned with them. 30 minutes: 29/60 against 23/60 on the demo's tasks (9 gained, 3
+    # lost); 60 minutes of cpu_60min_agentbench: frozen medium 27 -> 34 of 120 (9 / 2), easy 94 -> 99 (10 / 5)
+    # (docs/RESULTS.md, "Learning per token"). Both in one pass, one row without padding (the preset's
+    # padding_free): 1.13x the tokens/s of one conversation a pass, peak 2.7 -> 4.8 GB ("Two conversations a pass")
+    per_device_train_batch_size=2,
+    gradient_accumulation_steps=1,
     max_length=1024,  # household episodes of 12 expert turns fit; longer ones are cut at a turn boundary
     learning_rate=1e-3,  # a high LoRA rate for many updates per token (the cpu preset's; RESULTS.md setup: lr 1e-3)
     lora_r=16,  # r=16, alpha=32 on all projections: the cpu preset's LoRA, as measured

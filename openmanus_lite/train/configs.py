@@ -7,7 +7,8 @@ metadata, so `HfArgumentParser` reads them like TRL's own):
     RewardRunConfig  time budget, LoRA (the ORM's RewardConfig; the PRM trains with the same TrainingArguments)
 
 Defaults that differ from TRL's: bf16 / fp16 unset mean the device's choice, gradient checkpointing is off (Unsloth's
-LoRA models bring their own), and SFT data is pre-tokenized with per-turn loss masks (no packing, no re-masking).
+LoRA models bring their own), and SFT data is pre-tokenized with per-turn loss masks (no packing, no re-masking;
+`padding_free` batches keep them).
 Importing this module imports TRL (after unsloth).
 """
 
@@ -131,10 +132,17 @@ class SFTRunConfig(_KitConfig, trl.SFTConfig):
         self.data_seed = self.seed if self.data_seed is None else self.data_seed
         if self.include_num_input_tokens_seen in ("no", False):
             self.include_num_input_tokens_seen = "non_padding"
+        # padding_free (a batch's conversations in one row) keeps each row's loss mask; packing would cut and join
+        # rows across conversations
         masks = "the data is pre-tokenized with per-turn loss masks, which it would mix"
-        self._kit_post_init(packing=(False, masks), padding_free=(False, masks),
+        padding_free = self.padding_free
+        self._kit_post_init(packing=(False, masks),
                             assistant_only_loss=(False, "the loss mask comes from the data's per-turn train flags"),
                             include_num_input_tokens_seen=("non_padding", "the kit reports tokens per second from it"))
+        # Unsloth's CPU backend turns padding_free off, saying SDPA would attend across the row's conversations;
+        # transformers' masks from the position ids keep them apart, and the kit's attention attends each alone
+        # (engine/attention.py; tests/engine/test_packed_attention.py)
+        self.padding_free = padding_free
 
 
 @dataclass

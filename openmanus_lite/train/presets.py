@@ -199,7 +199,7 @@ PRESETS: dict[str, Preset] = {
             "1.75x faster on a CPU with AVX512-BF16 but is emulated, about 28x slower, on AVX2-only CPUs: "
             "benchmarks/cpu_bf16.py; 4-bit adds dequantization work). Throughput is the constraint "
             "(~100-150 tokens/s on an idle 2-core machine), so: no gradient checkpointing (it made a step 1.4x slower), "
-            "one sequence per forward/backward pass with 4 accumulated (the peak of batch 1, the updates of batch 4), "
+            "two conversations per forward/backward pass in one unpadded row, 2 accumulated (updates of 4), "
             "length-grouped batches, small updates and a high LoRA learning "
             "rate (1e-3) for many updates per token, and trajectories cut to max_length tokens. "
             "Figures: benchmarks/sft_learning.py and benchmarks/train_throughput.py."
@@ -210,14 +210,18 @@ PRESETS: dict[str, Preset] = {
         lora=LoraSpec(),
         max_new_tokens=96,
         eval_batch_size=32,
-        # one conversation (DPO: pair; reward model: pair) per forward/backward pass, 4 accumulated per update: the
-        # same updates as batch 4 at the peak of batch 1 (SFT on the longest rows 7.52 -> 3.56 GB, no slower;
-        # benchmarks/memory.py, issue #41)
+        # SFT: two conversations per forward/backward pass in one row without padding (TRL's padding_free, each
+        # attended alone: engine/attention.py), 2 accumulated per update of 4: 6 minutes of cpu_30min trained 1.13x
+        # the tokens/s of one conversation a pass (471 against 416, bf16), peak 2.5 -> 3.5 GB on the longest rows
+        # and 2.7 -> 4.8 GB over the 6 minutes (benchmarks/memory.py; docs/RESULTS.md, "Two conversations a pass").
+        # Padded batches of 4 had cost 7.52 GB against 3.56 one at a time. DPO and reward models: one pair per pass,
+        # 4 accumulated (issue #41)
         # decoder layers compiled in place (train/compiled_layers.py): SFT on the longest rows peaked at 2.7 GB instead
         # of 3.8, six minutes of cpu_30min trained 420 tokens/s instead of 389 at 3.05 GB instead of 4.57; GRPO 3.49 ->
         # 3.15 GB at the same pace (benchmarks/memory.py --settings eager_layers,compiled_layers; docs/RESULTS.md)
         sft={**SFT, "output_dir": "runs/sft_cpu", "learning_rate": 1e-3, "warmup_steps": 5, "save_steps": 25,
-             "per_device_train_batch_size": 1, "gradient_accumulation_steps": 4, "compile_layers": True},
+             "per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "padding_free": True,
+             "compile_layers": True},
         dpo=_pairs(DPO, 1, 4),
         reward_model=_pairs(REWARD_MODEL, 1, 4),
         # GRPO on 2 cores: one group of 4 samples per step, one episode per forward/backward pass (the group's 4

@@ -7,6 +7,7 @@ per-turn train flags), resumes from `output_dir`, keeps a time budget with marks
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from openmanus_lite.errors import UserError
 from openmanus_lite.train.configs import (  # noqa: F401  (the config is part of this API)
     SFTRunConfig,
     apply_model_settings,
@@ -105,6 +107,8 @@ def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, c
                          f"(train.data.build_sft_dataset), got columns {dataset.column_names}")
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer has no pad token; load it with models.load_tokenizer / load_model")
+    if cfg.padding_free:
+        cfg = _rows_already_cut(dataset, cfg)
     apply_model_settings(model, cfg)
     if model.device.type == "cpu" and str(model.dtype) == "torch.bfloat16":
         pad_loss_rows()
@@ -113,6 +117,19 @@ def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, c
             print(f"SFT pads each pass to a multiple of {CPU_BF16_PAD} tokens (bf16 on a CPU: fewer kernel shapes)")
     return trl.SFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
                           callbacks=list(callbacks or []))
+
+
+def _rows_already_cut(dataset: Any, cfg: SFTRunConfig) -> SFTRunConfig:
+    """`cfg` for TRL without max_length: TRL refuses max_length with padding_free (it would not cut a flattened
+    batch's rows), and the kit's rows are cut at a turn boundary before (train.data.build_sft_dataset); a longer row
+    is refused here rather than trained past the budget its memory was sized for."""
+    longest = max(map(len, dataset["input_ids"]), default=0)
+    if cfg.max_length is not None and longest > cfg.max_length:
+        raise UserError(f"padding_free SFT needs rows of at most max_length={cfg.max_length} tokens, the longest has "
+                        f"{longest}: build them with train.data.build_sft_dataset(..., max_length={cfg.max_length})")
+    cfg = copy.copy(cfg)
+    cfg.max_length = None
+    return cfg
 
 
 def run_sft(model: Any, tokenizer: Any, dataset: Any, config: SFTRunConfig | None = None, *,

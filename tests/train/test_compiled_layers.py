@@ -95,3 +95,29 @@ def test_the_config_switches_it(tmp_path):
     assert not any(_compiled(model))
     assert compile_layers_for(model, SFTRunConfig(output_dir=str(tmp_path), report_to=[], compile_layers=True)) == 2
     assert all(_compiled(model))
+
+
+@needs_compiler
+def test_compiled_layers_train_packed_rows_as_one_pass_per_conversation():
+    """A packed row (padding_free) in compiled layers: the per-conversation attention runs eagerly between two
+    compiled graphs, with the gradients of one pass per conversation."""
+    g = torch.Generator().manual_seed(0)
+    convs = [torch.randint(10, 200, (1, n), generator=g) for n in (17, 40)]
+    ids = torch.cat(convs, dim=1)
+    positions = torch.cat([torch.arange(c.shape[1]) for c in convs])[None]
+    labels = ids.clone()
+    labels[positions == 0] = -100
+
+    def grads(model, passes):
+        model.zero_grad(set_to_none=True)
+        for kwargs, lab in passes:
+            (model(**kwargs, labels=lab, use_cache=False).loss * int((lab[:, 1:] != -100).sum())).backward()
+        return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    model = _model()
+    apart = grads(model, [({"input_ids": c}, c) for c in convs])
+    torch._dynamo.reset()
+    compile_layers(model)
+    packed = grads(model, [({"input_ids": ids, "position_ids": positions}, labels)])
+    assert packed.keys() == apart.keys()
+    assert all(torch.allclose(packed[k], apart[k], atol=1e-5) for k in apart)

@@ -87,6 +87,20 @@ def test_lora_steps_reduce_the_loss(tiny, data, tmp_path, backend):
     assert result.tokens_seen > 0 and result.train_seconds > 0
 
 
+def test_padding_free_batches_learn_and_count_their_tokens(tiny, data, tmp_path):
+    """A batch's conversations in one row (TRL's padding_free), each attended alone (engine/attention.py)."""
+    from openmanus_lite.errors import UserError
+
+    model, tok = load_model(tiny, backend="unsloth", lora={"r": 4, "alpha": 8})
+    cfg = _cfg(tmp_path, padding_free=True, max_length=256)
+    result = run_sft(model, tok, data, cfg)
+    assert _learned(result) and cfg.max_length == 256  # the caller's config keeps its max_length
+    # 8 steps of 4 rows: every row 4 times, its own tokens only
+    assert result.tokens_seen == 4 * sum(map(len, data["input_ids"]))
+    with pytest.raises(UserError, match="at most max_length=20"):
+        build_trainer(model, tok, data, _cfg(tmp_path, padding_free=True, max_length=20))
+
+
 @pytest.mark.parametrize("backend", ["unsloth", "hf"])
 def test_4bit_load_and_lora_step(tiny, data, tmp_path, backend):
     model, tok = load_model(tiny, backend=backend, load_in_4bit=True, lora={"r": 4, "alpha": 8})

@@ -42,7 +42,9 @@ def test_a_bf16_measurement_of_the_tiny_model(bench, capsys):
     assert row["share_of_matmul"] == pytest.approx(
         row["tokens_per_s"] * row["flops_per_token"] / (row["matmul_gflops"] * 1e9), abs=1e-3)
     assert result["medians"] == [{"model": Path(row["model"]).name, "backend": "unsloth", "variant": "all",
-                                  "dtype": "bfloat16", "lm_head": "labelled", "compile_layers": False, "rounds": 1, "median_tokens_per_s": row["tokens_per_s"],
+                                  "dtype": "bfloat16", "lm_head": "labelled", "compile_layers": False,
+                                  "batch_size": 2, "padding_free": False, "rounds": 1,
+                                  "median_tokens_per_s": row["tokens_per_s"],
                                   "median_matmul_gflops": row["matmul_gflops"],
                                   "median_share_of_matmul": row["share_of_matmul"], "ratio_to_first": 1.0}]
 
@@ -68,6 +70,7 @@ def test_rounds_interleave_the_dtypes_and_report_medians(bench, capsys, monkeypa
         tokens_per_s = next(speeds)
         return {"model": spec["model"], "backend": spec["backend"], "variant": spec["variant"],
                 "dtype": spec["dtype"], "lm_head": spec["lm_head"], "compile_layers": spec["compile_layers"],
+                "batch_size": spec["batch_size"], "padding_free": spec["padding_free"],
                 "tokens_per_s": tokens_per_s, "matmul_gflops": 200.0,
                 "share_of_matmul": tokens_per_s / 1000}
 
@@ -82,7 +85,23 @@ def test_rounds_interleave_the_dtypes_and_report_medians(bench, capsys, monkeypa
     assert medians["bfloat16"]["median_share_of_matmul"] == 0.16 and medians["bfloat16"]["median_matmul_gflops"] == 200
     assert all(m["rounds"] == 3 for m in medians.values())
     # a value neither choice names is refused before any measurement, not measured as "off"
-    for flag, bad in (("--compile-layers", "off,yes"), ("--lm-head", "last")):
+    for flag, bad in (("--compile-layers", "off,yes"), ("--lm-head", "last"), ("--padding-free", "no")):
         with pytest.raises(SystemExit):
             bench.main(["--models", "tiny", flag, bad])
         assert f"{flag}: {bad.split(',')[-1]} is not one of" in capsys.readouterr().err
+
+
+def test_padding_free_batches_train_alike_and_count_no_padding(bench, capsys):
+    """Each batch's conversations in one row (TRL's padding_free): the same conversations, losses and updates as the
+    padded batch, and only real tokens counted; one conversation a pass is measured once, not packed."""
+    code = bench.main(["--models", "tiny", "--backends", "unsloth", "--padding-free", "off,on", "--steps", "2",
+                       "--warmup", "0", "--batch-size", "1,2", "--seq-len", "512", "--threads", "1"])
+    result = _result(capsys)
+    assert code == 0 and result["failures"] == []
+    single, padded, packed = result["results"]
+    assert [(r["batch_size"], r["padding_free"]) for r in (single, padded, packed)] == [(1, False), (2, False),
+                                                                                        (2, True)]
+    assert packed["loss"] == pytest.approx(padded["loss"], abs=1e-4)
+    assert packed["labelled_share"] == pytest.approx(padded["labelled_share"], abs=0.02)
+    with pytest.raises(SystemExit):
+        bench.main(["--padding-free", "on", "--batch-size", "1"])
