@@ -219,10 +219,11 @@ def machine_line(info: Mapping[str, Any]) -> str:
 
 SFT_PACE = {
     # an idle 2-core AMD EPYC (Zen 4) with AVX512-BF16, 2026-12-07: `make demo`'s SFT with compiled decoder layers
-    # (train/compiled_layers.py) on a clean clone of 7781a58 trained 764,843 tokens in 30.0 minutes; its probe read
-    # 937 GFLOP/s (the pace before, 241.9 tokens/s at 413 GFLOP/s on another AMD EPYC without compiled layers, would
-    # say 549). The two paces below were recorded before the layers were compiled: on those CPUs SFT may run faster.
-    "bfloat16": {"matmul_gflops": 937.0, "tokens_per_s": 424.7},
+    # (train/compiled_layers.py) and two conversations a pass (padding_free) on a clean clone of 0c405df trained
+    # 835,277 tokens in 30.0 minutes; its probe read 952 GFLOP/s (the pace before, one conversation a pass: 424.7
+    # tokens/s at 937, would say 431). The two paces below were recorded before the layers were compiled and the
+    # passes packed: on those CPUs SFT may run faster.
+    "bfloat16": {"matmul_gflops": 952.0, "tokens_per_s": 464.0},
     # an idle 2-core Intel Xeon with AMX, 2026-12-06: `make demo`'s SFT (passes and loss rows padded to 64 tokens) on
     # a clean clone of c960eba trained 513,262 tokens in 30.0 minutes; its probe read 2,235 GFLOP/s (the AVX512-BF16
     # pace above would say ~1,310 tokens/s)
@@ -252,6 +253,7 @@ SFT_RECORDS = {"cpu_30min": (
     # since 2026-12-07 a quarter as many medium tasks are in the mix (the records above: easy tasks only)
     (589_167, 494, "70.0% [57.5, 80.1]"),  # Intel Xeon with AMX, bf16: `make demo`, 86075d6's recipe (its draft 999f69b)
     (764_843, 634, "75.0% [62.8, 84.2]"),  # AMD EPYC, bf16, compiled decoder layers: `make demo`, 7781a58, 424.7 tokens/s
+    (835_277, 699, "81.7% [70.1, 89.4]"),  # the same, two conversations a pass: `make demo`, 0c405df, 464.0 tokens/s
 )}
 """The demo's SFT results on record by training tokens: a slower machine's 30 minutes hold fewer tokens, and the
 result follows the tokens, not the minutes."""

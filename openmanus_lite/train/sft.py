@@ -7,14 +7,17 @@ per-turn train flags), resumes from `output_dir`, keeps a time budget with marks
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import logging
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from openmanus_lite.engine import attention
 from openmanus_lite.errors import UserError
 from openmanus_lite.train.configs import (  # noqa: F401  (the config is part of this API)
     SFTRunConfig,
@@ -107,16 +110,39 @@ def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, c
                          f"(train.data.build_sft_dataset), got columns {dataset.column_names}")
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer has no pad token; load it with models.load_tokenizer / load_model")
+    trl_warnings = contextlib.nullcontext()
     if cfg.padding_free:
         cfg = _rows_already_cut(dataset, cfg)
+        if getattr(model.config, "_attn_implementation", None) == attention.NAME:
+            print(f"SFT puts each pass's {cfg.per_device_train_batch_size} conversations in one row (padding_free), "
+                  "each attended alone (engine/attention.py)")
+            trl_warnings = _without(logging.getLogger("trl.trainer.sft_trainer"), _FLASH_ONLY_WARNING)
     apply_model_settings(model, cfg)
     if model.device.type == "cpu" and str(model.dtype) == "torch.bfloat16":
         pad_loss_rows()
         if cfg.pad_to_multiple_of is None:
             cfg.pad_to_multiple_of = CPU_BF16_PAD
             print(f"SFT pads each pass to a multiple of {CPU_BF16_PAD} tokens (bf16 on a CPU: fewer kernel shapes)")
-    return trl.SFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
-                          callbacks=list(callbacks or []))
+    with trl_warnings:
+        return trl.SFTTrainer(model=model, args=cfg, train_dataset=dataset, processing_class=tokenizer,
+                              callbacks=list(callbacks or []))
+
+
+_FLASH_ONLY_WARNING = "Padding-free training is enabled, but the attention implementation is not set to a supported"
+"""TRL's warning that only flash attention keeps a padding-free row's conversations apart: the kit's attention does."""
+
+
+@contextlib.contextmanager
+def _without(logger: logging.Logger, message: str):
+    """`logger` drops the records whose message holds `message` while inside."""
+    def keep(record: logging.LogRecord) -> bool:
+        return message not in record.getMessage()
+
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
 
 
 def _rows_already_cut(dataset: Any, cfg: SFTRunConfig) -> SFTRunConfig:

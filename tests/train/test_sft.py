@@ -87,14 +87,17 @@ def test_lora_steps_reduce_the_loss(tiny, data, tmp_path, backend):
     assert result.tokens_seen > 0 and result.train_seconds > 0
 
 
-def test_padding_free_batches_learn_and_count_their_tokens(tiny, data, tmp_path):
+def test_padding_free_batches_learn_and_count_their_tokens(tiny, data, tmp_path, capsys, caplog):
     """A batch's conversations in one row (TRL's padding_free), each attended alone (engine/attention.py)."""
     from openmanus_lite.errors import UserError
 
     model, tok = load_model(tiny, backend="unsloth", lora={"r": 4, "alpha": 8})
     cfg = _cfg(tmp_path, padding_free=True, max_length=256)
+    assert cfg.padding_free  # kept, though Unsloth's CPU backend turns it off
     result = run_sft(model, tok, data, cfg)
     assert _learned(result) and cfg.max_length == 256  # the caller's config keeps its max_length
+    assert "4 conversations in one row (padding_free)" in capsys.readouterr().out
+    assert "Padding-free training is enabled" not in caplog.text  # TRL's flash-only warning: not this attention
     # 8 steps of 4 rows: every row 4 times, its own tokens only
     assert result.tokens_seen == 4 * sum(map(len, data["input_ids"]))
     with pytest.raises(UserError, match="at most max_length=20"):
