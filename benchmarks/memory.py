@@ -57,6 +57,8 @@ SETTINGS = {"previous": {"OPENMANUS_KV_BUDGET_GB": "none"},
             "one_per_pass": {},
             "padding_free_2": {},
             "padding_free_4": {},
+            "float32_one_per_pass": {},
+            "float32_padding_free_2": {},
             "group_per_pass": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
             "grpo_peft_lora_inputs": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
             "eager_layers": {},
@@ -70,7 +72,8 @@ recomputes each layer's activations in the backward pass (the LoRA's gradient ch
 PEFT's adapters save float32 copies of their inputs again (`lean_lora_inputs=False`, train/lean_lora.py).
 SFT's updates are 4 conversations: `batch_4` puts them through one forward/backward pass (`one_per_pass`: one a pass,
 4 accumulated; `batch_4_defaults`: the same with oneDNN's own cache), `micro_batch_2` two a pass; `padding_free_2`
-and `padding_free_4` two or four a pass in one row without padding (TRL's padding_free); `group_per_pass`
+and `padding_free_4` two or four a pass in one row without padding (TRL's padding_free), `float32_...` the same in
+float32 (what a CPU without native bf16 trains in); `group_per_pass`
 puts GRPO's whole group of 4 episodes through one pass (now: one episode a pass), `grpo_peft_lora_inputs` is GRPO
 without lean LoRA inputs; `eager_layers` and `compiled_layers` train with the decoder layers eager or compiled
 (`compile_layers`, train/compiled_layers.py). `defaults` is the kit as a user runs it (oneDNN's own 1024-primitive cache, which the
@@ -107,6 +110,9 @@ PRESET_CHANGES = {"checkpointing": _with_checkpointing,
                   "one_per_pass": lambda preset: _sft_passes(preset, 1),
                   "padding_free_2": lambda preset: _sft_passes(preset, 2, padding_free=True),
                   "padding_free_4": lambda preset: _sft_passes(preset, 4, padding_free=True),
+                  "float32_one_per_pass": lambda preset: _sft_passes(preset.with_dtype("float32"), 1),
+                  "float32_padding_free_2": lambda preset: _sft_passes(preset.with_dtype("float32"), 2,
+                                                                       padding_free=True),
                   "batch_4_defaults": lambda preset: _sft_passes(preset, 4),
                   "pad_64": lambda preset: preset.replace(sft={**preset.sft, "pad_to_multiple_of": 64}),
                   "group_per_pass": lambda preset: preset.replace(grpo={**preset.grpo, "per_device_train_batch_size": 4}),

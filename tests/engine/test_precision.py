@@ -230,7 +230,7 @@ PRESET_NUMBERS = {
     #        single-turn completion tokens, multi-turn episode tokens, eval batch, new tokens per turn)
     "t4": (True, 2048, (4, 4), 8, 8, 512, 1536, 64, 128),
     "gpu8": (True, 1536, (2, 8), 4, 4, 384, 1024, 32, 128),
-    "cpu": (False, 1024, (1, 4), 1, 4, 48, 640, 32, 96),
+    "cpu": (False, 1024, (2, 2), 1, 4, 48, 640, 32, 96),
     "cpu_debug": (False, 512, (4, 1), 4, 2, 16, 96, 16, 32),
 }
 

@@ -112,7 +112,7 @@ def test_the_default_run_is_the_cpu_60min_recipe(tmp_path):
     assert cfg == recipe.sft_config(output_dir=str(tmp_path / "trainer"), save_steps=10**6, save_total_limit=None,
                                     resume=False, disable_tqdm=False, logging_steps=5, clock="wall")
     assert (cfg.cosine_by_time, cfg.max_minutes, cfg.mark_minutes, cfg.per_device_train_batch_size) == (
-        True, 60.0, [15.0, 30.0, 60.0], 1)
+        True, 60.0, [15.0, 30.0, 60.0], 2)
     new = run_config(ours, tmp_path, parse_args(["--per_device_train_batch_size", "8", "--adam_beta2", "0.9"]))
     old = run_config(ours, tmp_path, parse_args(["--batch-size", "8", "--adam_beta2", "0.9"]))
     assert new == old and (new.per_device_train_batch_size, new.adam_beta2) == (8, 0.9)
