@@ -42,7 +42,8 @@ RECIPE = Recipe(
     # machine's tokens more learned with them. 30 minutes: 29/60 against 23/60 on the demo's tasks (9 gained, 3
     # lost); 60 minutes of cpu_60min_agentbench: frozen medium 27 -> 34 of 120 (9 / 2), easy 94 -> 99 (10 / 5)
     # (docs/RESULTS.md, "Learning per token"). Both in one pass, one row without padding (the preset's
-    # padding_free): 1.13x the tokens/s of one conversation a pass, peak 2.7 -> 4.8 GB ("Two conversations a pass")
+    # padding_free, in bf16): 1.13x the tokens/s of one conversation a pass, peak 2.7 -> 4.8 GB ("Two conversations
+    # a pass"); float32 passes one at a time (train.sft.CPU_PACKED_DTYPES)
     per_device_train_batch_size=2,
     gradient_accumulation_steps=1,
     max_length=1024,  # household episodes of 12 expert turns fit; longer ones are cut at a turn boundary

@@ -213,7 +213,8 @@ PRESETS: dict[str, Preset] = {
         # SFT: two conversations per forward/backward pass in one row without padding (TRL's padding_free, each
         # attended alone: engine/attention.py), 2 accumulated per update of 4: 6 minutes of cpu_30min trained 1.13x
         # the tokens/s of one conversation a pass (471 against 416, bf16), peak 2.5 -> 3.5 GB on the longest rows
-        # and 2.7 -> 4.8 GB over the 6 minutes (benchmarks/memory.py; docs/RESULTS.md, "Two conversations a pass").
+        # and 2.7 -> 4.8 GB over the 6 minutes (benchmarks/memory.py; docs/RESULTS.md, "Two conversations a pass");
+        # in float32 no faster, so there one conversation a pass (train.sft.CPU_PACKED_DTYPES).
         # Padded batches of 4 had cost 7.52 GB against 3.56 one at a time. DPO and reward models: one pair per pass,
         # 4 accumulated (issue #41)
         # decoder layers compiled in place (train/compiled_layers.py): SFT on the longest rows peaked at 2.7 GB instead

@@ -64,6 +64,13 @@ a repeated one, float32's at the same rate: benchmarks/cpu_bf16.py). 6 minutes o
 tokens/s, peak 6.06 -> 5.31 GB with the passes padded."""
 
 
+CPU_PACKED_DTYPES = {"torch.bfloat16"}
+"""Weights' dtypes in which SFT on a CPU keeps `padding_free`. In bf16 two conversations a pass trained 1.13x the
+tokens/s of one a pass (peak 2.7 -> 4.8 GB over 6 minutes of `cpu_30min`); in float32 0.96x on the longest rows, at
+3.6 -> 5.1 GB (benchmarks/memory.py --longest; docs/RESULTS.md, "Two conversations a pass"), so float32 passes one
+conversation at a time, with the same updates."""
+
+
 class _PaddedLossRows:
     """Unsloth's CPU cross-entropy over the LM head (`unsloth_zoo.cpu.ops._ChunkedLinearCrossEntropy`, the SFT loss
     of its CPU backend) with its rows padded to a multiple of CPU_BF16_PAD in bf16. Its rows are a pass's trained
@@ -111,6 +118,8 @@ def build_trainer(model: Any, tokenizer: Any, dataset: Any, cfg: SFTRunConfig, c
     if tokenizer.pad_token_id is None:
         raise ValueError("the tokenizer has no pad token; load it with models.load_tokenizer / load_model")
     trl_warnings = contextlib.nullcontext()
+    if cfg.padding_free and model.device.type == "cpu" and str(model.dtype) not in CPU_PACKED_DTYPES:
+        cfg = _one_conversation_a_pass(cfg)
     if cfg.padding_free:
         cfg = _rows_already_cut(dataset, cfg)
         if getattr(model.config, "_attn_implementation", None) == attention.NAME:
@@ -143,6 +152,16 @@ def _without(logger: logging.Logger, message: str):
         yield
     finally:
         logger.removeFilter(keep)
+
+
+def _one_conversation_a_pass(cfg: SFTRunConfig) -> SFTRunConfig:
+    """`cfg` with padding_free's batch as one conversation a pass, accumulated: the same updates (CPU_PACKED_DTYPES)."""
+    print(f"SFT passes one conversation at a time, {cfg.per_device_train_batch_size} accumulated, instead of "
+          "padding_free's one row: in float32 on a CPU packing was no faster and took more memory")
+    cfg = copy.copy(cfg)
+    cfg.gradient_accumulation_steps *= cfg.per_device_train_batch_size
+    cfg.per_device_train_batch_size, cfg.padding_free = 1, False
+    return cfg
 
 
 def _rows_already_cut(dataset: Any, cfg: SFTRunConfig) -> SFTRunConfig:

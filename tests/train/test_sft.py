@@ -87,10 +87,12 @@ def test_lora_steps_reduce_the_loss(tiny, data, tmp_path, backend):
     assert result.tokens_seen > 0 and result.train_seconds > 0
 
 
-def test_padding_free_batches_learn_and_count_their_tokens(tiny, data, tmp_path, capsys, caplog):
+def test_padding_free_batches_learn_and_count_their_tokens(tiny, data, tmp_path, capsys, caplog, monkeypatch):
     """A batch's conversations in one row (TRL's padding_free), each attended alone (engine/attention.py)."""
     from openmanus_lite.errors import UserError
+    from openmanus_lite.train import sft
 
+    monkeypatch.setattr(sft, "CPU_PACKED_DTYPES", {"torch.bfloat16", "torch.float32"})  # the tiny model: float32
     model, tok = load_model(tiny, backend="unsloth", lora={"r": 4, "alpha": 8})
     cfg = _cfg(tmp_path, padding_free=True, max_length=256)
     assert cfg.padding_free  # kept, though Unsloth's CPU backend turns it off
@@ -102,6 +104,17 @@ def test_padding_free_batches_learn_and_count_their_tokens(tiny, data, tmp_path,
     assert result.tokens_seen == 4 * sum(map(len, data["input_ids"]))
     with pytest.raises(UserError, match="at most max_length=20"):
         build_trainer(model, tok, data, _cfg(tmp_path, padding_free=True, max_length=20))
+
+
+def test_float32_on_a_cpu_passes_one_conversation_at_a_time(tiny, data, tmp_path, capsys):
+    """padding_free in float32 on a CPU: one conversation a pass, accumulated to the same updates (CPU_PACKED_DTYPES)."""
+    model, tok = load_model(tiny, backend="hf", lora={"r": 4, "alpha": 8})
+    cfg = _cfg(tmp_path, padding_free=True, gradient_accumulation_steps=2)
+    trainer = build_trainer(model, tok, data, cfg)
+    assert (trainer.args.per_device_train_batch_size, trainer.args.gradient_accumulation_steps) == (1, 8)
+    assert not trainer.args.padding_free and trainer.args.max_length == cfg.max_length
+    assert "one conversation at a time, 4 accumulated" in capsys.readouterr().out
+    assert (cfg.per_device_train_batch_size, cfg.padding_free) == (4, True)  # the caller's config unchanged
 
 
 @pytest.mark.parametrize("backend", ["unsloth", "hf"])
