@@ -415,7 +415,7 @@ def run(args: argparse.Namespace) -> int:
 
     with smoke.stage("dpo") as info:
         if not info.get("skipped"):
-            from openmanus_lite.train.dpo import DPORunConfig, run_dpo
+            from openmanus_lite.preference.dpo import DPORunConfig, run_dpo
 
             if merged is None:
                 raise RuntimeError("no merged checkpoint (the save stage failed)")

@@ -220,14 +220,14 @@ def stage_grpo(args, preset, out: Path) -> dict:
 
 def _preference_data():
     from openmanus_lite.envs import generate_tasks
-    from openmanus_lite.train.preferences import build_preference_data
+    from openmanus_lite.preference.pairs import build_preference_data
 
     tasks = [t for d in ("os", "db") for t in generate_tasks(d, 4, seed=3)]
     return build_preference_data(tasks, policy="random", samples_per_task=2, mistakes_per_task=2, seed=0)
 
 
 def stage_dpo(args, preset, out: Path) -> dict:
-    from openmanus_lite.train.dpo import run_dpo
+    from openmanus_lite.preference.dpo import run_dpo
 
     data = _preference_data()
     settings = preset.dpo_config(output_dir=str(out / "dpo"), max_steps=args.steps, save_strategy="no",
@@ -237,7 +237,7 @@ def stage_dpo(args, preset, out: Path) -> dict:
 
 
 def stage_rm(args, preset, out: Path) -> dict:
-    from openmanus_lite.train.reward_model import train_orm
+    from openmanus_lite.preference.reward_model import train_orm
 
     data = _preference_data()
     settings = preset.reward_config(output_dir=str(out / "orm"), max_steps=args.steps, save_strategy="no",

@@ -122,12 +122,12 @@ def main(argv=None) -> int:
     from openmanus_lite.eval.suites import load_suite
     from openmanus_lite.models import load_model
     from openmanus_lite.policies import ModelPolicy
+    from openmanus_lite.preference.dpo import resolve_checkpoint, run_dpo
+    from openmanus_lite.preference.pairs import build_preference_data, split_by_task
+    from openmanus_lite.preference.reward_model import pair_accuracy, step_accuracy, train_orm, train_prm
     from openmanus_lite.schema import Trajectory
     from openmanus_lite.splits import PREFERENCE_EVAL_SUITE, PREFERENCE_TRAIN_SEED, check_disjoint, training_tasks
-    from openmanus_lite.train.dpo import resolve_checkpoint, run_dpo
-    from openmanus_lite.train.preferences import build_preference_data, split_by_task
     from openmanus_lite.train.presets import get_preset
-    from openmanus_lite.train.reward_model import pair_accuracy, step_accuracy, train_orm, train_prm
 
     t_start = time.perf_counter()
     out = Path(args.out)

@@ -225,7 +225,7 @@ def run_config(recipe, out: Path, args, **changes):
 
 def recovery_kinds(text: str) -> tuple[str, ...]:
     """The mistake kinds of `--recovery-kinds` ("random,skip"), checked before any data is built."""
-    from openmanus_lite.train.preferences import MISTAKE_KINDS
+    from openmanus_lite.mistakes import MISTAKE_KINDS
 
     kinds = tuple(k.strip() for k in text.split(",") if k.strip())
     unknown = [k for k in kinds if k not in MISTAKE_KINDS]

@@ -151,7 +151,7 @@ def main(argv=None) -> int:
         timings["logprob_scores"] = time.perf_counter() - t
         for name, path in (("orm", args.orm), ("prm", args.prm)):
             if path:
-                from openmanus_lite.train.reward_model import load_reward_model
+                from openmanus_lite.preference.reward_model import load_reward_model
 
                 t = time.perf_counter()
                 rm = load_reward_model(path)

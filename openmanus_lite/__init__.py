@@ -28,7 +28,7 @@ _MODULES: dict[str, str] = {
     # training: the trainers, their configs (TRL's, with the kit's few fields) and the presets that fill them
     "train.sft": "run_sft save_adapter save_merged load_trained export_gguf GGUFExportUnavailable",
     "train.grpo": "run_grpo load_for_grpo single_turn_accuracy plot_reward_curves format_samples",
-    "train.dpo": "run_dpo",
+    "preference.dpo": "run_dpo",
     "train.configs": "SFTRunConfig GRPORunConfig DPORunConfig RewardRunConfig",
     "train.presets": "get_preset default_preset_name",
     "train.data": "load_trajectories loss_token_texts",

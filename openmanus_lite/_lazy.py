@@ -1,4 +1,4 @@
-"""Lazy package exports: a name is imported from its module on first use.
+"""Lazy package exports (a name is imported from its module on first use) and moved modules' old paths.
 
 Keeps `import openmanus_lite` (and `openmanus_lite.data`) fast and free of torch, unsloth, pandas and
 matplotlib until a name that needs them is used.
@@ -7,6 +7,8 @@ matplotlib until a name that needs them is used.
 from __future__ import annotations
 
 import importlib
+import sys
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -26,3 +28,10 @@ def lazy_exports(package: str, namespace: dict[str, Any], exports: dict[str, str
         return sorted(set(namespace) | set(exports))
 
     return __getattr__, __dir__
+
+
+def moved_module(old: str, new: str) -> None:
+    """Call from module `old` as it is imported: it becomes module `new`, with a DeprecationWarning, so user code
+    written against a module's old path keeps working after the module moved."""
+    warnings.warn(f"{old} moved to {new}", DeprecationWarning, stacklevel=3)
+    sys.modules[old] = importlib.import_module(new)

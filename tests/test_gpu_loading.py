@@ -144,8 +144,8 @@ def test_reward_heads_load_frozen_weights_in_training_precision(monkeypatch, fak
 
     from transformers import AutoModelForSequenceClassification
 
-    from openmanus_lite.train.dpo import config_dtype
-    from openmanus_lite.train.reward_model import OutcomeRewardModel, _load_head, load_reward_model
+    from openmanus_lite.preference.dpo import config_dtype
+    from openmanus_lite.preference.reward_model import OutcomeRewardModel, _load_head, load_reward_model
 
     assert config_dtype(NS(bf16=True, fp16=False)) == torch.bfloat16
     assert config_dtype(NS(bf16=None, fp16=True)) == torch.float16

@@ -177,7 +177,7 @@ def test_search_does_not_import_eval():
     ["openmanus_lite.policies", "openmanus_lite.envs"],
     ["openmanus_lite.eval.suites", "openmanus_lite.splits"],
     ["openmanus_lite.splits", "openmanus_lite.eval"],
-    ["openmanus_lite.train.recovery", "openmanus_lite.train.preferences"],
+    ["openmanus_lite.train.recovery", "openmanus_lite.mistakes"],
 ])
 def test_modules_import_in_a_fresh_interpreter_in_any_order(order):
     code = "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in order)
@@ -191,7 +191,7 @@ EPISODE_LOOPS = {
     "openmanus_lite/envs/os_shell.py",      # Env.step overrides
     "openmanus_lite/envs/web.py",
     "openmanus_lite/search.py",             # cloned simulators, and replay of a chosen action list
-    "openmanus_lite/train/preferences.py",  # expert episodes with injected mistakes
+    "openmanus_lite/mistakes.py",           # expert episodes with injected mistakes
     "openmanus_lite/train/tool_env.py",     # TRL's environment_factory drives it
     "openmanus_lite/train/expert_guidance.py",  # replays the expert's first k turns inside a rollout's first turn
 }

@@ -82,8 +82,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _data(args):
+    from openmanus_lite.preference.pairs import PreferenceData, build_preference_data
     from openmanus_lite.splits import PREFERENCE_TRAIN_SEED, training_tasks
-    from openmanus_lite.train.preferences import PreferenceData, build_preference_data
 
     if args.data:
         return PreferenceData.load(args.data)
@@ -133,8 +133,8 @@ def main(argv: list[str]) -> int:
     if args.cmd not in TRAINERS and extras:
         raise UserError(f"unknown options for `dpo {args.cmd}`: {' '.join(extras)}")
     if args.cmd == "eval-rm":
-        from openmanus_lite.train import reward_model
-        from openmanus_lite.train.preferences import PreferenceData
+        from openmanus_lite.preference import reward_model
+        from openmanus_lite.preference.pairs import PreferenceData
 
         rm = reward_model.load_reward_model(args.rm)
         data = PreferenceData.load(args.data)
@@ -164,7 +164,7 @@ def main(argv: list[str]) -> int:
         print(f"error: no {what} to train on (see the counts above); add tasks, mistakes or rollouts", file=sys.stderr)
         return 1
     if dpo:
-        from openmanus_lite.train.dpo import run_dpo
+        from openmanus_lite.preference.dpo import run_dpo
         from openmanus_lite.train.sft import save_adapter, save_merged
 
         res = run_dpo(args.model, rows, s, output_dir=out / "trainer", resume=resume)
@@ -173,7 +173,7 @@ def main(argv: list[str]) -> int:
         summary = {**res.summary(), "settings": s.to_dict()}
         saved = {"adapter" if args.adapter_only else "merged": out}
     else:
-        from openmanus_lite.train.reward_model import train_orm, train_prm
+        from openmanus_lite.preference.reward_model import train_orm, train_prm
 
         if args.cmd == "train-rm":
             rm, rep = train_orm(args.model, rows, s, output_dir=out / "trainer")

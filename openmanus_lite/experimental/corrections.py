@@ -10,9 +10,10 @@ Measured no gain (docs/RESULTS.md, "Corrections at the model's own mistakes"); k
 from __future__ import annotations
 
 from openmanus_lite.envs import turn_limit
+from openmanus_lite.mistakes import ReplayMismatch, _finish_with_expert, label_step_values
+from openmanus_lite.preference.pairs import step_labels
 from openmanus_lite.rollout import play_turn, start_episode
 from openmanus_lite.schema import Task, Trajectory, Turn
-from openmanus_lite.train.preferences import ReplayMismatch, _finish_with_expert, label_step_values, step_labels
 from openmanus_lite.train.recovery import with_recovery_note
 
 

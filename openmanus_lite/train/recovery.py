@@ -1,8 +1,7 @@
 """SFT data of expert episodes that recover from one injected mistake (the recipes' `recovery` episodes).
 
-It builds on `preferences.mistake_episodes` (expert episodes with a mistake), which is why it lives in train/
-beside it and not in envs/, which import nothing above them. Which tasks train and which are held out is
-`openmanus_lite.splits`' job.
+It builds on `mistakes.mistake_episodes` (expert episodes with a mistake). Which tasks train and which are held
+out is `openmanus_lite.splits`' job.
 """
 
 from __future__ import annotations
@@ -10,12 +9,12 @@ from __future__ import annotations
 import random
 
 from openmanus_lite.envs import turn_limit
+from openmanus_lite.mistakes import mistake_episodes
 from openmanus_lite.schema import Task, Trajectory
-from openmanus_lite.train.preferences import mistake_episodes
 
 RECOVERY_KINDS = ("random",)
 """The default mistakes of recovery data: the recipe measured most (docs/RESULTS.md, 60 minutes of SFT). All
-three kinds of `preferences.MISTAKE_KINDS` gave 78.9% success (household 74% valid, kg 94%), within
+three kinds of `mistakes.MISTAKE_KINDS` gave 78.9% success (household 74% valid, kg 94%), within
 the noise between two runs of this default (81.7% and 80.0%; household 85% and 73%)."""
 
 RECOVERY_NOTE = "The last action did not work."
@@ -35,7 +34,7 @@ def recovery_trajectories(tasks: list[Task], per_task: int = 1, max_turns: int |
 
     Why: expert-only data never shows an error observation, so a model that slips once in a long episode meets
     text it was never trained on and tends to repeat the slip until the turn limit. Each episode has one mistake
-    at a random turn (`preferences.mistake_episodes`; `kinds`, default RECOVERY_KINDS, take turns across tasks).
+    at a random turn (`mistakes.mistake_episodes`; `kinds`, default RECOVERY_KINDS, take turns across tasks).
     `repeats` take turns the same way: with 2, a rejected mistake is played twice, the second time after
     RECOVERY_NOTE, as a model stuck in a loop does. Mistaken turns have `train=False`; the expert's recovery
     trains, its thought opened with RECOVERY_NOTE when the environment rejected the action. Episodes that end

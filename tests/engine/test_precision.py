@@ -297,7 +297,7 @@ def test_a_bf16_preset_on_a_t4_is_refused_before_loading(fake_gpu, monkeypatch):
 @pytest.mark.parametrize("name", ["t4", "gpu8"])
 def test_dpo_and_reward_model_settings_of_each_gpu_preset(fake_gpu, monkeypatch, tmp_path, tiny_path, card, name):
     """What the DPO and reward-model configs hand to TRL, and run_dpo to the loader, under a GPU preset's `dpo` / `reward_model`."""
-    from openmanus_lite.train.dpo import run_dpo
+    from openmanus_lite.preference.dpo import run_dpo
 
     preset = get_preset(name)
     fake_gpu(card)

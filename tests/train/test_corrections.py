@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from openmanus_lite.envs import generate_tasks, make_env
 from openmanus_lite.experimental.corrections import correction_trajectories, cut_points
+from openmanus_lite.mistakes import label_step_values
 from openmanus_lite.react import format_turn
 from openmanus_lite.rollout import run_episodes
 from openmanus_lite.schema import Turn
-from openmanus_lite.train.preferences import label_step_values
 from openmanus_lite.train.recovery import RECOVERY_NOTE
 
 LIMIT = 16

@@ -7,15 +7,18 @@ by hand; a few run on the real household and e-commerce environments.
 
 from __future__ import annotations
 
+import importlib
 import random
+import sys
 
 import pytest
 
+from openmanus_lite import mistakes as M
 from openmanus_lite.envs import Env, InvalidAction, generate_tasks, list_domains, make_env, register_domain
+from openmanus_lite.preference import pairs as P
 from openmanus_lite.react import format_turn
 from openmanus_lite.rollout import start_episode
 from openmanus_lite.schema import Task, Trajectory, Turn
-from openmanus_lite.train import preferences as P
 
 # --------------------------------------------------------------------------- a toy environment
 
@@ -158,7 +161,7 @@ def test_step_value_judge_credits_the_diverging_turn_not_a_later_mistake():
     a = play(TASK, ["inc", "dec", "inc", "inc", "answer(2)"])
     b = play(TASK, ["inc", "inc", "answer(3)"])
     for ep in (a, b):
-        P.label_step_values(TASK, ep)
+        M.label_step_values(TASK, ep)
     by_outcome = P.make_pairs([a, b], level="step", judge="outcome").pairs[0]
     assert "dec" in by_outcome.chosen[0]["content"]  # the outcome credits the wasted turn...
     by_value = P.make_pairs([a, b], level="step", judge="step_value").pairs[0]
@@ -171,40 +174,40 @@ def test_step_value_judge_credits_the_diverging_turn_not_a_later_mistake():
 
 def test_label_step_values_by_hand():
     expert = play(TASK, ["inc", "inc", "answer(2)"])
-    assert P.label_step_values(TASK, expert) == [1.0, 1.0, 1.0]
+    assert M.label_step_values(TASK, expert) == [1.0, 1.0, 1.0]
     assert expert.meta["start_remaining"] == 3 and expert.meta["step_remaining"] == [2, 1, 0]
     assert P.step_labels(expert) == [1, 1, 1]
 
     detour = play(TASK, ["dec", "inc", "inc", "inc", "answer(2)"])
-    P.label_step_values(TASK, detour)
+    M.label_step_values(TASK, detour)
     assert detour.meta["step_remaining"] == [4, 3, 2, 1, 0]
     assert P.step_labels(detour, "progress") == [0, 1, 1, 1, 1]
     assert P.step_labels(detour, "solvable") == [1, 1, 1, 1, 1]
 
     doomed = play(TASK, ["dec", "dec", "inc", "answer(5)"])  # after two decs the expert needs 5 of 4 turns left
-    assert P.label_step_values(TASK, doomed) == [1.0, 0.0, 0.0, 0.0]
+    assert M.label_step_values(TASK, doomed) == [1.0, 0.0, 0.0, 0.0]
     assert P.step_labels(doomed, "solvable") == [1, 0, 0, 0]
 
     invalid = play(TASK, ["jump", "inc", "inc", "answer(2)"])
-    P.label_step_values(TASK, invalid)
+    M.label_step_values(TASK, invalid)
     assert P.step_labels(invalid) == [0, 1, 1, 1] and invalid.meta["success"]
 
 
 def test_replay_detects_an_episode_from_another_task_or_a_tampered_observation():
     ep = play(TASK, ["inc", "inc", "answer(2)"])
     ep.messages[2] = Turn("user", "count = 5")
-    with pytest.raises(P.ReplayMismatch):
-        P.label_step_values(TASK, ep)
+    with pytest.raises(M.ReplayMismatch):
+        M.label_step_values(TASK, ep)
     other = Task("count-0", "game", "reach 3", {"target": 3})
-    with pytest.raises(P.ReplayMismatch):
-        P.label_step_values(other, play(TASK, ["inc"]))
+    with pytest.raises(M.ReplayMismatch):
+        M.label_step_values(other, play(TASK, ["inc"]))
 
 
 def test_expert_value_leaves_the_state_alone():
     env = make_env("game")
     env.reset(TASK)
     env.step(format_turn("x", "inc"))
-    assert P.expert_value(env) == (1.0, 2)
+    assert M.expert_value(env) == (1.0, 2)
     assert env.count == 1 and env.turn == 1 and not env.done
 
 
@@ -218,22 +221,22 @@ def test_corrupt_turn_changes_the_action():
                          (format_turn("t", "sql\n```sql\nSELECT a FROM t WHERE x > 30\n```"), "db"),
                          (format_turn("t", "answer(42)"), "os")]:
         for _ in range(5):
-            bad = P.corrupt_turn(text, domain, rng)
-            assert P.action_key(bad, domain) != P.action_key(text, domain)
+            bad = M.corrupt_turn(text, domain, rng)
+            assert M.action_key(bad, domain) != M.action_key(text, domain)
 
 
 def test_a_corrupted_name_or_number_is_corrupted_in_the_thought_too():
     # a model's own slip names the wrong thing in its reasoning as well: recovering means correcting the thought
-    assert P._retell("There is the pot 1 on the countertop 1.", "pot 1 from countertop 1",
+    assert M._retell("There is the pot 1 on the countertop 1.", "pot 1 from countertop 1",
                      "pot 2 from countertop 1") == "There is the pot 2 on the countertop 1."
-    assert P._retell("The relation headquarters_of of Marros.", "Marros, headquarters_of",
+    assert M._retell("The relation headquarters_of of Marros.", "Marros, headquarters_of",
                      "Marros, headquartrs_of") == "The relation headquartrs_of of Marros."
-    assert P._retell("I take the pot 1.", "pot 1 from countertop 1", "pot 1 f") == "I take the pot 1."  # cut short
+    assert M._retell("I take the pot 1.", "pot 1 from countertop 1", "pot 1 f") == "I take the pot 1."  # cut short
     rng = random.Random(0)
     text = format_turn("The relation starring of Dune leads to its actors.", "get_neighbors(Dune, starring)")
     retold = 0
     for _ in range(20):
-        bad = P.corrupt_turn(text, "kg", rng)
+        bad = M.corrupt_turn(text, "kg", rng)
         relation = bad.split("Act: get_neighbors(Dune, ")[-1].rstrip(")")
         if len(relation) == len("starring") - 1:  # a letter dropped from the relation
             assert f"The relation {relation} of Dune" in bad
@@ -243,20 +246,20 @@ def test_a_corrupted_name_or_number_is_corrupted_in_the_thought_too():
 
 def test_a_skipped_step_is_the_experts_turn_after_next_and_leaves_the_state_alone():
     task = generate_tasks("household", 1, seed=5)[0]
-    expert = [m.content for m in P.expert_episode(task).messages if m.role == "assistant"]
+    expert = [m.content for m in M.expert_episode(task).messages if m.role == "assistant"]
     env, _ = start_episode(task, None)
-    assert P.skipped_step(env) == expert[1]
+    assert M.skipped_step(env) == expert[1]
     assert env.turn == 0 and env.expert_action() == expert[0]
     for text in expert[:-1]:
         env.step(text)
-    assert P.skipped_step(env) is None  # the last turn has no turn after it
+    assert M.skipped_step(env) is None  # the last turn has no turn after it
 
 
 def test_mistake_episodes_differ_from_the_expert_at_the_mistake_turn():
     rng = random.Random(1)
-    expert = P.expert_episode(TASK)
+    expert = M.expert_episode(TASK)
     assert expert.meta["success"] and expert.meta["turns"] == 3
-    eps = P.mistake_episodes(TASK, 6, rng)
+    eps = M.mistake_episodes(TASK, 6, rng)
     played = [e.meta["mistake"]["kind"] for e in eps]
     asked = ["random", "corrupt", "skip"] * 2  # the kinds take turns; a skip with nothing to skip is a corruption
     assert all(p == a or (a, p) == ("skip", "corrupt") for p, a in zip(played, asked)), played
@@ -267,7 +270,7 @@ def test_mistake_episodes_differ_from_the_expert_at_the_mistake_turn():
             assert P._assistant_turns(expert, d) == at
         else:  # the random action happened to be the expert's
             assert why == "same_actions"
-        P.label_step_values(TASK, e)  # every recorded episode replays
+        M.label_step_values(TASK, e)  # every recorded episode replays
     assert any(not e.meta["success"] for e in eps)
 
 
@@ -325,3 +328,13 @@ def test_fit_prompt_drops_oldest_turns_and_keeps_the_task():
     assert fitted == [prompt[0]] + prompt[5:]
     assert fitted[-1]["content"] == "o3"
     assert P.fit_prompt(prompt, [completion], count, 1) is None
+
+
+@pytest.mark.parametrize("old, new", [("openmanus_lite.train.preferences", "openmanus_lite.preference.pairs"),
+                                      ("openmanus_lite.train.dpo", "openmanus_lite.preference.dpo"),
+                                      ("openmanus_lite.train.reward_model", "openmanus_lite.preference.reward_model")])
+def test_a_moved_module_still_imports_from_its_old_path_with_a_warning(old, new):
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)

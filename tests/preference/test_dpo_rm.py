@@ -3,7 +3,7 @@
 A few optimizer steps each through the real trainers (TRL DPOTrainer on the Unsloth/PEFT
 model, TRL RewardTrainer, transformers Trainer with a token-classification head), then the
 scorers plugged into search.py and the reward registry. Data come from the toy counting
-environment of test_preferences (short episodes keep every step fast).
+environment of test_pairs (short episodes keep every step fast).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import json
 import math
 
 import pytest
-from test_preferences import TASK, play  # also registers the toy 'game' environment
+from test_pairs import TASK, play  # also registers the toy 'game' environment
 
 from openmanus_lite.envs import generate_tasks
 from openmanus_lite.models import LoraSpec
-from openmanus_lite.train import preferences as P
+from openmanus_lite.preference import pairs as P
 
 pytestmark = pytest.mark.slow
 
@@ -43,7 +43,7 @@ def test_dpo_trains_a_lora_adapter_from_a_checkpoint_and_saves_a_loadable_policy
     import torch
 
     from openmanus_lite.models import load_model
-    from openmanus_lite.train.dpo import run_dpo
+    from openmanus_lite.preference.dpo import run_dpo
     from openmanus_lite.train.presets import get_preset
     from openmanus_lite.train.sft import save_merged
 
@@ -72,7 +72,7 @@ def test_resolve_checkpoint_merges_an_sft_adapter_once(tiny, tmp_path):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from openmanus_lite.train.dpo import resolve_checkpoint
+    from openmanus_lite.preference.dpo import resolve_checkpoint
 
     base = AutoModelForCausalLM.from_pretrained(tiny)
     peft = get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
@@ -92,8 +92,8 @@ def test_resolve_checkpoint_merges_an_sft_adapter_once(tiny, tmp_path):
 
 @pytest.fixture(scope="module")
 def orm(tiny, toy_data, tmp_path_factory):
+    from openmanus_lite.preference.reward_model import train_orm
     from openmanus_lite.train.presets import get_preset
-    from openmanus_lite.train.reward_model import train_orm
 
     s = get_preset("cpu").reward_config(max_steps=16, per_device_train_batch_size=8, gradient_accumulation_steps=1,
                                         learning_rate=3e-3, lora_r=0,
@@ -103,7 +103,7 @@ def orm(tiny, toy_data, tmp_path_factory):
 
 
 def test_orm_learns_the_training_pairs(orm, toy_data):
-    from openmanus_lite.train.reward_model import pair_accuracy
+    from openmanus_lite.preference.reward_model import pair_accuracy
 
     rm, report = orm
     assert report.steps == 16
@@ -114,7 +114,7 @@ def test_orm_learns_the_training_pairs(orm, toy_data):
 
 
 def test_orm_saves_loads_and_scores_identically(orm, toy_data, tmp_path):
-    from openmanus_lite.train.reward_model import OutcomeRewardModel, load_reward_model
+    from openmanus_lite.preference.reward_model import OutcomeRewardModel, load_reward_model
 
     rm, _ = orm
     back = load_reward_model(rm.save(tmp_path / "orm"))
@@ -156,7 +156,7 @@ def test_orm_is_a_grpo_reward_in_the_registry(orm, tmp_path):
 
 def test_step_positions_sit_on_turn_ends(tiny):
     from openmanus_lite.models import load_tokenizer
-    from openmanus_lite.train.reward_model import step_positions
+    from openmanus_lite.preference.reward_model import step_positions
 
     tok = load_tokenizer(tiny)
     msgs = play(TASK, ["inc", "dec", "inc", "inc", "answer(2)"]).to_messages()
@@ -172,8 +172,8 @@ def test_step_positions_sit_on_turn_ends(tiny):
 
 @pytest.fixture(scope="module")
 def prm(tiny, toy_data, tmp_path_factory):
+    from openmanus_lite.preference.reward_model import train_prm
     from openmanus_lite.train.presets import get_preset
-    from openmanus_lite.train.reward_model import train_prm
 
     s = get_preset("cpu").reward_config(max_steps=12, per_device_train_batch_size=8, gradient_accumulation_steps=1,
                                         learning_rate=3e-3, lora_r=0,
@@ -182,7 +182,7 @@ def prm(tiny, toy_data, tmp_path_factory):
 
 
 def test_prm_trains_on_step_labels_and_round_trips(prm, toy_data, tmp_path):
-    from openmanus_lite.train.reward_model import ProcessRewardModel, load_reward_model, step_accuracy
+    from openmanus_lite.preference.reward_model import ProcessRewardModel, load_reward_model, step_accuracy
 
     rm, report = prm
     assert report.steps == 12 and report.data_counts["rows"] == len(toy_data.prm)
@@ -211,7 +211,7 @@ def test_prm_guides_beam_search(prm):
 
 @pytest.mark.parametrize("kind", ["orm", "prm"])
 def test_lora_reward_heads_save_as_adapters_and_reload(kind, tiny, toy_data, tmp_path):
-    from openmanus_lite.train.reward_model import RMSettings, load_reward_model, train_orm, train_prm
+    from openmanus_lite.preference.reward_model import RMSettings, load_reward_model, train_orm, train_prm
 
     s = RMSettings(max_steps=1, batch_size=4, lora=LoraSpec(r=4, alpha=8), max_length=512)  # the old names still work
     assert (s.per_device_train_batch_size, s.lora_r, s.lora_alpha) == (4, 4, 8)

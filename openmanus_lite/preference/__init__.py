@@ -1,0 +1,9 @@
+"""Preference learning from the environments: the route beside SFT -> GRPO, not on it.
+
+    pairs          preference pairs and process-reward labels from episodes the environment judges
+    dpo            DPO on those pairs (TRL's DPOTrainer), from an SFT checkpoint
+    reward_model   outcome and process reward models (a GRPO reward, `search.py`'s scorers)
+
+None of them has yet beaten the recipe's SFT + GRPO on record (docs/RESULTS.md, "Preferences, DPO and reward
+models"); `python -m openmanus_lite dpo` runs them, notebook 09 walks through them.
+"""
