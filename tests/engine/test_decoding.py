@@ -114,6 +114,11 @@ def test_choose_tokens_greedy_top_p_and_sampling():
     assert nucleus == {1, 2}
 
 
+
+def test_greedy_picks_the_first_maximum_as_argmax_does_ties_included():
+    ties = torch.randint(0, 4, (64, 5000), generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    assert torch.equal(choose_tokens(ties, 0.0, 1.0), ties.float().argmax(-1))
+
 def test_select_engine_decisions(untrained, monkeypatch, fake_gpu):
     model, _ = untrained
     monkeypatch.setattr("openmanus_lite.engine.precision.cpu_has_native_bf16", lambda: True)
