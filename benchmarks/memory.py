@@ -142,7 +142,7 @@ def _trajectories(per_domain: int):
 
 def stage_eval(args, preset, out: Path) -> dict:
     """Greedy episodes of the demo's evaluation suite (easy dev tasks), the demo's batch and turn limits."""
-    from openmanus_lite.demo import DemoConfig, _eval_suite, _turn_limits
+    from openmanus_lite.demo import DemoConfig, _eval_suite
     from openmanus_lite.eval import run_benchmark
     from openmanus_lite.policies import ModelPolicy
 
@@ -150,8 +150,8 @@ def stage_eval(args, preset, out: Path) -> dict:
     model, tok = preset.load(None, for_training=False)
     policy = ModelPolicy(model, tok, name="memory", max_new_tokens=preset.max_new_tokens,
                          batch_size=preset.eval_batch_size)
-    result = run_benchmark(policy, _eval_suite(cfg), max_turns=_turn_limits(cfg), batch_size=preset.eval_batch_size,
-                           progress=False)
+    result = run_benchmark(policy, _eval_suite(cfg), max_turns=cfg.sft_recipe().max_turns(),
+                           batch_size=preset.eval_batch_size, progress=False)
     return {"episodes": len(result.records), "generated_tokens": result.generated_tokens,
             "inner_peak": result.meta["peak_memory"]}
 
