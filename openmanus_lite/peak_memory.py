@@ -22,6 +22,8 @@ from typing import Any
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
+TRIM_ENV = "OPENMANUS_TRIM_EVERY_STEPS"
+TRIM_SECONDS_ENV = "OPENMANUS_TRIM_EVERY_SECONDS"
 
 
 def _status_kb(field: str) -> int | None:
@@ -48,7 +50,7 @@ def rss_gb() -> float | None:
 
 
 def peak_rss_gb() -> float | None:
-    """The resident high-water mark in GB: since the last `reset_peak_rss` on Linux, the process's lifetime elsewhere."""
+    """The resident high-water mark in GB: since the last `reset_peak_rss` on Linux, the lifetime one elsewhere."""
     kb = _status_kb("VmHWM")
     if kb is not None:
         return round(kb / 1e6, 3)
@@ -77,9 +79,6 @@ def release_memory() -> None:
         cuda.empty_cache()
 
 
-TRIM_ENV = "OPENMANUS_TRIM_EVERY_STEPS"
-
-
 def trim_every_steps() -> int:
     """How often a trainer trims glibc's heap (OPENMANUS_TRIM_EVERY_STEPS, default 20; 0: never). glibc keeps the
     freed activations resident: the demo's SFT held 7.0-7.9 GB between steps, 1.4-1.6 GB trimmed each step. It frees
@@ -101,9 +100,6 @@ def trim_heap() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
-
-
-TRIM_SECONDS_ENV = "OPENMANUS_TRIM_EVERY_SECONDS"
 
 
 class HeapTrim:
@@ -154,8 +150,7 @@ class PeakMemory:
         self.rss_gb = None if now is None else max(now, self._erased[0])
         cuda = _cuda()
         if cuda is not None:
-            allocated, reserved = _cuda_peaks(cuda)
-            self.cuda_allocated_gb, self.cuda_reserved_gb = max(allocated, self._erased[1]), max(reserved, self._erased[2])
+            self.cuda_allocated_gb, self.cuda_reserved_gb = map(max, _cuda_peaks(cuda), self._erased[1:])
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rss_gb": self.rss_gb, "rss_kind": "stage" if self.per_stage else "process lifetime"}

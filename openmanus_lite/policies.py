@@ -1,6 +1,5 @@
 """Policies choose the next assistant turn for a batch of conversations at once (a model is only fast generating
-many episodes in one forward pass); the expert and random policies read the environment state instead of the text.
-"""
+many episodes in one forward pass); the expert and random policies read the environment state instead of the text."""
 
 from __future__ import annotations
 
@@ -109,13 +108,12 @@ class ModelPolicy:
         self.batch_size = batch_size
         self.max_prompt_tokens = max_prompt_tokens
         self.generated_tokens = self.model_calls = self.turns_generated = 0
-        self.kv_cache = None
         if kv_cache is True:
             from openmanus_lite.engine.generation import PrefixCache
 
-            self.kv_cache = PrefixCache()
-        elif kv_cache is not False and kv_cache is not None:  # an empty PrefixCache is falsy (len 0)
-            self.kv_cache = kv_cache  # a PrefixCache of the caller's (e.g. with another memory cap)
+            kv_cache = PrefixCache()
+        # False or None: no cache; an empty PrefixCache is falsy (len 0), so test identity, not truth
+        self.kv_cache = None if kv_cache is False else kv_cache
         self._weights_fingerprint = None
 
     def _generate(self, conversations: list[Messages], temperature: float):
@@ -166,14 +164,11 @@ def reply_tokens(policy: object, replies: list[str], before: int) -> list[int]:
 
 def share(total: int, weights: list[int]) -> list[int]:
     """Split an integer total in proportion to weights (largest remainder; sums exactly to total)."""
-    if not weights:
-        return []
     wsum = sum(weights)
-    if wsum <= 0:
+    if wsum <= 0:  # equal shares (with no weights, every list below stays empty)
         weights, wsum = [1] * len(weights), len(weights)
     raw = [total * w / wsum for w in weights]
     out = [int(x) for x in raw]
-    order = sorted(range(len(raw)), key=lambda i: raw[i] - out[i], reverse=True)
-    for i in order[: total - sum(out)]:
+    for i in sorted(range(len(raw)), key=lambda i: raw[i] - out[i], reverse=True)[: total - sum(out)]:
         out[i] += 1
     return out

@@ -3,11 +3,10 @@
     Think: <reasoning, any number of lines>
     Act: <action>
 
-with a domain-specific action (see `ACTION_FORMS`) or `answer(<text>)` to finish.
-Parsers also accept the styles of the source datasets (THOUGHT/ACTION, Thought:/Action:,
-`Action: Operation` + sql block, `Final Answer: ...`, `Action: name with Action Input: {...}`)
-so converters and environments share one parser. Parsing never raises: a failure is a
-`ParseError` that says what was expected, ready to be shown to the agent.
+with a domain-specific action (see `ACTION_FORMS`) or `answer(<text>)` to finish. Parsers also accept the styles of
+the source datasets (THOUGHT/ACTION, Thought:/Action:, `Action: Operation` + sql block, `Final Answer: ...`,
+`Action: name with Action Input: {...}`) so converters and environments share one parser. Parsing never raises: a
+failure is a `ParseError` that says what was expected, ready to be shown to the agent.
 
 Also here: the `<think>...</think><answer>...</answer>` tag format of the single-turn recipe.
 """
@@ -18,7 +17,6 @@ import re
 from dataclasses import dataclass
 
 # --------------------------------------------------------------------------- actions
-
 ACTION_KINDS = ("bash", "sql", "call", "tool", "command", "answer")
 """bash: ```bash block (os); sql: ```sql block (db); call: name[arg] (web, ecommerce);
 tool: name(args) (kg); command: a plain text command (household); answer: answer(text)."""
@@ -121,9 +119,11 @@ def format_turn(thought: str, action: str) -> str:
 
 
 # --------------------------------------------------------------------------- parsing turns
-
 _LABEL = re.compile(r"^[ \t]*(Act|Action|ACTION)[ \t]*:[ \t]*", re.MULTILINE)
 _THOUGHT_PREFIX = re.compile(r"^\s*(Think|Thought|THOUGHT)\s*:\s*", re.IGNORECASE)
+# the characters a stripped text must start with for `_THOUGHT_PREFIX` to match: those that match (?i)t, checked over
+# all of Unicode by tests/test_react.py
+_THOUGHT_FIRST = "Tt"
 _FINAL_ANSWER = re.compile(r"^[ \t]*Final Answer[ \t]*:[ \t]*(.*)", re.MULTILINE | re.DOTALL)
 _TOOL_INPUT = re.compile(r"^(?P<name>[\w.\-]+)\s+with\s+Action Input:\s*(?P<args>.*)$", re.DOTALL)
 _MIND2WEB = re.compile(r"^([A-Z]+)\s*\nValue:\s*(.*)$", re.DOTALL)
@@ -144,13 +144,10 @@ def parse_turn(text: str) -> ParsedTurn | ParseError:
     if m is None:
         fa = _FINAL_ANSWER.search(text)
         if fa:  # KG / DB style without an Action label: "Final Answer: #3"
-            thought = _strip_thought(text[: fa.start()])
-            return ParsedTurn(thought, answer(fa.group(1).strip()), "final_answer")
+            return ParsedTurn(_strip_thought(text[: fa.start()]), answer(fa.group(1).strip()), "final_answer")
         return ParseError("No action found. End your reply with a line 'Act: <action>'.")
-    label = m.group(1)
     thought = _strip_thought(text[: m.start()])
     body = text[m.end():].strip()
-    style = _STYLES[label]
     # DB: "Action: Operation\n```sql ...```" and "Action: Answer\nFinal Answer: [...]"
     head, _, rest = body.partition("\n")
     if head.strip() == "Operation":
@@ -171,8 +168,7 @@ def parse_turn(text: str) -> ParsedTurn | ParseError:
     if "A" <= body[:1] <= "Z":
         m2w = _MIND2WEB.match(body)
         if m2w:  # Mind2Web: "Answer: B.\nAction: TYPE\nValue: Chicago Bears" (the choice letter precedes)
-            op = m2w.group(1).lower()
-            return ParsedTurn(thought, call(op, m2w.group(2).strip()), "mind2web")
+            return ParsedTurn(thought, call(m2w.group(1).lower(), m2w.group(2).strip()), "mind2web")
         m2w = _MIND2WEB_BARE.match(body)
         if m2w:  # Mind2Web without a value: the chosen element is the "Answer: X." kept in the thought
             return ParsedTurn(thought, call(m2w.group(1).lower(), ""), "mind2web")
@@ -181,7 +177,7 @@ def parse_turn(text: str) -> ParsedTurn | ParseError:
         return ParsedTurn(thought, tool(ti.group("name"), ti.group("args").strip()), "tool_input")
     if not body:
         return ParseError("The 'Act:' line is empty. Write the action after 'Act: '.")
-    return ParsedTurn(thought, body, style)
+    return ParsedTurn(thought, body, _STYLES[m.group(1)])
 
 
 def _strip_thought(text: str) -> str:
@@ -191,13 +187,7 @@ def _strip_thought(text: str) -> str:
     return _THOUGHT_PREFIX.sub("", text, count=1).strip()
 
 
-# The characters a stripped text must start with for `_THOUGHT_PREFIX` (case-insensitive) to match:
-# those that match (?i)t, checked over all of Unicode by tests/test_react.py.
-_THOUGHT_FIRST = "Tt"
-
-
 # --------------------------------------------------------------------------- parsing actions
-
 _ANSWER = re.compile(r"^answer\s*\((.*)\)\s*$", re.DOTALL | re.IGNORECASE)
 _CALL = re.compile(r"^([A-Za-z_][\w\-]*)\s*\[(.*)\]\s*$", re.DOTALL)
 _TOOLCALL = re.compile(r"^([A-Za-z_][\w.\-]*)\s*\((.*)\)\s*$", re.DOTALL)
@@ -207,8 +197,7 @@ def parse_action(action: str, domain: str | None = None) -> Action | ParseError:
     """Parse an action string; with `domain`, also check the kind is allowed there."""
     if not isinstance(action, str) or not action.strip():
         return ParseError("Empty action. " + _expected(domain))
-    s = action.strip()
-    parsed = _parse_any(s)
+    parsed = _parse_any(action.strip())
     if isinstance(parsed, ParseError):
         return ParseError(parsed.message + " " + _expected(domain))
     if domain is not None and domain in DOMAIN_ACTION_KINDS and parsed.kind not in DOMAIN_ACTION_KINDS[domain]:
@@ -220,7 +209,7 @@ def _parse_any(s: str) -> Action | ParseError:
     m = _ANSWER.match(s)
     if m:
         return Action("answer", m.group(1).strip())
-    first, _, rest = s.partition("\n")
+    first = s.partition("\n")[0]
     lang = first.strip().lower()
     if lang in ("bash", "sql") or first.lstrip().startswith("```"):
         fence = _FENCE.search(s)
@@ -255,14 +244,10 @@ def parse_step(text: str, domain: str | None = None) -> tuple[ParsedTurn, Action
     if isinstance(turn, ParseError):
         return turn
     act = parse_action(turn.action, domain)
-    if isinstance(act, ParseError):
-        return act
-    return turn, act
+    return act if isinstance(act, ParseError) else (turn, act)
 
 
 # --------------------------------------------------------------------------- <think>/<answer> tags
-
-
 def format_tagged(think: str, answer_text: str) -> str:
     """The open-r1 completion format that the `format` reward accepts."""
     return f"<think>\n{think}\n</think>\n<answer>\n{answer_text}\n</answer>"

@@ -232,8 +232,7 @@ class Meter:
 
     def __init__(self, budget: Budget):
         self.budget = budget
-        self.tokens = 0
-        self.calls = 0
+        self.tokens = self.calls = 0
 
     def charge(self, cands: list[Candidate]) -> None:
         self.tokens += sum(c.tokens for c in cands)
@@ -390,8 +389,7 @@ class _Search:
         self.max_turns = max_turns
         self.rng = random.Random(f"search:{seed}:{task.id}")
         self.finished: list[Node] = []
-        self.nodes = 0
-        self.episodes = 0
+        self.nodes = self.episodes = 0
         self.t0 = time.perf_counter()
         self.root = self.fresh()
 

@@ -19,7 +19,6 @@ from openmanus_lite.eval.suites import list_suites, load_suite, read_manifest
 from openmanus_lite.schema import Task
 
 # ----------------------------------------- seeds (a run adds its own `--seed`; the scripts named are in benchmarks/)
-
 SFT_TRAIN_SEED = 1000  # expert trajectories SFT trains on (`sft --synth-seed`, sft_learning.py, notebook 04)
 SFT_TRAIN_MAX_PER_DOMAIN = 750  # most sft_train tasks per domain a measured run used (250 x household's weight 3)
 SFT_CORRECTION_SEED = 2000  # tasks played mid-training for `--corrections-at` (their corrections are trained on)
@@ -73,8 +72,6 @@ def get_split(name: str) -> Split:
 
 
 # --------------------------------------------------------------------------- identity and the check
-
-
 def task_key(task: Task) -> str:
     """What makes two tasks the same task: a stable hash of domain, instruction and world (spec).
     Ids, answers and difficulty labels do not count (the world and question fix the answer)."""
@@ -95,9 +92,8 @@ def overlaps(training: Mapping[str, Iterable[Task]], heldout: Mapping[str, Itera
 
 
 def check_disjoint(training: Mapping[str, Iterable[Task]], heldout: Mapping[str, Iterable[Task]]) -> None:
-    """Raise SplitOverlapError listing the held-out tasks that a training set also has (by `task_key`).
-
-    Both arguments name their task sets ({"sft_train": [...], ...}), so the error says which pair met."""
+    """Raise SplitOverlapError listing the held-out tasks that a training set also has (by `task_key`). Both
+    arguments name their task sets ({"sft_train": [...], ...}), so the error says which pair met."""
     found = overlaps(training, heldout)
     if not found:
         return
@@ -110,8 +106,6 @@ def check_disjoint(training: Mapping[str, Iterable[Task]], heldout: Mapping[str,
 
 
 # --------------------------------------------------------------------------- building splits
-
-
 def _generate(domains: Iterable[str], n: int | Mapping[str, int], seed: int, difficulty: str) -> list[Task]:
     out: list[Task] = []
     for d in domains:

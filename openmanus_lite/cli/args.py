@@ -125,7 +125,7 @@ def add_training_options(p: argparse.ArgumentParser | Any, config_name: str, def
     g = p.add_argument_group("training settings", textwrap.fill(
         f"Any field of {config_name} (train/configs.py: TRL's config with the kit's few fields) as --name value, "
         f"e.g. --learning_rate 1e-4 --max_steps 50 --adam_beta2 0.95; defaults: {defaults}.", 100))
-    g.add_argument("--config", default=None, help="YAML file of option: value (the command line wins)")
+    g.add_argument("--config", help="YAML file of option: value (the command line wins)")
     g.add_argument("--overwrite_output_dir", action="store_true",
                    help="start fresh in an output folder that holds a run (its checkpoints are removed). Without it, "
                         "a folder with a complete checkpoint of the same command is resumed and any other non-empty "
@@ -135,9 +135,9 @@ def add_training_options(p: argparse.ArgumentParser | Any, config_name: str, def
                    help="experiment tracker: none, tensorboard, trackio or wandb (comma-separated; default none)")
     g.add_argument("--push_to_hub", action="store_true",
                    help="upload the final adapter / merged model to --hub_model_id on the Hugging Face Hub")
-    g.add_argument("--hub_model_id", default=None, help="user/name of the Hub repository to push to")
+    g.add_argument("--hub_model_id", help="user/name of the Hub repository to push to")
     g.add_argument("--hub_private_repo", action="store_true", default=None, help="create the Hub repository private")
-    g.add_argument("--hub_token", default=None, help="Hub token (default: HF_TOKEN or the saved `hf auth login`)")
+    g.add_argument("--hub_token", help="Hub token (default: HF_TOKEN or the saved `hf auth login`)")
 
 
 def _report_to(text: str) -> str | list[str]:

@@ -35,32 +35,28 @@ def build_parser() -> argparse.ArgumentParser:
         "python -m openmanus_lite demo --resume          # continue the latest unfinished run in runs/",
     ))
     p.add_argument("--quick", action="store_true", help="the tiny test model and small settings (a minute or so)")
-    p.add_argument("--model", default=None, help="a hub name or local checkpoint instead of the preset's model")
-    p.add_argument("--preset", default=None, help=f"t4, gpu8, cpu or cpu_debug (default: {d.preset}; cpu_debug with "
-                                                  "--quick)")
-    p.add_argument("--recipe", default=None, help=f"the SFT recipe (openmanus_lite/recipes; default: {d.recipe})")
-    p.add_argument("--output_dir", default=None, help="run folder (default: runs/demo-<timestamp>)")
+    p.add_argument("--model", help="a hub name or local checkpoint instead of the preset's model")
+    p.add_argument("--preset", help=f"t4, gpu8, cpu or cpu_debug (default: {d.preset}; cpu_debug with --quick)")
+    p.add_argument("--recipe", help=f"the SFT recipe (openmanus_lite/recipes; default: {d.recipe})")
+    p.add_argument("--output_dir", help="run folder (default: runs/demo-<timestamp>)")
     p.add_argument("--resume", action="store_true",
                    help="continue the latest unfinished run in runs/, with its settings")
-    p.add_argument("--sft_minutes", type=float, default=None,
+    p.add_argument("--sft_minutes", type=float,
                    help="SFT time limit; given, it turns the budget off (default: its share of what the untrained "
                         "evaluation leaves of --total_minutes, at most the recipe's 30)")
-    p.add_argument("--total_minutes", type=float, default=None,
-                   help=f"the demo's time budget, from which SFT's and GRPO's limits follow (default: "
-                        f"{d.total_minutes:g})")
-    p.add_argument("--grpo_minutes", type=float, default=None,
+    p.add_argument("--total_minutes", type=float, help="the demo's time budget, from which SFT's and GRPO's limits "
+                   f"follow (default: {d.total_minutes:g})")
+    p.add_argument("--grpo_minutes", type=float,
                    help=f"GRPO time limit (default: {d.grpo_minutes:g}, or its share of the budget)")
-    p.add_argument("--eval_minutes", type=float, default=None,
-                   help=f"planned minutes of a trained checkpoint's evaluation, for the report (default: "
-                        f"{d.eval_minutes:g}; not a limit)")
-    p.add_argument("--eval_per_domain", type=int, default=None,
+    p.add_argument("--eval_minutes", type=float, help="planned minutes of a trained checkpoint's evaluation, for the "
+                   f"report (default: {d.eval_minutes:g}; not a limit)")
+    p.add_argument("--eval_per_domain", type=int,
                    help=f"held-out dev tasks per domain per checkpoint (default: {d.eval_per_domain})")
-    p.add_argument("--eval_invalid_streak", type=int, default=None,
-                   help=f"end an evaluation episode after this many invalid actions in a row (default: "
-                        f"{d.eval_invalid_streak}; 0: only at the turn limit)")
-    p.add_argument("--grpo_domains", default=None, choices=sorted(GRPO_DOMAIN_RULES),
-                   help=f"where GRPO trains (default: {d.grpo_domains}: " + GRPO_DOMAIN_RULES[d.grpo_domains] + ")")
-    p.add_argument("--domains", default=None, help="comma-separated subset of the six domains")
+    p.add_argument("--eval_invalid_streak", type=int, help="end an evaluation episode after this many invalid actions "
+                   f"in a row (default: {d.eval_invalid_streak}; 0: only at the turn limit)")
+    p.add_argument("--grpo_domains", choices=sorted(GRPO_DOMAIN_RULES),
+                   help=f"where GRPO trains (default: {d.grpo_domains}: {GRPO_DOMAIN_RULES[d.grpo_domains]})")
+    p.add_argument("--domains", help="comma-separated subset of the six domains")
     p.add_argument("--one_process", action="store_true",
                    help="run every stage in this process instead of a fresh process each: saves the seconds each "
                         "takes to import the training stack, and the later stages then peak 1-2 GB higher on what "

@@ -36,16 +36,16 @@ TRAINERS = {"train-dpo": "DPORunConfig", "dpo": "DPORunConfig", "train-rm": "Rew
 
 def _data_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data (a folder from `dpo pairs`, or built here)")
-    g.add_argument("--data", default=None, help="folder written by `dpo pairs`")
+    g.add_argument("--data", help="folder written by `dpo pairs`")
     g.add_argument("--domains", nargs="+", default=["household", "ecommerce"], help="environment domains")
     g.add_argument("--tasks", type=int, default=20, help="tasks per domain when building data here")
     g.add_argument("--difficulty", default="easy")
     g.add_argument("--seed", type=int, default=0, help="of the tasks, the rollouts and training")
-    g.add_argument("--policy", default=None,
+    g.add_argument("--policy",
                    help="model checkpoint to roll out (sampling), or 'random'; default: expert + mistakes only")
     g.add_argument("--samples", type=int, default=2, help="policy rollouts per task")
     g.add_argument("--mistakes", type=int, default=2, help="expert episodes with an injected mistake, per task")
-    g.add_argument("--max_turns", type=int, default=None)
+    g.add_argument("--max_turns", type=int)
     g.add_argument("--temperature", type=float, default=0.8, help="sampling temperature of --policy")
     g.add_argument("--judge", choices=["step_value", "outcome"], default="step_value")
     g.add_argument("--prm_label", choices=["progress", "solvable"], default="progress")
@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
             continue
         t.add_argument("--model", "--model_name_or_path", dest="model", default="default",
                        help="SFT checkpoint (full or LoRA adapter), or 'default'")
-        t.add_argument("--max_seconds", type=float, default=None, help=argparse.SUPPRESS)  # deprecated: --max_minutes
+        t.add_argument("--max_seconds", type=float, help=argparse.SUPPRESS)  # deprecated: --max_minutes
         if name == "train-dpo":
             t.add_argument("--adapter_only", action="store_true", help="save the LoRA adapter, not a merged model")
         if name == "train-prm":

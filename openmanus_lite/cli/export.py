@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, default=100, help=f"tasks per domain and split, 1 to {MAX_N:,} (default: 100)")
     p.add_argument("--difficulty", default="easy")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--trajectories", default=None, help="a Trajectory JSONL file (e.g. from merge or synth)")
+    p.add_argument("--trajectories", help="a Trajectory JSONL file (e.g. from merge or synth)")
     p.add_argument("--layout", choices=("sft", "rl"), default="sft", help="layout for --trajectories")
     return p
 

@@ -38,38 +38,37 @@ EXAMPLES = (
 
 def build_parser() -> argparse.ArgumentParser:
     p = cli_args.make_parser("openmanus_lite grpo", __doc__.split("\n\n")[0], EXAMPLES)
-    p.add_argument("--model", "--model_name_or_path", dest="model", default=None,
+    p.add_argument("--model", "--model_name_or_path", dest="model",
                    help="checkpoint folder, hub name, or 'default' (SmolLM2-135M-Instruct); default: the preset's")
-    p.add_argument("--preset", default=None, help="t4 | gpu8 | cpu | cpu_debug (default: cpu without a GPU, t4 with)")
+    p.add_argument("--preset", help="t4 | gpu8 | cpu | cpu_debug (default: cpu without a GPU, t4 with)")
     p.add_argument("--mode", choices=("single", "multi", "tool"), default="single")
-    p.add_argument("--envs", default=None,
+    p.add_argument("--envs",
                    help="comma list of domains (default kg,db,os); 'none' with --data uses only the trajectories")
-    p.add_argument("--data", "--dataset_name", dest="data", default=None,
-                   help="single-turn: a merged dataset (file, or merge output folder: its train split); "
-                        "rows ending in an answer are used")
+    p.add_argument("--data", "--dataset_name", dest="data", help="single-turn: a merged dataset (file, or merge output "
+                   "folder: its train split); rows ending in an answer are used")
     p.add_argument("--n_tasks", type=int, default=64, help="generated tasks per domain")
     p.add_argument("--difficulty", default="easy", choices=("easy", "medium", "hard"))
-    p.add_argument("--reward_funcs", nargs="+", default=None,
+    p.add_argument("--reward_funcs", nargs="+",
                    help="registered rewards or package.module:function, optionally :weight (default per mode: "
                         "single 'answer_match format tag_count', multi 'env_outcome', tool "
                         "'env_outcome invalid_action:0.25'; shaped react_format / invalid_action terms in multi "
                         "were measured to reward-hack, see docs/RESULTS.md)")
     p.add_argument("--seed", type=int, default=0, help="of the generated tasks and of training")
-    p.add_argument("--lora_r", type=int, default=None, help="LoRA rank; 0 = full fine-tuning")
+    p.add_argument("--lora_r", type=int, help="LoRA rank; 0 = full fine-tuning")
     p.add_argument("--load_in_4bit", action="store_true", default=None)
     p.add_argument("--use_vllm", action="store_true", default=None,
                    help="GPU only: generate with vLLM (Unsloth fast_inference) when installed")
     p.add_argument("--bf16", action="store_true", default=None)
-    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output_dir (what "
-                                                         "a rerun does anyway)")
-    p.add_argument("--resume_from", default=None, help="continue from this checkpoint folder")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the newest checkpoint in --output_dir (what a rerun does anyway)")
+    p.add_argument("--resume_from", help="continue from this checkpoint folder")
     p.add_argument("--no_plot", action="store_true", help="do not write reward_curves.png")
     p.add_argument("--no_save", action="store_true", help="do not save the final model")
     cli_args.add_training_options(p, "GRPORunConfig", "the preset's; --output_dir runs/grpo_<mode>; --num_train_epochs "
                          "without --max_steps: passes over the prompts; --max_completion_length in multi/tool: the "
                          "whole episode (max_episode_tokens); --save_steps 0: no checkpoints")
     for flag in SEED_FLAGS_WITHOUT_EFFECT:
-        p.add_argument(f"--{flag}", nargs="?", const=True, default=None, help=argparse.SUPPRESS)
+        p.add_argument(f"--{flag}", nargs="?", const=True, help=argparse.SUPPRESS)
     return p
 
 
@@ -129,7 +128,7 @@ def main(argv: list[str]) -> int:
     with cli_args.user_input():  # bad settings, domains and rewards fail here, before data and model
         domains = _domains(args.envs)
         preset_name, preset, cfg = settings(args, extras)
-        parse_reward_spec(cfg.reward_spec)
+        rewards = parse_reward_spec(cfg.reward_spec)
     if args.mode != "single" and not domains:
         raise UserError(f"--mode {args.mode} needs --envs")
     if args.mode != "single" and args.data:
@@ -148,8 +147,7 @@ def main(argv: list[str]) -> int:
             rows += train_grpo.trajectory_rows(load_trajectories(args.data), report=report["trajectories"])
         print(f"single-turn prompts: {len(rows)} ({json.dumps(report)})")
         # the seed's reward line on the kit's agent answers: open-r1's accuracy cannot score most golds
-        solutions = [r["solution"] for r in rows]
-        skipped = accuracy_skips(solutions) if "accuracy" in parse_reward_spec(cfg.reward_spec) else 0
+        skipped = accuracy_skips([r["solution"] for r in rows]) if "accuracy" in rewards else 0
         if skipped:
             print(f"note: accuracy (open-r1's, math_verify) cannot parse {skipped} of {len(rows)} golds "
                   "and skips them; it also wants answers in LaTeX (\\boxed{...}). The kit's check for agent "

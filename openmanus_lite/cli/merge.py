@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--include", help="keep only these labels (comma-separated)")
     ap.add_argument("--exclude", help="drop these labels (comma-separated)")
     ap.add_argument("--six_only", action="store_true", help=f"drop the extra labels {', '.join(EXTRA_LABELS)}")
-    ap.add_argument("--source_weight", action="append", metavar="NAME=W", help="sample a source by W (<1 drops, >1 repeats in train)")
+    ap.add_argument("--source_weight", action="append", metavar="NAME=W",
+                    help="sample a source by W (<1 drops, >1 repeats in train)")
     ap.add_argument("--domain_weight", action="append", metavar="DOMAIN=W", help="sample a domain by W")
     ap.add_argument("--source_cap", action="append", metavar="NAME=N", help="at most N rows of a source")
     ap.add_argument("--domain_cap", action="append", metavar="DOMAIN=N", help="at most N rows of a domain")
@@ -60,10 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max_chars", type=int)
     ap.add_argument("--max_tokens", type=int, help="with --tokenizer, in its tokens; else ≈4 characters a token")
     ap.add_argument("--tokenizer", help="a tokenizer folder or hub name (transformers.AutoTokenizer)")
-    ap.add_argument("--negatives", type=float, default=0.0, help="fraction of train rows to derive negative samples from")
+    ap.add_argument("--negatives", type=float, default=0.0,
+                    help="fraction of train rows to derive negative samples from")
     ap.add_argument("--rejected", help="file for rejected rows (default: OUT/rejected.jsonl)")
-    ap.add_argument("--workers", type=int, help="worker processes that convert and write (default: auto, 2 from 64 MB of "
-                    "input on 2+ CPUs; 0 = one process; the output is the same either way)")
+    ap.add_argument("--workers", type=int, help="worker processes that convert and write (default: auto, 2 from 64 "
+                    "MB of input on 2+ CPUs; 0 = one process; the output is the same either way)")
     ap.add_argument("--plots", action="store_true", help="write PNG figures to OUT/plots")
     ap.add_argument("--progress", action="store_true", help="show progress bars")
     return ap

@@ -14,7 +14,7 @@ def build_parser() -> argparse.ArgumentParser:
         "python -m openmanus_lite prepare-model",
         "python -m openmanus_lite prepare-model --output_dir models/smollm2 --force",
     ))
-    p.add_argument("--output_dir", default=None, help="output folder (default: the cache folder)")
+    p.add_argument("--output_dir", help="output folder (default: the cache folder)")
     p.add_argument("--force", action="store_true", help="convert again even if a checkpoint exists")
     return p
 

@@ -1,8 +1,5 @@
-"""`python -m openmanus_lite presets [--memory] [--published] [NAME ...]`: the hardware presets and what fits.
-
-Lists each preset's model and card; `--memory` adds the per-stage memory estimate (train/memory.py),
-`--published` the estimator against Unsloth's published minimum VRAM. Nothing here imports torch or TRL.
-"""
+"""`python -m openmanus_lite presets [--memory] [--published] [NAME ...]`: the hardware presets and what fits (the
+estimates: train/memory.py). Nothing here imports torch or TRL."""
 
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ def format_table(preset: Any, stages: list[StageMemory]) -> str:
             "prefill", "prefix_cache", "cuda_ctx", "runtime"]
     cols = [c for c in cols if any(c in st.parts for st in stages)]
     card = preset.memory_gb
-    head = f"{'stage':<14}" + "".join(f"{c:>13}" for c in cols) + f"{'total':>9}" + ("  of card" if card else "")
-    lines = [head]
+    lines = [f"{'stage':<14}" + "".join(f"{c:>13}" for c in cols) + f"{'total':>9}" + ("  of card" if card else "")]
     for st in stages:
         row = f"{st.stage:<14}" + "".join(f"{st.parts.get(c, 0.0) / GB:>13.2f}" for c in cols)
         row += f"{st.total / GB:>9.2f}" + (f"  {100 * st.total / (card * GB):>6.0f}%" if card else "")

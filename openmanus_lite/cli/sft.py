@@ -33,26 +33,25 @@ def build_parser() -> argparse.ArgumentParser:
     from openmanus_lite.train.presets import PRESETS
 
     p = cli_args.make_parser("openmanus_lite sft", __doc__, EXAMPLES)
-    p.add_argument("--recipe", default=None, choices=list_recipes(),
+    p.add_argument("--recipe", choices=list_recipes(),
                    help="a measured recipe's data and settings (openmanus_lite/recipes); flags override it")
-    p.add_argument("--preset", default=None, choices=sorted(PRESETS),
-                   help="hardware preset (default: the recipe's, else cpu)")
-    p.add_argument("--model", "--model_name_or_path", dest="model", default=None,
+    p.add_argument("--preset", choices=sorted(PRESETS), help="hardware preset (default: the recipe's, else cpu)")
+    p.add_argument("--model", "--model_name_or_path", dest="model",
                    help="hub name, local checkpoint, 'default' or 'tiny' (default: preset's)")
-    p.add_argument("--data", default=None, help="merged dataset: .jsonl / .parquet file or merge output folder")
+    p.add_argument("--data", help="merged dataset: .jsonl / .parquet file or merge output folder")
     p.add_argument("--split", default="train", help="split to read from a merge output folder (default: train)")
-    p.add_argument("--synth", type=int, default=None,
+    p.add_argument("--synth", type=int,
                    help="expert trajectories to synthesize per domain (default: the recipe's tasks, else 0)")
-    p.add_argument("--recovery", type=int, default=None, help="with --synth: episodes per task that recover from an "
+    p.add_argument("--recovery", type=int, help="with --synth: episodes per task that recover from an "
                    "injected mistake (default: recipe's, else 0)")
-    p.add_argument("--domains", default=None, help="comma-separated domains for --synth (default: all registered)")
-    p.add_argument("--difficulty", default=None, choices=["easy", "medium", "hard"],
+    p.add_argument("--domains", help="comma-separated domains for --synth (default: all registered)")
+    p.add_argument("--difficulty", choices=["easy", "medium", "hard"],
                    help="of every synthesized task (default: the recipe's levels, else easy)")
-    p.add_argument("--synth_seed", type=int, default=None,
+    p.add_argument("--synth_seed", type=int,
                    help="task seed for --synth (default: the split's, splits.SFT_TRAIN_SEED, plus the recipe's seed; "
                         "held-out tasks are left out)")
-    p.add_argument("--mix", default=None, help="domain mix weights, e.g. os=1,db=1,household=2")
-    p.add_argument("--total", type=int, default=None, help="records after mixing (default: all)")
+    p.add_argument("--mix", help="domain mix weights, e.g. os=1,db=1,household=2")
+    p.add_argument("--total", type=int, help="records after mixing (default: all)")
     p.add_argument("--overflow", default="truncate", choices=["truncate", "drop"],
                    help="over-long conversations: cut at a turn boundary or drop (default: truncate)")
     p.add_argument("--save", default="adapter,merged",

@@ -156,8 +156,8 @@ class MergeReport:
 
     def verify(self) -> None:
         """Raise AssertionError unless every source's outcomes add up to its input rows."""
-        if (per_source := _totals(self.outcomes, 0)) != self.input_rows:
-            raise AssertionError(f"accounting mismatch: outcomes {dict(per_source)} != input rows {dict(self.input_rows)}")
+        if (totals := _totals(self.outcomes, 0)) != self.input_rows:
+            raise AssertionError(f"accounting mismatch: outcomes {dict(totals)} != input rows {dict(self.input_rows)}")
 
     def to_rows(self) -> list[dict[str, Any]]:
         rows = [{"source": s, "domain": d, "reason": r, "count": n} for (s, d, r), n in self.outcomes.items()]
@@ -239,10 +239,13 @@ class _RejectSink:
                 rec.update(file=traj.meta.get("file"), line=traj.meta.get("line"), trajectory=traj.to_dict())
         self._f.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
 
-    def close(self, succeeded: bool) -> None:
+    def __enter__(self) -> "_RejectSink":
+        return self
+
+    def __exit__(self, error_type, *_) -> None:
         if self.path is not None:
             self._f.close()
-            if succeeded:
+            if error_type is None:
                 os.replace(self._partial, self.path)
             else:
                 self._partial.unlink(missing_ok=True)
@@ -469,23 +472,18 @@ def merge(sources: Iterable[SourceSpec | str] | dict[str, str], config: MergeCon
         sources = [SourceSpec(name, str(path)) for name, path in sources.items()]
     specs = [SourceSpec.parse(s) if isinstance(s, str) else s for s in sources]
     report, workers = MergeReport(), _workers_for(specs, cfg)
-    sink, succeeded = _RejectSink(cfg.rejected_path), False
-    with gc_paused():
-        try:
-            kept = _read(specs, cfg, report, sink, workers)
-            rng = random.Random(cfg.seed)
-            splits = split_trajectories(_downsample(kept, cfg, report, sink, rng), cfg.split_ratios, cfg.seed)
-            splits["train"] = _upsample(splits["train"], cfg, report, rng)
-            if cfg.negatives:
-                negs = make_negatives(splits["train"], cfg.negatives, cfg.seed)
-                report.added.update((t.source, t.domain, f"negative:{t.meta['negative']['kind']}") for t in negs)
-                splits["train"] = splits["train"] + negs
-            for name in SPLITS:
-                random.Random(f"{cfg.seed}-{name}").shuffle(splits[name])
-                report.splits[name] = len(splits[name])
-            succeeded = True
-        finally:
-            sink.close(succeeded)
+    with gc_paused(), _RejectSink(cfg.rejected_path) as sink:
+        kept = _read(specs, cfg, report, sink, workers)
+        rng = random.Random(cfg.seed)
+        splits = split_trajectories(_downsample(kept, cfg, report, sink, rng), cfg.split_ratios, cfg.seed)
+        splits["train"] = _upsample(splits["train"], cfg, report, rng)
+        if cfg.negatives:
+            negs = make_negatives(splits["train"], cfg.negatives, cfg.seed)
+            report.added.update((t.source, t.domain, f"negative:{t.meta['negative']['kind']}") for t in negs)
+            splits["train"] = splits["train"] + negs
+        for name in SPLITS:
+            random.Random(f"{cfg.seed}-{name}").shuffle(splits[name])
+            report.splits[name] = len(splits[name])
     report.verify()
     return MergeResult(splits, report, workers)
 

@@ -95,8 +95,7 @@ def no_tool_needed_sample(traj: Trajectory, rng: random.Random) -> Trajectory | 
         Turn("assistant", format_turn(NO_TOOL_THOUGHT, answer(reply)), True),
     ]
     # The reply is a plain fact, not the domain's answer form (a KG variable, a DB list).
-    meta = {"negative": {"kind": "no_tool_needed", "from": traj.id}, "train_flags": "inferred",
-            "answer_optional": True}
+    meta = {"negative": {"kind": "no_tool_needed", "from": traj.id}, "train_flags": "inferred", "answer_optional": True}
     return Trajectory(f"{traj.id}#neg-no_tool_needed", traj.source, traj.domain, messages, meta)
 
 

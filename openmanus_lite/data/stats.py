@@ -80,10 +80,10 @@ def plot_counts(df, ax=None):
 
     ax = _figure()[1][0][0] if ax is None else ax
     table = pd.crosstab(df["source"], df["domain"])
-    bottom = None
+    bottom = 0
     for domain in table.columns:
         ax.bar(table.index, table[domain], bottom=bottom, label=domain)
-        bottom = table[domain] if bottom is None else bottom + table[domain]
+        bottom = bottom + table[domain]
     _titles(ax, "trajectories per source and domain", "trajectories")
     if len(table.columns):
         ax.legend(fontsize="small", ncols=2, loc="upper right")
@@ -117,7 +117,7 @@ def plot_rejections(report, ax=None):
     ax = _figure()[1][0][0] if ax is None else ax
     items = sorted(((r, n) for r, n in report.by_reason().items() if r != "kept"), key=lambda x: x[1])
     ax.barh([r for r, _ in items], [n for _, n in items], color="tab:red")
-    ax.set(title=f"rejections ({sum(n for _, n in items)} of {sum(report.input_rows.values())} rows)", xlabel="rows")
+    ax.set(title=f"rejections ({report.rejected} of {sum(report.input_rows.values())} rows)", xlabel="rows")
     if not items:
         ax.text(0.5, 0.5, "no rejections", ha="center", va="center", transform=ax.transAxes)
     return ax.figure

@@ -25,16 +25,19 @@ def sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_
     """Same contract as transformers' sdpa attention: (batch, heads, q, dim) in, (batch, q, heads, dim) out."""
     q_len, kv_len = query.shape[2], key.shape[2]
     if q_len == 1 and not dropout:
-        return _one_query_attention(query, key, value, attention_mask, scaling), None
+        if key.dtype != torch.float32:
+            # bf16 / fp16 multiply faster from a contiguous copy of the cache, float32 from the strided view where it
+            # lies (benchmarks/decode_attention.py, docs/RESULTS.md)
+            key, value = key.contiguous(), value.contiguous()
+        return grouped_attention(query, key, value, attention_mask, scaling), None
     bounds = kwargs.get("cu_seq_lens_q")
     if bounds is not None and q_len == kv_len:
         return _per_sequence_attention(query, key, value, bounds, dropout, scaling), None
-    causal = False
-    if attention_mask is None and q_len > 1 and (is_causal if is_causal is not None else getattr(module, "is_causal", True)):
-        if q_len == kv_len:
-            causal = True
-        else:  # new tokens after cached ones: each query sees the whole past and its own prefix
-            attention_mask = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device).tril(kv_len - q_len)
+    causal = attention_mask is None and q_len > 1 and bool(
+        getattr(module, "is_causal", True) if is_causal is None else is_causal)
+    if causal and q_len != kv_len:  # new tokens after cached ones: each query sees the whole past and its own prefix
+        attention_mask = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device).tril(kv_len - q_len)
+        causal = False
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling,
                                          is_causal=causal, enable_gqa=key.shape[1] != query.shape[1])
     return out.transpose(1, 2).contiguous(), None
@@ -72,29 +75,15 @@ def packed_bounds(position_ids: Any) -> Any:
 def _mark_packed_rows(module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
     """Forward pre-hook: a packed one-row batch (position ids, no attention mask, no cache) gets `cu_seq_lens_q`,
     which the attention reads to attend per sequence (`_per_sequence_attention`)."""
-    if kwargs.get("attention_mask") is not None or kwargs.get("past_key_values") is not None or \
-            "cu_seq_lens_q" in kwargs:
+    if any(kwargs.get(k) is not None for k in ("attention_mask", "past_key_values")) or "cu_seq_lens_q" in kwargs:
         return None
     bounds = packed_bounds(kwargs.get("position_ids"))
-    if bounds is None:
-        return None
-    return args, {**kwargs, "cu_seq_lens_q": bounds}
-
-
-def _one_query_attention(query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None):
-    """Attention of one new token per row as grouped matmuls: [batch, heads, 1, dim] -> [batch, 1, heads, dim]."""
-    if key.dtype != torch.float32:
-        # bf16 / fp16: the batched matmuls ran slower on the strided cache view than on a contiguous copy (1.4-1.6x
-        # with emulated bf16, several times with native); float32 the other way round: the view is read where it
-        # lies, 1.6-5.7x faster than copying it (16 rows at 1,000 and 2,000 positions, four runs of
-        # benchmarks/decode_attention.py: the copy's time varies most)
-        key, value = key.contiguous(), value.contiguous()
-    return grouped_attention(query, key, value, attention_mask, scaling)
+    return None if bounds is None else (args, {**kwargs, "cu_seq_lens_q": bounds})
 
 
 def grouped_attention(query: Any, key: Any, value: Any, attention_mask: Any, scaling: float | None):
-    """One-query attention over keys/values as given (a view or a copy): each key/value head serves its group of
-    query heads in one matmul, without repeating the keys/values per query head."""
+    """One-query attention over keys/values as given (a view or a copy), [batch, heads, 1, dim] -> [batch, 1, heads,
+    dim]: each key/value head serves its group of query heads in one matmul, without repeating the keys/values."""
     batch, heads, _, dim = query.shape
     kv_heads, kv_len = key.shape[1], key.shape[2]
     scale = dim ** -0.5 if scaling is None else scaling

@@ -20,22 +20,13 @@ from typing import Any, Iterator
 import torch
 from transformers import DynamicCache
 
-from openmanus_lite.engine import precision
-from openmanus_lite.engine.decoding import (
-    KV,
-    PREFILL_GROUPS,
-    ReusedPrefix,
-    Row,
-    decode,
-    supports_buffer_cache,
-    text_config,
-)
+from openmanus_lite.engine import decoding, precision
+from openmanus_lite.engine.decoding import KV, ReusedPrefix, Row, decode
 
 Messages = list[dict[str, str]]
 
 KV_BUDGET_ENV = "OPENMANUS_KV_BUDGET_GB"
-# 1.5, not 2, since a batch's reused keys/values are copied in a prefill group at a time: the demo's untrained
-# evaluation 4.74 GB in 312.8 s, against 5.65 GB in 333.7 s at 2 GB before (docs/RESULTS.md, issue #41)
+# 1.5, not 2, since a batch's reused keys/values are copied a prefill group at a time (docs/RESULTS.md, issue #41)
 DEFAULT_KV_BUDGET_GB = 1.5
 ENGINES = ("loop", "generate", "vllm")
 
@@ -50,7 +41,7 @@ def kv_budget() -> int | None:
 
 def kv_bytes_per_token(model: Any, dtype: Any) -> int:
     """Keys + values of one token over every layer, in `dtype`."""
-    cfg = text_config(model)
+    cfg = decoding.text_config(model)
     head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
     kv_heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
     return 2 * cfg.num_hidden_layers * kv_heads * head_dim * torch.empty((), dtype=dtype).element_size()
@@ -61,19 +52,13 @@ def budget_batches(order: list[int], lengths: list[int], limits: list[int], batc
     """`order` cut into batches of at most `batch_size` rows within `budget` bytes (None: no bound): a batch's decoding
     buffer, rows x (longest prompt + longest limit) x `token_bytes`, plus one prefill group's prompts (a
     `PREFILL_GROUPS`th of the rows). A row alone always makes a batch."""
-    batches: list[list[int]] = []
-    longest = 0
-    for i in order:
-        need = lengths[i] + lengths[i] // PREFILL_GROUPS + limits[i]
-        fits = batches and len(batches[-1]) < batch_size and (
-            budget is None or (len(batches[-1]) + 1) * max(longest, need) * token_bytes <= budget)
-        if fits:
-            batches[-1].append(i)
-            longest = max(longest, need)
-        else:
-            batches.append([i])
-            longest = need
-    return batches
+    need = {i: lengths[i] + lengths[i] // decoding.PREFILL_GROUPS + limits[i] for i in order}
+
+    def fits(batch: list[int], i: int) -> bool:
+        widest = max(need[j] for j in (*batch, i))
+        return len(batch) < batch_size and (budget is None or (len(batch) + 1) * widest * token_bytes <= budget)
+
+    return decoding.greedy_groups(order, fits)
 
 
 @dataclass
@@ -331,8 +316,8 @@ def reply_logprobs(model: Any, tokenizer: Any, conversations: list[Messages]) ->
             prompts = render_prompts(tokenizer, [conv[:i] for i in turns])
             replies = [tokenizer(conv[i]["content"], add_special_tokens=False)["input_ids"] + [end] for i in turns]
             ids = prompts[-1] + replies[-1]
-            targets = [p for prompt, reply in zip(prompts, replies) for p in range(len(prompt), len(prompt) + len(reply))
-                       if p < len(ids)]
+            targets = [p for prompt, reply in zip(prompts, replies)
+                       for p in range(len(prompt), len(prompt) + len(reply)) if p < len(ids)]
             seq = torch.tensor([ids], device=device)
             logits = runner(input_ids=seq, logits_to_keep=torch.tensor([p - 1 for p in targets], device=device)).logits
             logp = torch.log_softmax(logits[0].float(), dim=-1)
@@ -366,7 +351,7 @@ def select_engine(model: Any, engine: str | None = None, *, return_logprobs: boo
         choice = EngineChoice("generate", reason="asked for")
     elif forced is None and is_unsloth_model(model) and device == "cuda":
         choice = EngineChoice("generate", reason="Unsloth model on a GPU without vLLM: its patched generate")
-    elif not supports_buffer_cache(model):
+    elif not decoding.supports_buffer_cache(model):
         if forced == "loop":
             raise ValueError("engine 'loop' needs full-attention layers only (this model has sliding-window ones)")
         choice = EngineChoice("generate", reason="sliding-window or linear-attention layers")
@@ -517,10 +502,10 @@ def _generate_batch(model, input_ids, attention, past, rows, stop, pad_id, tempe
     recorder = ChosenLogprobs(temperature if sample else 1.0) if return_logprobs else None
     out = model.generate(
         input_ids=input_ids, attention_mask=attention, max_new_tokens=max(r.limit for r in rows), eos_token_id=stop,
-        pad_token_id=pad_id, do_sample=sample, return_dict_in_generate=True, use_cache=True,
+        pad_token_id=pad_id, do_sample=sample, return_dict_in_generate=True, use_cache=True, top_k=0 if sample else None,
         temperature=float(temperature) if sample else None, top_p=float(top_p) if sample else None,
-        top_k=0 if sample else None, logits_processor=[recorder] if recorder else None,
-        past_key_values=DynamicCache(past.layers(), config=getattr(model, "config", None)) if past is not None else None)
+        logits_processor=[recorder] if recorder else None,
+        past_key_values=DynamicCache(past.layers(), config=getattr(model, "config", None)) if past else None)
     width = input_ids.shape[1]
     chosen = recorder.finish(out.sequences).tolist() if recorder else None
     for b, (row, ids) in enumerate(zip(rows, out.sequences[:, width:].tolist())):

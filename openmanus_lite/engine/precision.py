@@ -8,6 +8,7 @@ ValueError, except emulated bf16 on a CPU: a warning (a ValueError with `strict=
 
 from __future__ import annotations
 
+import platform
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -42,8 +43,6 @@ _X86 = ("x86_64", "amd64", "i386", "i686", "x86")  # platform.machine() of an x8
 
 def _x86_cpu_has(probe: str) -> bool:
     """torch.cpu's private feature probe `probe` on an x86 CPU (False elsewhere, or where this torch lacks it)."""
-    import platform
-
     import torch
 
     return platform.machine().lower() in _X86 and bool(getattr(torch.cpu, probe, lambda: False)())
@@ -58,8 +57,6 @@ def cpu_has_amx() -> bool:
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU multiplies bfloat16 natively: AVX512-BF16 or AMX on x86, oneDNN's answer elsewhere (on x86
     oneDNN says yes on any AVX512 CPU, where it emulates bf16: 4.8x slower than float32 on an Intel Xeon)."""
-    import platform
-
     import torch
 
     if platform.machine().lower() in _X86:

@@ -25,9 +25,8 @@ def matmul_dtype(device: str = "cpu"):
 
 
 def matmul_kind(device: str = "cpu") -> str:
-    """`matmul_dtype`'s name, "bfloat16 on AMX" where AMX tiles multiply it: at the probe's 2,048 rows they run ~7x
-    float32's rate (2,438 against 341 GFLOP/s on 2 cores) and SFT trained 233 tokens/s there, so a forecast from the
-    probe needs a pace recorded on the same kind of CPU."""
+    """`matmul_dtype`'s name, "bfloat16 on AMX" where AMX tiles multiply it: the probe speeds up there far more than
+    SFT does (`precision.cpu_has_amx`), so a forecast from the probe needs a pace recorded on the same kind of CPU."""
     name = str(matmul_dtype(device)).removeprefix("torch.")
     return f"{name} on AMX" if device == "cpu" and name == "bfloat16" and precision.cpu_has_amx() else name
 

@@ -1,8 +1,7 @@
 """Run a policy on a benchmark suite (`run_benchmark`: one episode per task through `rollout.run_episodes`, or a
 search per task) and keep everything: per-task records with trajectories and a summary per domain x difficulty.
 Results round-trip through JSON (everything) and CSV (the per-task numbers). Tokens are counted when a policy exposes
-`generated_tokens` (`policies.reply_tokens`).
-"""
+`generated_tokens` (`policies.reply_tokens`)."""
 
 from __future__ import annotations
 
@@ -178,9 +177,9 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
     `difficulties` / `limit` take a subset) and summarise: the kit's one evaluation. `policy`: anything
     `make_policy` takes, given up to `batch_size` conversations per call. `max_invalid_streak` ends an episode after
     that many invalid actions in a row (AgentBench ends one at the first; None: the turn limit alone, as the kit's
-    records were measured). With `search` (one of `search.STRATEGIES`)
-    each task is searched within `budget` (a `search.Budget`, or task -> Budget) by `search.as_proposer(policy)`,
-    `search_options` going to the strategy. `meta["peak_memory"]` is the evaluation's peak memory."""
+    records were measured). With `search` (one of `search.STRATEGIES`) each task is searched within `budget` (a
+    `search.Budget`, or task -> Budget) by `search.as_proposer(policy)`, `search_options` going to the strategy.
+    `meta["peak_memory"]` is the evaluation's peak memory."""
     with PeakMemory() as peak:
         if not isinstance(suite, (str, Suite)):
             suite = Suite("tasks", list(suite))
@@ -211,10 +210,9 @@ def run_benchmark(policy: Any, suite: Suite | str | list[Task] = "dev", *, domai
                 invalid_actions=int(traj.meta["invalid_actions"]), wall_s=float(traj.meta.get("wall_s", 0.0)),
                 generated_tokens=meter.tokens[task.id] if meter.counts_tokens else None,
                 model_calls=meter.calls[task.id], trajectory=traj.to_dict()) for task, traj in zip(suite.tasks, trajs)]
-            info = {"max_turns": max_turns, "max_invalid_streak": max_invalid_streak, "batch_size": batch_size,
-                    "n_tasks": len(records), **(meta or {})}
-            result = BenchmarkResult(policy=meter.name, suite=suite.name, records=records, wall_s=wall, meta=info,
-                                     label=label)
+            result = BenchmarkResult(policy=meter.name, suite=suite.name, records=records, wall_s=wall, label=label,
+                                     meta={"max_turns": max_turns, "max_invalid_streak": max_invalid_streak,
+                                           "batch_size": batch_size, "n_tasks": len(records), **(meta or {})})
     result.meta["peak_memory"] = peak.as_dict()
     if progress:
         print(f"evaluation {peak.summary()}", flush=True)

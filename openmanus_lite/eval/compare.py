@@ -1,7 +1,6 @@
 """Several policies or checkpoints side by side, and which tasks flipped between two runs. A few points between two
 checkpoints on 60 tasks is often noise: tables show Wilson intervals, `flipped_tasks` the tasks that changed outcome,
-`sign_tests` the paired exact sign test on those changes.
-"""
+`sign_tests` the paired exact sign test on those changes."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Per-task records and the summary statistics of a benchmark run. A success rate from 50 episodes is noisy, so every
 rate comes with a 95% Wilson score interval (inside [0, 1] even at 0% and 100%). Summaries are computed from the
-records, so a result loaded from JSON or CSV summarises alike.
-"""
+records, so a result loaded from JSON or CSV summarises alike."""
 
 from __future__ import annotations
 
@@ -113,8 +112,6 @@ def summarize_group(records: list[TaskRecord], domain: str, difficulty: str) -> 
 def summarize(records: Iterable[TaskRecord]) -> list[GroupSummary]:
     """Rows per domain x difficulty, then per domain (`all` difficulties), then overall, in suite order."""
     records = list(records)
-    if not records:
-        return []
     by_cell: dict[tuple[str, str], list[TaskRecord]] = {}
     for r in records:
         by_cell.setdefault((r.domain, r.difficulty), []).append(r)
@@ -134,7 +131,8 @@ def find_row(rows: list[GroupSummary], domain: str = ALL, difficulty: str = ALL)
     pooled overall row; one difficulty has no per-domain row)."""
     if exact := [r for r in rows if r.domain == domain and r.difficulty == difficulty]:
         return exact[0]
-    candidates = [r for r in rows if (domain == ALL or r.domain == domain) and (difficulty == ALL or r.difficulty == difficulty)]
+    candidates = [r for r in rows
+                  if (domain == ALL or r.domain == domain) and (difficulty == ALL or r.difficulty == difficulty)]
     if len(candidates) == 1:
         return candidates[0]
     raise KeyError(f"no summary row for domain={domain!r}, difficulty={difficulty!r}; "

@@ -46,7 +46,6 @@ def plot_comparison(results, level: str = "domain", ax=None, title: str | None =
 
 
 def _finish(ax, title: str, path: str | Path | None):
-    """The success-rate axis, title and legend of a plot; saved at `path` when given."""
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("success rate (95% CI)")
     ax.set_title(title)
@@ -57,7 +56,8 @@ def _finish(ax, title: str, path: str | Path | None):
     return ax.figure
 
 
-def plot_scaling(frame, ax=None, title: str | None = None, path: str | Path | None = None, baseline: float | None = None):
+def plot_scaling(frame, ax=None, title: str | None = None, path: str | Path | None = None,
+                 baseline: float | None = None):
     """Success rate vs compute budget, one line per strategy with a 95% CI band (`frame`: columns strategy, budget,
     success_rate, ci_low, ci_high); `baseline` draws the greedy success rate dashed."""
     import matplotlib.pyplot as plt

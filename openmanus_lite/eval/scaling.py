@@ -1,7 +1,6 @@
 """Test-time scaling: success rate vs compute budget for each search strategy. The unit of compute is one greedy
 episode's generated tokens on the same task; every strategy gets 1x, 2x, 4x ... of it, so "search beats greedy" is
-judged at equal and larger cost. Oracle best-of-N (pass@k) is an upper bound, kept apart from the real curves.
-"""
+judged at equal and larger cost. Oracle best-of-N (pass@k) is an upper bound, kept apart from the real curves."""
 
 from __future__ import annotations
 

@@ -10,8 +10,7 @@ Layout under the top-level `data/benchmark/` (`paths.DATA_DIR`; the wheel carrie
 
 Each line is a `Task.to_dict()`. Numbers compare across checkpoints only on the same tasks, so loading checks the
 hashes and never calls a generator. `freeze_suites` writes them once, keeping tasks the expert solves; an installed
-package needs an explicit output folder, which `load_suite(root=...)` then reads.
-"""
+package needs an explicit output folder, which `load_suite(root=...)` then reads."""
 
 from __future__ import annotations
 

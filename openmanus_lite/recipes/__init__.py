@@ -73,7 +73,8 @@ class Recipe:
 
     def replace(self, **changes: Any) -> "Recipe":
         for old in set(changes) & set(RENAMED):
-            warnings.warn(f"recipe field {old!r} is now {RENAMED[old]!r} (TRL's name)", DeprecationWarning, stacklevel=2)
+            warnings.warn(f"recipe field {old!r} is now {RENAMED[old]!r} (TRL's name)", DeprecationWarning,
+                          stacklevel=2)
             changes[RENAMED[old]] = changes.pop(old)
         unknown = set(changes) - {f.name for f in fields(self)}
         if unknown:
@@ -101,13 +102,12 @@ class Recipe:
         """Training tasks per domain: tasks_per_domain x the domain's weight."""
         from openmanus_lite.envs import list_domains
 
-        domains = self.domain_list()
         weights = dict(self.domain_weights)
         unknown = sorted(set(weights) - set(list_domains()))
         if unknown:
             raise ValueError(f"recipe {self.name!r}: domain_weights name {unknown}, not among the domains "
                              f"{list_domains()}")
-        return {d: round(self.tasks_per_domain * weights.get(d, 1.0)) for d in domains}
+        return {d: round(self.tasks_per_domain * weights.get(d, 1.0)) for d in self.domain_list()}
 
     def levels(self) -> dict[str, float]:
         """{difficulty: weight} of the recipe's tasks: its own level at 1, then `difficulty_weights`."""
@@ -158,16 +158,15 @@ def recipe_tasks(recipe: Recipe):
     from openmanus_lite.envs.sql_tables import agentbench_style_tasks
     from openmanus_lite.splits import get_split, heldout_keys, task_key, training_tasks
 
-    levels, per_domain = recipe.levels(), recipe.task_counts()
-    counts, seed = dict(per_domain), get_split(recipe.split).seed + recipe.seed
-    styled = round(counts.get("db", 0) * recipe.db_agentbench_share)
-    if styled:
-        counts["db"] -= styled
-    tasks, removed = training_tasks(recipe.split, recipe.domain_list(), counts, seed=seed, difficulty=recipe.difficulty)
-    for level, weight in list(levels.items())[1:]:  # the other levels: their share of every domain's tasks
-        level_tasks, level_removed = training_tasks(recipe.split, recipe.domain_list(),
-                                                    {d: round(n * weight) for d, n in per_domain.items()},
-                                                    seed=seed, difficulty=level)
+    per_domain, seed = recipe.task_counts(), get_split(recipe.split).seed + recipe.seed
+    styled = round(per_domain.get("db", 0) * recipe.db_agentbench_share)
+    tasks, removed = [], 0
+    for level, weight in recipe.levels().items():  # the recipe's own level, then the others' share of every domain's
+        counts = {d: round(n * weight) for d, n in per_domain.items()}
+        if level == recipe.difficulty and styled:
+            counts["db"] -= styled
+        level_tasks, level_removed = training_tasks(recipe.split, recipe.domain_list(), counts, seed=seed,
+                                                    difficulty=level)
         tasks, removed = tasks + level_tasks, removed + level_removed
     for task in agentbench_style_tasks(styled, seed=seed):
         if task_key(task) in heldout_keys("db", recipe.difficulty):
@@ -237,5 +236,5 @@ def recipe_preset(recipe: Recipe):
     return preset.replace(**changes)
 
 
-__all__ = ["Recipe", "default_recipe_name", "get_recipe", "list_recipes", "recipe_dataset", "recipe_preset", "recipe_tasks",
-           "recipe_trajectories", "sft_config", "weights_text"]
+__all__ = ["Recipe", "default_recipe_name", "get_recipe", "list_recipes", "recipe_dataset", "recipe_preset",
+           "recipe_tasks", "recipe_trajectories", "sft_config", "weights_text"]

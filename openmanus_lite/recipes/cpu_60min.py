@@ -16,7 +16,8 @@ RECIPE = Recipe(
     about="60 minutes of SFT on a 2-core CPU: 81.1% held-out success, 95% valid actions (docs/RESULTS.md)",
     split="sft_train",  # splits.SFT_TRAIN_SEED, every held-out task of the kit left out
     tasks_per_domain=250,  # 250 expert-solved easy tasks per domain: more than 60 minutes can pass over once
-    # household tripled, web doubled: household 7 -> 23/30 with the lamp list, all 76.7% -> 80.0% (RESULTS.md, table of changes)
+    # household tripled, web doubled: household 7 -> 23/30 with the lamp list, all 76.7% -> 80.0% (RESULTS.md, table
+    # of changes)
     domain_weights=(("household", 3.0), ("web", 2.0)),
     # easy tasks, and a quarter as many medium ones under their own turn limits (23% of the characters): in 60 minutes
     # (1.06M tokens) the frozen test suite's medium tasks 62 of 120 against 39 with easy tasks only at as many tokens,
@@ -27,8 +28,8 @@ RECIPE = Recipe(
     turn_limits=tuple(sorted(EASY_TURN_LIMITS.items())),
     recovery=1,  # one recovery episode per task: 55.6% -> 68.9% held-out, expert only vs + recovery (RESULTS.md)
     recovery_kinds=("random",),
-    # every other task's rejected mistake played twice before the way back: 80.0% -> 81.1%, valid 91% -> 95% (RESULTS.md)
-    # (random mistakes only: three kinds, --recovery-kinds random,corrupt,skip, gave 78.9% against 81.7%)
+    # every other task's rejected mistake played twice before the way back: 80.0% -> 81.1%, valid 91% -> 95%
+    # (RESULTS.md; random mistakes only: three kinds, --recovery-kinds random,corrupt,skip, gave 78.9% against 81.7%)
     recovery_repeats=(1, 2),
     max_minutes=60.0,  # the budget the targets are stated for
     mark_minutes=(15.0, 30.0, 60.0),  # checkpoints at 15 and 30 minutes too (the curve's marks)
@@ -37,13 +38,10 @@ RECIPE = Recipe(
     # a cosine over the training minutes, zero at 60 whatever the pace: 81.7% -> 85.6% with bf16 (535 steps; RESULTS.md)
     lr_scheduler_type="cosine_by_time",
     warmup_steps=5,
-    dtype="auto",  # bf16 where the CPU has it natively: a step 1.75x faster (benchmarks/cpu_bf16.py); else float32
-    # Updates of 2 conversations (the figures above were measured with 4): twice the updates per token, and on this
-    # machine's tokens more learned with them. 30 minutes: 29/60 against 23/60 on the demo's tasks (9 gained, 3
-    # lost); 60 minutes of cpu_60min_agentbench: frozen medium 27 -> 34 of 120 (9 / 2), easy 94 -> 99 (10 / 5)
-    # (docs/RESULTS.md, "Learning per token"). Both in one pass, one row without padding (the preset's
-    # padding_free, in bf16): 1.13x the tokens/s of one conversation a pass, peak 2.7 -> 4.8 GB ("Two conversations
-    # a pass"); float32 passes one at a time (train.sft.CPU_PACKED_DTYPES)
+    dtype="auto",  # bf16 where the CPU has it natively, a step 1.75x faster (benchmarks/cpu_bf16.py); else float32
+    # Updates of 2 conversations (the figures above were measured with 4): twice the updates per token, more learned
+    # from the same tokens (30 minutes: 29/60 against 23/60 on the demo's tasks: docs/RESULTS.md, "Learning per
+    # token"). Both in one pass, in one row without padding (the cpu preset's padding_free: train/presets.py).
     per_device_train_batch_size=2,
     gradient_accumulation_steps=1,
     max_length=1024,  # household episodes of 12 expert turns fit; longer ones are cut at a turn boundary

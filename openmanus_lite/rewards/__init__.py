@@ -3,7 +3,7 @@
 Every reward is `reward(prompts, completions, **columns) -> list[float | None]` (None: TRL skips that sample), so
 `GRPOTrainer` takes them unchanged; `accuracy`, `format` and `tag_count` give open-r1's values. The API is
 `registry`'s (`build_rewards`, `check_reward_columns` before training); the `orm` reward is registered by
-`train.reward_model`.
+`preference.reward_model`.
 
 Columns (keyword arguments a reward reads; TRL passes every dataset column and the rollout's extra keys by name):
 
@@ -17,8 +17,7 @@ Columns (keyword arguments a reward reads; TRL passes every dataset column and t
     domain           str: os, db, web, kg, household, ecommerce              (multi-turn rollout)
 
 Rewards read the last assistant message, except react_format / react_tag_count (every assistant turn) and
-repetition_penalty (all of them joined). No completion makes a reward raise; values stay in its `reward_range`.
-"""
+repetition_penalty (all of them joined). No completion makes a reward raise; values stay in its `reward_range`."""
 
 from openmanus_lite.rewards import answers, environment, open_r1, react_format  # noqa: F401  (register the rewards)
 from openmanus_lite.rewards.columns import ROLLOUT_COLUMNS, assistant_texts, last_assistant_text
@@ -41,6 +40,7 @@ from openmanus_lite.rewards.registry import (
 
 __all__ = [
     "CheckedReward", "ROLLOUT_COLUMNS", "RewardError", "RewardFunc", "accuracy_skips", "assistant_texts",
-    "build_rewards", "check_reward_columns", "checked_reward", "describe_rewards", "get_reward_func", "get_reward_funcs", "last_assistant_text", "parse_reward_spec",
-    "register_reward", "reward_table", "trajectory_reward_inputs",
+    "build_rewards", "check_reward_columns", "checked_reward", "describe_rewards", "get_reward_func",
+    "get_reward_funcs", "last_assistant_text", "parse_reward_spec", "register_reward", "reward_table",
+    "trajectory_reward_inputs",
 ]

@@ -1,6 +1,5 @@
 """Answer matching (the `answer_match` reward): LaTeX golds go to open-r1's math check (math_verify, as `accuracy`);
-everything else compares `agent_answer(completion)` with the gold by `answers_match` (`answer_match_path`).
-"""
+everything else compares `agent_answer(completion)` with the gold by `answers_match` (`answer_match_path`)."""
 
 from __future__ import annotations
 
@@ -80,9 +79,8 @@ def _answer_score(text: str, solution: Any, answer_type: Any = None, ordered: An
     if path == "math":
         return math_score(str(solution), text)
     pred = agent_answer(text)
-    if pred is None:
-        return 0.0
-    return 1.0 if answers_match(pred, solution, ordered=bool(ordered) if ordered == ordered else False) else 0.0
+    ordered = bool(ordered) if ordered == ordered else False  # NaN from pandas counts as unset
+    return 1.0 if pred is not None and answers_match(pred, solution, ordered=ordered) else 0.0
 
 
 # ---- agent path
@@ -199,10 +197,7 @@ def _json_number(num: str) -> _Num:
 
 def _parse_number(s: str) -> _Num | None:
     """12, -3.5, 1e3, 1,234.5, 3/4, $12, 50% as a number; None for anything else."""
-    num = s[1:] if s.startswith("$") else s  # currency
-    num = num[:-1] if num.endswith("%") else num
-    if not num or not (num[0].isdigit() or num[0] in "+-."):
-        return None
+    num = s.removeprefix("$").removesuffix("%")
     if _NUMBER.fullmatch(num):
         return _json_number(num)
     if _THOUSANDS.fullmatch(num):
@@ -211,7 +206,9 @@ def _parse_number(s: str) -> _Num | None:
     return _Num(int(m.group(1)) / int(m.group(2)), 6) if m and int(m.group(2)) != 0 else None
 
 
-def _flatten(x: Any, out: list) -> None:
+def _flatten(x: Any, out: list | None = None) -> list:
+    """A gold or non-string answer as items (nested lists flattened), appended to `out`."""
+    out = [] if out is None else out
     t = type(x)
     if t is str:
         out.extend(_items(x, split=False))
@@ -231,6 +228,7 @@ def _flatten(x: Any, out: list) -> None:
         out.append("none")
     else:
         out.extend(_items(str(x), split=False))
+    return out
 
 
 def _flatten_json(x: Any, out: list) -> None:
@@ -283,9 +281,7 @@ def _gold_items(solution: Any) -> tuple:
     except TypeError:  # unhashable items (nested lists): no caching
         key = items = None
     if items is None:
-        out: list = []
-        _flatten(solution, out)
-        items = tuple(out)
+        items = tuple(_flatten(solution))
         if key is not None:
             if len(_GOLD_CACHE) >= 4096:
                 _GOLD_CACHE.clear()
@@ -315,12 +311,7 @@ def answers_match(pred: Any, solution: Any, ordered: bool = False) -> bool:
     wrappers, a trailing period and whitespace do not matter; numbers match within a relative 1e-4 or as the gold
     rounded to the answer's 2+ decimals; lists (nested rows flattened) match as multisets unless `ordered`."""
     gold = _gold_items(solution)
-    if isinstance(pred, str):
-        items = _items(pred, split=len(gold) > 1)
-    else:
-        out: list = []
-        _flatten(pred, out)
-        items = tuple(out)
+    items = _items(pred, split=len(gold) > 1) if isinstance(pred, str) else tuple(_flatten(pred))
     if len(items) != len(gold):
         return False
     if ordered or len(gold) == 1:
@@ -379,17 +370,14 @@ def parse_gold(solution: str, timeout: int | None) -> tuple:
 def math_score(solution: str | None, text: str) -> float | None:
     """open-r1's accuracy for one completion, with cached golds, 5 s timeouts (main thread only: signal.alarm) and
     completions cut to their last 100k characters."""
-    if solution is None:
-        return None
     timeout = math_timeout()
-    gold = parse_gold(solution, timeout)
+    gold = () if solution is None else parse_gold(solution, timeout)
     if not gold:
         return None  # open-r1: an unparseable gold skips the sample
     mv, cfg = _math_verify()
-    if len(text) > _MAX_MATH_CHARS:
-        text = text[-_MAX_MATH_CHARS:]
     try:
-        answer = mv.parse(text, extraction_config=cfg, extraction_mode="first_match", parsing_timeout=timeout)
+        answer = mv.parse(text[-_MAX_MATH_CHARS:], extraction_config=cfg, extraction_mode="first_match",
+                          parsing_timeout=timeout)
         return float(mv.verify(list(gold), answer, timeout_seconds=timeout))
     except Exception:
         return None

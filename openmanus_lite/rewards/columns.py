@@ -1,8 +1,7 @@
 """What a reward reads: the column names, the text of a completion, and a column's values.
 
 Completions are strings or message lists (a message without `role` counts as the assistant's; `content` may be a
-string, None or text parts). A missing column is a ValueError that names it, never a silent zero.
-"""
+string, None or text parts). A missing column is a ValueError that names it, never a silent zero."""
 
 from __future__ import annotations
 
@@ -45,11 +44,10 @@ def _content(msg: Mapping) -> str:
 def _assistant_text(m: Any) -> str | None:
     """The text of one message of a list when it is the assistant's (a plain string is), else None."""
     if type(m) is dict or isinstance(m, Mapping):
-        role = m.get("role")
-        if role is None or role == "assistant":
-            c = m.get("content")
-            return c if type(c) is str else _content(m)
-        return None
+        if m.get("role") not in (None, "assistant"):
+            return None
+        c = m.get("content")
+        return c if type(c) is str else _content(m)
     return str(m) if isinstance(m, str) else None
 
 
@@ -129,8 +127,6 @@ def _env_value(env: Any, name: str) -> Any:
 
 def number(v: Any) -> float | None:
     """A finite float from a column value, or None (missing, NaN, not a number)."""
-    if v is None:
-        return None
     try:
         x = float(v)
     except (TypeError, ValueError, OverflowError):

@@ -43,21 +43,11 @@ def invalid_action_reward(prompts=None, completions=None, **kwargs) -> list[floa
     """-invalid_actions / turns (`num_turns`, else the assistant turns), in [-1, 0]. With `react_format` next to
     `env_outcome` it was reward-hacked (held-out db 10/50 -> 0/50): the multi-turn default is `env_outcome` alone."""
     comps = completions_list(completions, "invalid_action")
-    n = len(comps)
-    bad = env_column(kwargs, INVALID_ACTIONS, n, "invalid_action")
+    bad = _env_numbers(comps, kwargs, INVALID_ACTIONS, "invalid_action")
     given = kwargs.get(NUM_TURNS) is not None or kwargs.get("environments") is not None
-    turns = env_column(kwargs, NUM_TURNS, n, "invalid_action") if given else [None] * n
-    out = []
-    for c, b, t in zip(comps, bad, turns):
-        x = number(b)
-        if x is None:
-            out.append(None)
-            continue
-        nt = number(t)
-        if nt is None or nt <= 0:
-            nt = float(len(assistant_texts(c)))
-        out.append(-min(1.0, max(0.0, x) / max(nt, 1.0)))
-    return out
+    turns = _env_numbers(comps, kwargs, NUM_TURNS, "invalid_action") if given else [None] * len(comps)
+    turns = [t if t is not None and t > 0 else float(len(assistant_texts(c))) for c, t in zip(comps, turns)]
+    return [None if x is None else -min(1.0, max(0.0, x) / max(t, 1.0)) for x, t in zip(bad, turns)]
 
 
 def trajectory_reward_inputs(trajectories: Sequence[Any]) -> dict[str, list]:

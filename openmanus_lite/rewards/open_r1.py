@@ -1,6 +1,5 @@
 """open-r1's rewards under open-r1's names, value for value (`accuracy` is math only: agent answers are
-`answer_match`'s). The factories are classes, so the built rewards pickle.
-"""
+`answer_match`'s). The factories are classes, so the built rewards pickle."""
 
 from __future__ import annotations
 
@@ -36,11 +35,10 @@ def _format_ok(t: str) -> bool:
     p = t.find(_MID, 8)  # the earliest split leaves the answer part the most room
     if p < 0:
         return False
-    n = len(t)
     q = t.find(_END, p + 19)
     while q >= 0:
         e = q + 10
-        if e == n or t[e] == "\n":  # MULTILINE `$`: end of text or before a newline
+        if e == len(t) or t[e] == "\n":  # MULTILINE `$`: end of text or before a newline
             return True
         q = t.find(_END, q + 1)
     return False
@@ -56,18 +54,12 @@ def format_reward(prompts=None, completions=None, **kwargs) -> list[float]:
 _TAGS = ("<think>\n", "\n</think>\n", "\n<answer>\n", "\n</answer>")
 
 
-def _tag_count(t: str) -> float:
-    return 0.25 * sum(t.count(tag) == 1 for tag in _TAGS)
-
-
 @register_reward("tag_count")
 def tag_count_reward(prompts=None, completions=None, **kwargs) -> list[float]:
     """0.25 for each of "<think>\\n", "\\n</think>\\n", "\\n<answer>\\n", "\\n</answer>" that occurs
     exactly once (open-r1's tag_count): a second think block loses the think points."""
-    return [_tag_count(last_assistant_text(c)) for c in completions_list(completions, "tag_count")]
-
-
-# --------------------------------------------------------------------------- accuracy (open-r1) and answer_match
+    texts = map(last_assistant_text, completions_list(completions, "tag_count"))
+    return [0.25 * sum(t.count(tag) == 1 for tag in _TAGS) for t in texts]
 
 
 @register_reward("accuracy", columns=[SOLUTION])
@@ -121,13 +113,12 @@ def length_reward(prompts=None, completions=None, **kwargs) -> list[float]:
     """open-r1's len_reward (Kimi 1.5): over the batch, lam = 0.5 - (len - min) / (max - min);
     correct completions get lam, wrong ones min(0, lam); all 0.0 when every length is equal.
     Lengths in characters; an unscoreable gold counts as correct (as in open-r1)."""
-    comps = completions_list(completions, "length")
-    texts = [last_assistant_text(c) for c in comps]
+    texts = [last_assistant_text(c) for c in completions_list(completions, "length")]
     correct = _correct(texts, kwargs, "length")
     lengths = [len(t) for t in texts]
-    if not lengths or max(lengths) == min(lengths):
+    lo, hi = min(lengths, default=0), max(lengths, default=0)
+    if lo == hi:
         return [0.0] * len(lengths)
-    lo, hi = min(lengths), max(lengths)
     lams = [0.5 - (n - lo) / (hi - lo) for n in lengths]
     return [lam if ok is None or ok else min(0.0, lam) for lam, ok in zip(lams, correct)]
 
@@ -175,7 +166,6 @@ class RepetitionPenalty:
         return [self._penalty("\n".join(assistant_texts(c))) for c in completions_list(completions, self.__name__)]
 
     def _penalty(self, text: str) -> float:
-        """The penalty of one completion's text."""
         n, words = self.ngram_size, text.lower().split()
         if len(words) < n:
             return 0.0
@@ -207,7 +197,6 @@ class SoftOverlongPunishment:
         return [self._penalty(len(ids) if hasattr(ids, "__len__") else 0) for ids in completion_ids]
 
     def _penalty(self, n: int) -> float:
-        """The punishment of a completion of `n` tokens."""
         if n <= self.max_len - self.cache:
             return 0.0
         return (self.max_len - self.cache - n) / self.cache if n <= self.max_len else -1.0

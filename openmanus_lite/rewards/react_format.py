@@ -1,12 +1,9 @@
-"""ReAct-format rewards: is each assistant turn a well-formed `Think:` / `Act:` turn?
-
-`react_turn_score` gives the verdicts of react.parse_step on a whole turn, faster (a property test
-holds them equal); `first_label` finds the action label, which answers.py also uses.
-"""
+"""ReAct-format rewards: is each assistant turn a well-formed `Think:` / `Act:` turn?"""
 
 from __future__ import annotations
 
 import re
+from typing import Any, Callable
 
 from openmanus_lite.react import (  # the private patterns keep the fast path on the grammar's own definitions
     _ANSWER,
@@ -27,7 +24,8 @@ _NONSPACE = re.compile(r"\S")
 
 def first_label(t: str) -> tuple[int, int, str] | None:
     """The label react.parse_turn takes (the first `Act:`, `Action:` or `ACTION:` line) as (start of its line, end of
-    the colon, label word), or None. Every label contains "Act" or "ACTION": str.find jumps between candidates."""
+    the colon, label word), or None; answers.py finds answers with it too. Every label contains "Act" or "ACTION":
+    str.find jumps between candidates."""
     pos, n = 0, len(t)
     while True:
         i = t.find("Act", pos)
@@ -107,22 +105,22 @@ def _thought_first(text: str, ls: int) -> bool:
     return _NONSPACE.search(text, first.start() + 6, ls) is not None
 
 
+def _turn_mean(completion: Any, score: Callable[..., float], *args: Any) -> float:
+    """The mean of `score(turn, *args)` over the completion's assistant turns; 0.0 with none."""
+    turns = assistant_texts(completion)
+    return sum(score(t, *args) for t in turns) / len(turns) if turns else 0.0
+
+
 @register_reward("react_format")
 def react_format_reward(prompts=None, completions=None, **kwargs) -> list[float]:
     """Mean `react_turn_score` over the assistant turns for the row's optional `domain`; 0.0 with none. Next to
     `env_outcome` in GRPO it was reward-hacked (held-out db 10/50 -> 0/50): use it for format warm-ups."""
     comps = completions_list(completions, "react_format")
-    out = []
-    for c, d in zip(comps, optional(kwargs, DOMAIN, len(comps), "react_format")):
-        turns = assistant_texts(c)
-        d = d if type(d) is str else None
-        out.append(sum(react_turn_score(t, d) for t in turns) / len(turns) if turns else 0.0)
-    return out
+    domains = optional(kwargs, DOMAIN, len(comps), "react_format")
+    return [_turn_mean(c, react_turn_score, d if type(d) is str else None) for c, d in zip(comps, domains)]
 
 
 def _react_tags(t: str) -> float:
-    if type(t) is not str:
-        return 0.0
     think = t.count("\nThink:") + t.startswith("Think:")
     act = t.count("\nAct:") + t.startswith("Act:")
     return (0.5 if think == 1 else 0.0) + (0.5 if act == 1 else 0.0)
@@ -131,9 +129,5 @@ def _react_tags(t: str) -> float:
 @register_reward("react_tag_count")
 def react_tag_count_reward(prompts=None, completions=None, **kwargs) -> list[float]:
     """The ReAct tag_count: per turn 0.5 for exactly one "Think:" line and 0.5 for exactly one "Act:" line; the mean."""
-    out = []
-    for c in completions_list(completions, "react_tag_count"):
-        turns = assistant_texts(c)
-        out.append(sum(_react_tags(t) for t in turns) / len(turns) if turns else 0.0)
-    return out
+    return [_turn_mean(c, _react_tags) for c in completions_list(completions, "react_tag_count")]
 

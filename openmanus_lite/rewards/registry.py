@@ -48,8 +48,9 @@ def _first_paragraph(func: Any) -> str:
     return (getattr(func, "__doc__", None) or "").strip().split("\n\n")[0]
 
 
-def _qualname(f: Callable) -> str:
-    return getattr(f, "__qualname__", type(f).__name__)
+def _origin(f: Callable) -> tuple[str | None, str]:
+    """(module, qualname): a function defined again (a re-run notebook cell) keeps its origin."""
+    return getattr(f, "__module__", None), getattr(f, "__qualname__", type(f).__name__)
 
 
 def _label(func: Any, name: str, groups: tuple, bounds: tuple[float, float]) -> None:
@@ -73,10 +74,8 @@ def register_reward(name: str, *, columns: Iterable[str | Sequence[str]] = (), b
 
     def decorate(func: Callable) -> Callable:
         old = _REGISTRY.get(name)
-        same = old is not None and (getattr(old.func, "__module__", None), _qualname(old.func)) == (
-            getattr(func, "__module__", None), _qualname(func))
-        if old is not None and not overwrite and not same:
-            raise ValueError(f"a reward named {name!r} is already registered ({_qualname(old.func)}); "
+        if old is not None and not overwrite and _origin(old.func) != _origin(func):
+            raise ValueError(f"a reward named {name!r} is already registered ({_origin(old.func)[1]}); "
                              f"pick another name or pass overwrite=True")
         _REGISTRY[name] = RewardInfo(name, func, groups, (lo, hi), factory, _first_paragraph(func))
         if not factory:
@@ -139,7 +138,6 @@ def checked_reward(func: Any, name: str | None = None) -> Any:
 
 
 def _lookup(name: str) -> RewardInfo:
-    """The entry for a registered name or an import path, or an error that suggests close names."""
     info = _REGISTRY.get(name)
     if info is not None:
         return info
@@ -246,9 +244,8 @@ def get_reward_func(name: str, **params: Any) -> RewardFunc:
 def get_reward_funcs(spec: Spec, params: Mapping[str, Mapping[str, Any]] | None = None) -> list[RewardFunc]:
     """The callables for a spec; `params` maps factory names to kwargs, e.g. {"cosine": {"max_len": 500}}."""
     names = list(parse_reward_spec(spec))
-    params = dict(params or {})
-    stray = sorted(set(params) - set(names))
-    if stray:
+    params = params or {}
+    if stray := sorted(set(params) - set(names)):
         raise ValueError(f"params given for rewards not in the spec: {stray}; the spec names {names}")
     return [get_reward_func(n, **dict(params.get(n) or {})) for n in names]
 
@@ -267,8 +264,8 @@ def check_reward_columns(spec: Spec | Sequence[Any], dataset_columns: Iterable[s
                          extra_columns: Iterable[str] = ()) -> None:
     """Before training, one ValueError listing every reward whose columns the data lacks. `extra_columns`: what the
     rollout adds (`ROLLOUT_COLUMNS`, or "environments"); `spec` may be a list of callables (`required_columns`)."""
-    dataset_columns, extra_columns = list(dataset_columns), list(extra_columns)
-    have = set(dataset_columns) | set(extra_columns) | TRAINER_KWARGS
+    given = set(dataset_columns) | set(extra_columns)
+    have = given | TRAINER_KWARGS
     if _is_spec(spec):
         needs = [(n, _lookup(n).columns) for n in parse_reward_spec(spec)]
     else:
@@ -279,9 +276,9 @@ def check_reward_columns(spec: Spec | Sequence[Any], dataset_columns: Iterable[s
         for name, groups in needs for group in groups if not have.intersection(group)
     ]
     if problems:
-        cols = ", ".join(sorted(set(dataset_columns) | set(extra_columns))) or "none"
         raise ValueError("the training data lacks columns that rewards read:\n  " + "\n  ".join(problems)
-                         + f"\n(available columns: {cols}). Add the column, or drop the reward from --reward_funcs.")
+                         + f"\n(available columns: {', '.join(sorted(given)) or 'none'}). Add the column, or drop "
+                         "the reward from --reward_funcs.")
 
 
 def reward_table(spec_or_funcs: Any, completions: Sequence[Any], prompts: Sequence[Any] | None = None, **columns):

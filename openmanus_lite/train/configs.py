@@ -47,8 +47,9 @@ one-turn answer out-earned failed multi-turn attempts and held-out db success fe
 alone took it to 24/50 (benchmarks/grpo_learning.py --part multi)."""
 
 
-def _help(text: str) -> dict[str, str]:
-    return {"help": text}
+def _option(default: Any, help_text: str) -> Any:
+    """A field the kit adds, its help text in the metadata (see the module doc)."""
+    return field(default=default, metadata={"help": help_text})
 
 
 def _default(base: type, name: str, value: Any) -> Any:
@@ -60,17 +61,14 @@ def _default(base: type, name: str, value: Any) -> Any:
 class _KitConfig:
     """What every kit config adds: a time budget, lean LoRA inputs and the defaults of the module doc."""
 
-    max_minutes: float | None = field(default=None, metadata=_help(
-        "Stop (with a final save, where the config saves) after this many minutes of training time; SFT does not "
-        "count the evaluation at its marks."))
-    lean_lora_inputs: bool = field(default=True, metadata=_help(
-        "On a CPU, LoRA adapters over 16-bit weights save their 16-bit input for the backward pass instead of PEFT's "
-        "float32 copy (same arithmetic; ~1.9 GB less at batch 4 x 1024 on SmolLM2-135M: train/lean_lora.py). "
-        "False: PEFT's own path."))
-    compile_layers: bool = field(default=False, metadata=_help(
-        "On a CPU, compile the decoder layers in place with torch.compile before training (train/compiled_layers.py; "
-        "needs a C++ compiler, else the layers stay eager with a message). Not TRL's torch_compile, which compiles "
-        "through accelerate: measured slower here."))
+    max_minutes: float | None = _option(None, "Stop (with a final save, where the config saves) after this many "
+        "minutes of training time; SFT does not count the evaluation at its marks.")
+    lean_lora_inputs: bool = _option(True, "On a CPU, LoRA adapters over 16-bit weights save their 16-bit input for "
+        "the backward pass instead of PEFT's float32 copy (same arithmetic; ~1.9 GB less at batch 4 x 1024 on "
+        "SmolLM2-135M: train/lean_lora.py). False: PEFT's own path.")
+    compile_layers: bool = _option(False, "On a CPU, compile the decoder layers in place with torch.compile before "
+        "training (train/compiled_layers.py; needs a C++ compiler, else the layers stay eager with a message). Not "
+        "TRL's torch_compile, which compiles through accelerate: measured slower here.")
     bf16: bool | None = _default(trl.SFTConfig, "bf16", None)  # TRL's help is the same in all four configs
     fp16: bool | None = _default(trl.SFTConfig, "fp16", None)
     gradient_checkpointing: bool = _default(trl.SFTConfig, "gradient_checkpointing", False)
@@ -106,18 +104,15 @@ class _KitConfig:
 class SFTRunConfig(_KitConfig, trl.SFTConfig):
     """TRL's SFTConfig for the kit's pre-tokenized agent data, with a time budget (see the module doc)."""
 
-    mark_minutes: list[float] = field(default_factory=list, metadata=_help(
-        "Training-time marks (minutes) at which a checkpoint is saved and run_sft's on_mark is called."))
-    clock: str = field(default="wall", metadata=_help(
-        "How training time is counted: 'wall' seconds, or 'cpu' (this process's CPU seconds / torch threads, an "
-        "estimate of wall time on an idle machine when other processes share the CPU)."))
-    cosine_by_time: bool = field(default=False, metadata=_help(
-        "A cosine decay over max_minutes of training time after warmup_steps (set by "
-        "lr_scheduler_type='cosine_by_time'): for time budgets, where the steps that fit are not known beforehand "
-        "and a step-based cosine ends either early or undecayed."))
-    resume: str = field(default="auto", metadata=_help(
-        "'auto': continue from the newest complete checkpoint in output_dir if there is one; a path: from that one; "
-        "False (or 'no'): start fresh."))
+    mark_minutes: list[float] = field(default_factory=list, metadata={
+        "help": "Training-time marks (minutes) at which a checkpoint is saved and run_sft's on_mark is called."})
+    clock: str = _option("wall", "How training time is counted: 'wall' seconds, or 'cpu' (this process's CPU seconds / "
+        "torch threads, an estimate of wall time on an idle machine when other processes share the CPU).")
+    cosine_by_time: bool = _option(False, "A cosine decay over max_minutes of training time after warmup_steps (set by "
+        "lr_scheduler_type='cosine_by_time'): for time budgets, where the steps that fit are not known beforehand and "
+        "a step-based cosine ends either early or undecayed.")
+    resume: str = _option("auto", "'auto': continue from the newest complete checkpoint in output_dir if there is one; "
+        "a path: from that one; False (or 'no'): start fresh.")
     output_dir: str | None = _default(trl.SFTConfig, "output_dir", "runs/sft")
     train_sampling_strategy: str = _default(trl.SFTConfig, "train_sampling_strategy", "group_by_length")
 
@@ -125,23 +120,22 @@ class SFTRunConfig(_KitConfig, trl.SFTConfig):
         if self.lr_scheduler_type == TIME_COSINE:
             self.cosine_by_time, self.lr_scheduler_type = True, "constant_with_warmup"  # the callback reshapes it
         if self.cosine_by_time and not self.max_minutes:
-            raise ValueError(f"lr_scheduler_type {TIME_COSINE!r} decays over max_minutes of training time: set max_minutes")
+            raise ValueError(f"lr_scheduler_type {TIME_COSINE!r} decays over max_minutes of training time: "
+                             "set max_minutes")
         if self.clock not in ("wall", "cpu"):
             raise ValueError(f"clock must be 'wall' or 'cpu', got {self.clock!r}")
         self.mark_minutes = sorted(float(m) for m in self.mark_minutes)
         self.data_seed = self.seed if self.data_seed is None else self.data_seed
         if self.include_num_input_tokens_seen in ("no", False):
             self.include_num_input_tokens_seen = "non_padding"
-        # padding_free (a batch's conversations in one row) keeps each row's loss mask; packing would cut and join
-        # rows across conversations
-        masks = "the data is pre-tokenized with per-turn loss masks, which it would mix"
+        # padding_free (a batch's conversations in one row) keeps each row's loss mask, where packing would cut and
+        # join rows across conversations. Unsloth's CPU backend turns it off, saying SDPA would attend across the
+        # row's conversations: transformers' masks from the position ids keep them apart, and the kit's attention
+        # attends each alone (engine/attention.py; tests/engine/test_packed_attention.py), so it is put back.
         padding_free = self.padding_free
-        self._kit_post_init(packing=(False, masks),
+        self._kit_post_init(packing=(False, "the data is pre-tokenized with per-turn loss masks, which it would mix"),
                             assistant_only_loss=(False, "the loss mask comes from the data's per-turn train flags"),
                             include_num_input_tokens_seen=("non_padding", "the kit reports tokens per second from it"))
-        # Unsloth's CPU backend turns padding_free off, saying SDPA would attend across the row's conversations;
-        # transformers' masks from the position ids keep them apart, and the kit's attention attends each alone
-        # (engine/attention.py; tests/engine/test_packed_attention.py)
         self.padding_free = padding_free
 
 
@@ -149,51 +143,45 @@ class SFTRunConfig(_KitConfig, trl.SFTConfig):
 class GRPORunConfig(_KitConfig, trl.GRPOConfig):
     """TRL's GRPOConfig with the kit's modes, rewards by name and episode budgets (see the module doc)."""
 
-    mode: str = field(default="single", metadata=_help(
-        "single: one answer per prompt; multi: whole episodes in the environments (rollout_func); "
-        "tool: the environments' actions as tools (environment_factory)."))
-    rewards: str | None = field(default=None, metadata=_help(
-        "Reward spec, registered names or package.module:function, each with an optional :weight, e.g. "
-        "'accuracy:2 format tag_count'; None: the mode's default (DEFAULT_REWARDS)."))
-    max_episode_tokens: int | None = field(default=None, metadata=_help(
-        "multi / tool: tokens of the whole episode after the prompt (turns and observations); it becomes "
-        "max_completion_length in those modes."))
-    max_new_tokens: int = field(default=96, metadata=_help("multi: tokens per assistant turn."))
-    max_turns: int | str | None = field(default=None, metadata=_help(
-        "multi / tool: turn limit per episode, one number or {domain: turns} (JSON on the command line); None: the "
-        "environment's own."))
-    sample_every: int = field(default=0, metadata=_help("Print sample episodes every N steps (0: never)."))
-    drop_uniform_groups: bool = field(default=False, metadata=_help(
-        "Drop the groups whose rewards are all equal (zero advantage) before any forward or backward pass, and "
-        "normalise the loss over the kept groups' tokens (DAPO's dynamic sampling; train/grpo_signal.py)."))
-    refill_rounds: int = field(default=0, metadata=_help(
-        "With drop_uniform_groups: up to this many extra rollout rounds per step, on prompts drawn at random from the "
-        "training set, to replace dropped groups (bounded, so a step never stalls; 0: train on what is kept)."))
-    signal_warning_share: float = field(default=0.5, metadata=_help(
-        "Warn, naming the cause, when fewer than this share of a step's groups have rewards that differ."))
-    step_advantage_weight: float = field(default=0.0, metadata=_help(
-        "multi: step-level credit (GiGPO), 0 = off: each turn's advantage among the group's turns that start from the "
-        "same state (discounted returns), times this weight, is added to the episode advantage on that turn's tokens."))
-    step_discount: float = field(default=0.95, metadata=_help(
-        "The discount of the turn returns step_advantage_weight compares (shorter paths to success win)."))
-    expert_prefix_share: float = field(default=0.0, metadata=_help(
-        "multi: expert-guided rollouts, 0 = off. A group that always fails has no signal, and sampling more does "
-        "not reach past what the policy can solve: a task's training episodes start after this share of the "
-        "expert's turns (replayed as context the loss skips); a reverse curriculum per domain takes one turn off each "
-        "time a group succeeds often enough and puts one back when a group never succeeds (train/expert_guidance.py)."))
-    expert_prefix_shrink_at: float = field(default=0.5, metadata=_help(
-        "With expert_prefix_share: the success rate of a group at which its domain's expert prefix shrinks by a turn."))
-    expert_in_failed_groups: bool = field(default=False, metadata=_help(
-        "multi: off-policy expert samples (LUFFY), off by default. In a group whose episodes all failed, the last "
-        "episode is swapped for the expert's whole episode, its actions trained on as the model's own tokens, so the "
-        "group carries a success the policy did not reach by sampling (env_rollout.expert_episode_tokens)."))
-    check_template: bool = field(default=True, metadata=_help(
-        "multi: before training, check that the chat template renders a whole conversation as the exact tokens "
-        "the rollout trains on (grpo_signal.check_chat_template)."))
+    mode: str = _option("single", "single: one answer per prompt; multi: whole episodes in the environments "
+        "(rollout_func); tool: the environments' actions as tools (environment_factory).")
+    rewards: str | None = _option(None, "Reward spec, registered names or package.module:function, each with an "
+        "optional :weight, e.g. 'accuracy:2 format tag_count'; None: the mode's default (DEFAULT_REWARDS).")
+    max_episode_tokens: int | None = _option(None, "multi / tool: tokens of the whole episode after the prompt (turns "
+        "and observations); it becomes max_completion_length in those modes.")
+    max_new_tokens: int = _option(96, "multi: tokens per assistant turn.")
+    max_turns: int | str | None = _option(None, "multi / tool: turn limit per episode, one number or {domain: turns} "
+        "(JSON on the command line); None: the environment's own.")
+    sample_every: int = _option(0, "Print sample episodes every N steps (0: never).")
+    drop_uniform_groups: bool = _option(False, "Drop the groups whose rewards are all equal (zero advantage) before "
+        "any forward or backward pass, and normalise the loss over the kept groups' tokens (DAPO's dynamic sampling; "
+        "train/grpo_signal.py).")
+    refill_rounds: int = _option(0, "With drop_uniform_groups: up to this many extra rollout rounds per step, on "
+        "prompts drawn at random from the training set, to replace dropped groups (bounded, so a step never stalls; 0: "
+        "train on what is kept).")
+    signal_warning_share: float = _option(0.5, "Warn, naming the cause, when fewer than this share of a step's groups "
+        "have rewards that differ.")
+    step_advantage_weight: float = _option(0.0, "multi: step-level credit (GiGPO), 0 = off: each turn's advantage "
+        "among the group's turns that start from the same state (discounted returns), times this weight, is added to "
+        "the episode advantage on that turn's tokens.")
+    step_discount: float = _option(0.95, "The discount of the turn returns step_advantage_weight compares (shorter "
+        "paths to success win).")
+    expert_prefix_share: float = _option(0.0, "multi: expert-guided rollouts, 0 = off. A group that always fails has "
+        "no signal, and sampling more does not reach past what the policy can solve: a task's training episodes start "
+        "after this share of the expert's turns (replayed as context the loss skips); a reverse curriculum per domain "
+        "takes one turn off each time a group succeeds often enough and puts one back when a group never succeeds "
+        "(train/expert_guidance.py).")
+    expert_prefix_shrink_at: float = _option(0.5, "With expert_prefix_share: the success rate of a group at which its "
+        "domain's expert prefix shrinks by a turn.")
+    expert_in_failed_groups: bool = _option(False, "multi: off-policy expert samples (LUFFY), off by default. In a "
+        "group whose episodes all failed, the last episode is swapped for the expert's whole episode, its actions "
+        "trained on as the model's own tokens, so the group carries a success the policy did not reach by sampling "
+        "(env_rollout.expert_episode_tokens).")
+    check_template: bool = _option(True, "multi: before training, check that the chat template renders a whole "
+        "conversation as the exact tokens the rollout trains on (grpo_signal.check_chat_template).")
     output_dir: str | None = _default(trl.GRPOConfig, "output_dir", "runs/grpo")
-    use_vllm: bool | None = field(default=None, metadata=_help(
-        "Single-turn generation with vLLM (colocate mode): None = when a GPU and vLLM are there. The multi-turn "
-        "rollout always generates with transformers' generate."))
+    use_vllm: bool | None = _option(None, "Single-turn generation with vLLM (colocate mode): None = when a GPU and "
+        "vLLM are there. The multi-turn rollout always generates with transformers' generate.")
     max_tool_calling_iterations: int | None = _default(trl.GRPOConfig, "max_tool_calling_iterations", 6)
 
     def __post_init__(self):
@@ -241,11 +229,11 @@ class GRPORunConfig(_KitConfig, trl.GRPOConfig):
 class DPORunConfig(_KitConfig, trl.DPOConfig):
     """TRL's DPOConfig with a time budget and the fresh LoRA adapter DPO trains on the SFT checkpoint."""
 
-    lora_r: int = field(default=16, metadata=_help(
-        "Rank of the LoRA adapter DPO trains (its reference is the adapter-free SFT model, so it must be > 0)."))
-    lora_alpha: int = field(default=32, metadata=_help("LoRA alpha."))
-    backend: str = field(default="auto", metadata=_help("How the start checkpoint loads: auto, unsloth or hf."))
-    load_in_4bit: bool = field(default=False, metadata=_help("Load the start checkpoint in 4-bit (QLoRA)."))
+    lora_r: int = _option(16, "Rank of the LoRA adapter DPO trains (its reference is the adapter-free SFT model, so it "
+        "must be > 0).")
+    lora_alpha: int = _option(32, "LoRA alpha.")
+    backend: str = _option("auto", "How the start checkpoint loads: auto, unsloth or hf.")
+    load_in_4bit: bool = _option(False, "Load the start checkpoint in 4-bit (QLoRA).")
     output_dir: str | None = _default(trl.DPOConfig, "output_dir", None)
     save_strategy: str = _default(trl.DPOConfig, "save_strategy", "no")
 
@@ -259,8 +247,8 @@ class DPORunConfig(_KitConfig, trl.DPOConfig):
 class RewardRunConfig(_KitConfig, trl.RewardConfig):
     """TRL's RewardConfig with a time budget and LoRA, for the outcome and the process reward model."""
 
-    lora_r: int = field(default=16, metadata=_help("LoRA rank; 0 trains every weight (tiny models)."))
-    lora_alpha: int = field(default=32, metadata=_help("LoRA alpha."))
+    lora_r: int = _option(16, "LoRA rank; 0 trains every weight (tiny models).")
+    lora_alpha: int = _option(32, "LoRA alpha.")
     output_dir: str | None = _default(trl.RewardConfig, "output_dir", None)
     center_rewards_coefficient: float | None = _default(trl.RewardConfig, "center_rewards_coefficient", 0.01)
     save_strategy: str = _default(trl.RewardConfig, "save_strategy", "no")

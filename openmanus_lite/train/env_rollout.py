@@ -2,8 +2,8 @@
 
 Each prompt (one task, already repeated per generation by TRL 1.15) becomes a whole episode, all episodes of a call in
 lock step through `rollout.run_episodes` with a `TokenPolicy`. The result holds `prompt_ids`, `completion_ids`,
-`logprobs` (only when TRL reads them: `trainer_uses_logprobs`) and `env_mask`, TRL's tool mask (1 = the model's token,
-0 = an environment token); any other key reaches the rewards as a column. For the ChatML template:
+`logprobs` (when TRL reads them) and `env_mask`, TRL's tool mask (1 = the model's token, 0 = an environment token);
+any other key reaches the rewards as a column. For the ChatML template:
 
     prompt_ids      <|im_start|>system ... <|im_start|>user\\n{task}<|im_end|>\\n<|im_start|>assistant\\n
     completion_ids  {turn 1 tokens}<|im_end|>                                    env_mask 1
@@ -11,10 +11,8 @@ lock step through `rollout.run_episodes` with a `TokenPolicy`. The result holds 
                     {turn 2 tokens}<|im_end|> ...                                env_mask 1
 
 Turns are generated from the exact ids so far, never re-tokenised text, so the context is a valid rendering of the
-conversation (a turn cut by its token limit gets the end token as an environment token); a `PrefixCache` lives for one
-call only, since the weights change every optimizer step. Expert-guided episodes (`expert_guidance.py`) start with
-the expert's first turns as environment tokens; with `expert_in_failed_groups` a group that never succeeded gets the
-expert's whole episode in place of its last, the expert's actions as model tokens (`expert_episode_tokens`).
+conversation (a turn cut by its token limit gets the end token as an environment token). Expert-guided episodes
+(`expert_guidance.py`) start with the expert's first turns as environment tokens.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from openmanus_lite.envs import make_env, run_expert
+from openmanus_lite.envs import TurnLimits, make_env, run_expert
 from openmanus_lite.rollout import run_episodes
 from openmanus_lite.schema import Task
 from openmanus_lite.train.expert_guidance import ExpertGuide, replay_expert
@@ -93,8 +91,7 @@ def prompt_key(prompt: Any) -> str:
     return json.dumps([{"role": m["role"], "content": m["content"]} for m in prompt], ensure_ascii=False)
 
 
-def task_prompt(task: Task, max_turns: int | dict[str, int] | None = None,
-                system_prompt: str | None = None) -> list[dict[str, str]]:
+def task_prompt(task: Task, max_turns: TurnLimits = None, system_prompt: str | None = None) -> list[dict[str, str]]:
     """The conversational prompt of a task: its first user message (after an optional system one)."""
     first = make_env(task.domain, max_turns=max_turns).reset(task)
     msgs = [{"role": "system", "content": system_prompt}] if system_prompt else []
@@ -151,7 +148,7 @@ class TokenPolicy:
         self.prefixes = prefixes or {}
         self.sampling = dict(temperature=temperature, top_p=top_p, batch_size=batch_size,
                              return_logprobs=return_logprobs)
-        self.cache = PrefixCache() if kv_cache else None  # this call's weights only: never kept across calls
+        self.cache = PrefixCache() if kv_cache else None  # this call only: the weights change every optimizer step
         self.episodes: list[tuple[Any, EpisodeTokens]] = []
         """(environment, episode) in the order the episodes started; holding the environments keeps their ids unique."""
         self._by_env: dict[int, EpisodeTokens] = {}
@@ -218,10 +215,10 @@ class TokenPolicy:
 
 
 def run_episode_tokens(model: Any, tokenizer: Any, tasks: list[Task], prompts: list[list[int]], *,
-                       max_turns: int | dict[str, int] | None = None, max_new_tokens: int = 96,
-                       max_completion_tokens: int = 512, temperature: float = 1.0, top_p: float = 1.0,
-                       batch_size: int = 64, renderer: ObservationRenderer | None = None,
-                       stats: RolloutStats | None = None, return_logprobs: bool = True, kv_cache: bool = True,
+                       max_turns: TurnLimits = None, max_new_tokens: int = 96, max_completion_tokens: int = 512,
+                       temperature: float = 1.0, top_p: float = 1.0, batch_size: int = 64,
+                       renderer: ObservationRenderer | None = None, stats: RolloutStats | None = None,
+                       return_logprobs: bool = True, kv_cache: bool = True,
                        expert_prefix: list[int] | None = None) -> list[EpisodeTokens]:
     """Play one episode per (task, prompt ids) in lock step. `max_new_tokens` caps a turn, `max_completion_tokens`
     the whole completion; `kv_cache=False` re-encodes every turn (for checking the cache); `expert_prefix` (per task)
@@ -256,7 +253,7 @@ class EnvRolloutFunc:
     only prompts: build the dataset and this from the same tasks, `build_env_dataset`). Sampling, the completion
     budget and `expert_prefix_share` (expert-guided episodes, state in `self.guide`) come from the GRPOConfig."""
 
-    def __init__(self, tasks: Iterable[Task], *, max_turns: int | dict[str, int] | None = None,
+    def __init__(self, tasks: Iterable[Task], *, max_turns: TurnLimits = None,
                  max_new_tokens: int = 96, system_prompt: str | None = None, batch_size: int = 64):
         self.max_turns, self.max_new_tokens, self.system_prompt = max_turns, max_new_tokens, system_prompt
         self.batch_size = batch_size
@@ -337,8 +334,7 @@ class EnvRolloutFunc:
 
 
 def expert_episode_tokens(task: Task, prompt_ids: list[int], tokenizer: Any, renderer: ObservationRenderer, *,
-                          max_turns: int | dict[str, int] | None = None,
-                          max_completion_tokens: int = 512) -> EpisodeTokens | None:
+                          max_turns: TurnLimits = None, max_completion_tokens: int = 512) -> EpisodeTokens | None:
     """The expert's whole episode in the rollout's token form, its actions as the model's tokens (env_mask 1): the
     off-policy sample GRPO's `expert_in_failed_groups` gives a group that never succeeded, so its advantage points at
     a success sampling did not reach (LUFFY's off-policy guidance). None when the expert fails the task within the
@@ -347,9 +343,9 @@ def expert_episode_tokens(task: Task, prompt_ids: list[int], tokenizer: Any, ren
     messages, last = run_expert(env, task)
     if not last.info.get("success"):
         return None
-    ep = EpisodeTokens(task=task, prompt_ids=list(prompt_ids), messages=messages[1:], outcome=float(last.info.get(
-        "score", 1.0)), success=True, invalid_actions=env.invalid_actions, num_turns=env.turn, ended_by="done",
-        expert=True)
+    ep = EpisodeTokens(task=task, prompt_ids=list(prompt_ids), messages=messages[1:],
+                       outcome=float(last.info.get("score", 1.0)), success=True, invalid_actions=env.invalid_actions,
+                       num_turns=env.turn, ended_by="done", expert=True)
     observations: list[str] = []
     for message in ep.messages:
         if message["role"] == "assistant":

@@ -4,10 +4,9 @@ A group whose episodes all fail carries no GRPO signal. So an episode starts aft
 (played in the environment, context with env_mask 0: never trained on), near enough the goal that the policy
 succeeds sometimes. The curriculum is kept per domain, not per task: a training run meets most tasks once, so a
 task's own k never got the chance to shrink (docs/RESULTS.md, "Expert prefixes alone"). Each domain starts at
-`share` of the expert's path; a group that succeeds often enough takes one of its task's turns off the domain's
-share, a group that always fails puts one back (up to `share`), so a domain's starts follow what its policy can do.
-`env_rollout.EnvRolloutFunc` asks `ExpertGuide` for the prefixes and replays them (`replay_expert`).
-Turned on by `GRPORunConfig.expert_prefix_share`.
+`share` of the expert's path and `ExpertGuide.update` moves it with what the domain's policy can do.
+`env_rollout.EnvRolloutFunc` asks `ExpertGuide` for the prefixes and replays them (`replay_expert`). Turned on by
+`GRPORunConfig.expert_prefix_share`.
 """
 
 from __future__ import annotations

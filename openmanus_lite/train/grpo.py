@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from openmanus_lite.preference import reward_model  # noqa: F401  (registers the "orm" reward)
 from openmanus_lite.rewards import (
     ROLLOUT_COLUMNS,
     build_rewards,
@@ -27,10 +28,7 @@ from openmanus_lite.rewards import (
     checked_reward,
     get_reward_funcs,
 )
-from openmanus_lite.train import (
-    grpo_signal,
-    reward_model,  # noqa: F401  (registers the "orm" reward)
-)
+from openmanus_lite.train import grpo_signal
 from openmanus_lite.train.configs import (  # noqa: F401  (the config and its defaults are part of this API)
     DEFAULT_REWARDS,
     MODES,
@@ -119,8 +117,7 @@ def kit_trainer_class():
             t0 = time.perf_counter()
             out = dict(zip(GENERATE_FIELDS, super()._generate(prompts), strict=True))
             seconds = time.perf_counter() - t0
-            messages = out["extra_fields"].pop(COMPLETION_MESSAGES, None)
-            if messages is not None:
+            if (messages := out["extra_fields"].pop(COMPLETION_MESSAGES, None)) is not None:
                 out["completions"] = messages
             self._kit_steps = (out["extra_fields"].pop(STEP_STATES, None), out["tool_mask"])
             mask = out["tool_mask"]
@@ -395,7 +392,8 @@ def plot_reward_curves(log_history: Sequence[dict], title: str = "GRPO rewards",
         else:
             ax, style = (axes[2], "-") if c.endswith("share") else (counts, ":")
         ax.plot(df.index, df[c], style, label=c, linewidth=2.5 if c in ("reward", "signal/group_share") else 1.2)
-    for ax, name, ylabel in zip(axes, ("per reward function", "per domain", "signal"), ("mean reward", "mean", "share")):
+    panels = (("per reward function", "mean reward"), ("per domain", "mean"), ("signal", "share"))
+    for ax, (name, ylabel) in zip(axes, panels):
         ax.set_title(f"{title}: {name}")
         ax.set_xlabel("step")
         ax.set_ylabel(ylabel)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterable, Sequence
 
-from openmanus_lite.envs import generate_tasks, make_env
+from openmanus_lite.envs import TurnLimits, generate_tasks, make_env
 from openmanus_lite.react import extract_answer, format_tagged, parse_turn
 from openmanus_lite.schema import Task, Trajectory, Turn
 from openmanus_lite.splits import heldout_keys, task_key
@@ -62,8 +62,9 @@ def value_task_rows(
             env.reset(task)
             context = _CONTEXT_RENDERERS[domain](env, task)
             instruction = task.instruction.strip()
-            question = f"{context}\n\n{instruction if instruction.startswith('Question:') else 'Question: ' + instruction}"
-            prompt = [{"role": "system", "content": system_prompt}, {"role": "user", "content": question}]
+            question = instruction if instruction.startswith("Question:") else f"Question: {instruction}"
+            prompt = [{"role": "system", "content": system_prompt},
+                      {"role": "user", "content": f"{context}\n\n{question}"}]
             rows.append({"prompt": prompt, "solution": solution, "domain": domain, "source": f"env:{domain}",
                          "task_id": task.id})
             counts["kept"] += 1
@@ -136,8 +137,8 @@ def _kg_context(env, task: Task) -> str:
         if op == "count":
             return walk(prog[1])
         if op in ("argmax", "argmin"):
-            ents = walk(prog[1])
-            attrs.extend((e, prog[2], world.attrs[e][prog[2]]) for e in sorted(ents) if prog[2] in world.attrs.get(e, {}))
+            ents, attr = walk(prog[1]), prog[2]
+            attrs.extend((e, attr, world.attrs[e][attr]) for e in sorted(ents) if attr in world.attrs.get(e, {}))
             return ents
         raise ValueError(f"unknown KG program operator {op!r}")
 
@@ -225,7 +226,7 @@ def unseen_rows(rows: Sequence[dict], train_rows: Sequence[dict]) -> list[dict]:
     return [r for r in rows if json.dumps(r["prompt"], sort_keys=True) not in seen]
 
 
-def build_env_dataset(tasks: Sequence[Task], *, max_turns: int | dict[str, int] | None = None, max_new_tokens: int = 96,
+def build_env_dataset(tasks: Sequence[Task], *, max_turns: TurnLimits = None, max_new_tokens: int = 96,
                       system_prompt: str | None = None, batch_size: int = 64):
     """(dataset of `task_row`s, rollout_func) for multi-turn GRPO from the same tasks; tasks whose prompt repeats an
     earlier one are dropped (counted in `rollout_func.duplicates`)."""

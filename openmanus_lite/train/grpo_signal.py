@@ -67,10 +67,10 @@ class GroupSignal:
         spread = ", ".join(f"{n} with every sample at reward {v}" for v, n in sorted(values.items()))
         return (f"GRPO signal: only {self.kept_groups} of {self.groups} groups have rewards that differ "
                 f"({self.share:.0%}); {spread}. A group that agrees gives zero advantage: at the reward of success the "
-                "task is too easy for the policy (use harder tasks), at the reward of failure too hard (use easier ones, "
-                f"or more SFT first). Use larger groups (num_generations, now {self.group_size}), pre-screen the "
-                "training tasks (grpo_signal.prescreen_tasks keeps those solved sometimes), and drop_uniform_groups=True "
-                "so these groups cost no backward pass.")
+                "task is too easy for the policy (use harder tasks), at the reward of failure too hard (use easier "
+                f"ones, or more SFT first). Use larger groups (num_generations, now {self.group_size}), pre-screen the "
+                "training tasks (grpo_signal.prescreen_tasks keeps those solved sometimes), and "
+                "drop_uniform_groups=True so these groups cost no backward pass.")
 
 
 def group_signal(rewards: Sequence[float], group_size: int, step_signal: Sequence[bool] | None = None) -> GroupSignal:
@@ -185,9 +185,8 @@ def concat_rows(batches: Sequence[dict[str, Any]], pad_token_id: int) -> dict[st
         elif isinstance(first, torch.Tensor) and first.ndim >= 2:
             width = max(v.shape[1] for v in values)
             pad = pad_token_id if key.endswith("_ids") else 0
-            left = key.startswith("prompt_")
-            out[key] = torch.cat([torch.nn.functional.pad(v, (width - v.shape[1], 0) if left else (0, width - v.shape[1]),
-                                                          value=pad) for v in values])
+            sides = [(width - v.shape[1], 0) if key.startswith("prompt_") else (0, width - v.shape[1]) for v in values]
+            out[key] = torch.cat([torch.nn.functional.pad(v, side, value=pad) for v, side in zip(values, sides)])
         elif isinstance(first, torch.Tensor) and first.ndim == 1:
             out[key] = torch.cat(values)
         elif isinstance(first, list):

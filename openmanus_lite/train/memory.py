@@ -16,7 +16,7 @@ attention and the allocator keep more than fused attention, which this assumes.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +218,10 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
     def trainable(lora: LoraSpec | None) -> int:
         return shape.params() if lora is None else lora_params(shape, lora.r, list(lora.target_modules), lora.layers)
 
+    def checkpointing(settings: dict) -> bool:
+        """Unsloth's checkpointing set on the LoRA model, or the stage's own."""
+        return (lora is not None and bool(lora.gradient_checkpointing)) or bool(settings.get("gradient_checkpointing"))
+
     def training(stage: str, step: TrainShape, n_train: int, note: str, stage_weights: float = weights,
                  stage_shape: ModelShape = shape) -> StageMemory:
         parts = training_parts(stage_shape, step, n_train, compute, stage_weights + context, card)
@@ -232,9 +236,7 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
         return training(stage, step, trainable(stage_lora), f"{n} pairs x {length} tokens", stage_weights, stage_shape)
 
     n_train, s, g = trainable(lora), preset.sft, preset.grpo
-    lora_checkpointing = lora is not None and bool(lora.gradient_checkpointing)
-    step = TrainShape(s["per_device_train_batch_size"], s["max_length"], s["max_length"],
-                      lora_checkpointing or bool(s.get("gradient_checkpointing", False)), s["optim"],
+    step = TrainShape(s["per_device_train_batch_size"], s["max_length"], s["max_length"], checkpointing(s), s["optim"],
                       fused_loss=unsloth)
     stages = [training("sft", step, n_train, "Unsloth fused loss" if unsloth else "")]
     gen_batch = g["per_device_train_batch_size"] * g["gradient_accumulation_steps"]
@@ -243,16 +245,14 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
                                                **generation_parts(shape, gen_batch, preset.max_seq_length, compute)},
                               f"{gen_batch} sequences x {preset.max_seq_length} tokens"))
     for mode, completion in (("single", g["max_completion_length"]), ("multi", g["max_episode_tokens"])):
-        step = TrainShape(g["per_device_train_batch_size"], preset.max_seq_length, completion,
-                          lora_checkpointing or bool(g.get("gradient_checkpointing", False)), "adamw_torch",
-                          fused_loss=unsloth)
+        step = TrainShape(g["per_device_train_batch_size"], preset.max_seq_length, completion, checkpointing(g),
+                          "adamw_torch", fused_loss=unsloth)
         stages.append(training(f"grpo {mode}", step, n_train, f"update, loss on {completion} tokens"
                                + (" (Unsloth chunked logits)" if unsloth else "")))
     # the DPO reference pass (adapter disabled, no grad) keeps only log-probabilities: the policy's pass is the peak
-    stages.append(pairs("dpo", preset.dpo, weight_bytes(shape, preset.dpo.get("load_in_4bit", False), compute), shape,
-                        None))
-    rm_shape = ModelShape(shape.name, 2, shape.hidden, shape.layers, shape.heads, shape.kv_heads,
-                          shape.intermediate, False, shape.qkv_bias)  # a score head instead of the LM head
+    dpo_weights = weight_bytes(shape, preset.dpo.get("load_in_4bit", False), compute)
+    stages.append(pairs("dpo", preset.dpo, dpo_weights, shape, None))
+    rm_shape = replace(shape, vocab=2, tied_embeddings=False)  # a score head instead of the LM head
     # reward_model._load_head loads the base in float32 (mixed precision autocasts it), without the LM head
     rm_weights = weight_bytes(shape, False, 4) - shape.vocab * shape.hidden * 4 * (not shape.tied_embeddings)
     stages.append(pairs("reward model", preset.reward_model, rm_weights, rm_shape, 1))
@@ -261,7 +261,8 @@ def estimate_preset(preset: Any, shape: ModelShape | None = None) -> list[StageM
     if not on_gpu:  # the keys/values of a CPU evaluation live in resident memory, within the key/value budget
         eval_parts["kv_cache"] = min(eval_parts["kv_cache"], KV_BUDGET / 2)
         eval_parts["prefix_cache"] = KV_BUDGET / 2
-    stages.append(StageMemory("eval", eval_parts, f"{preset.eval_batch_size} episodes x {preset.max_seq_length} tokens"))
+    stages.append(StageMemory("eval", eval_parts,
+                              f"{preset.eval_batch_size} episodes x {preset.max_seq_length} tokens"))
     return stages
 
 

@@ -142,20 +142,29 @@ def _pairs(settings: dict[str, Any], batch: int, accumulate: int, **more: Any) -
             "gradient_accumulation_steps": accumulate, **more}
 
 
+def _qlora_preset(name: str, pairs: tuple[int, int], **settings: Any) -> Preset:
+    """A GPU preset of Qwen2.5-1.5B-Instruct in 4-bit with Unsloth's gradient checkpointing. DPO and reward models
+    train `pairs` = (pairs per pass, passes per update) on 4-bit / 16-bit bases with checkpointing: the DPO logits
+    of a pair (151,936 vocabulary x 2 sequences, float32 copies for the loss and the reference pass) dominate
+    (train/memory.py)."""
+    batch, accumulate = pairs
+    return Preset(name=name, model="unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit", load_in_4bit=True,
+                  lora=LoraSpec(gradient_checkpointing="unsloth"), max_new_tokens=128,
+                  dpo=_pairs(DPO, batch, accumulate, load_in_4bit=True, gradient_checkpointing=True),
+                  reward_model=_pairs(REWARD_MODEL, batch, accumulate, gradient_checkpointing=True), **settings)
+
+
 PRESETS: dict[str, Preset] = {
-    "t4": Preset(
-        name="t4",
-        model="unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit",
+    "t4": _qlora_preset(
+        "t4",
+        pairs=(2, 4),
         assumptions=(
             "Colab T4: 16 GB (about 15 usable), fp16 only, ~65 TFLOPS fp16. A 1.5B model in nf4 is ~1.2 GB of "
             "weights; LoRA r=16 on all projections adds ~18M trainable parameters. With Unsloth's gradient "
             "checkpointing, batch 4 x 2048 tokens of activations fits in a few GB; gradient accumulation 4 gives "
             "16 conversations per optimizer step. 8-bit AdamW keeps optimizer state small."
         ),
-        load_in_4bit=True,
         max_seq_length=2048,
-        lora=LoraSpec(gradient_checkpointing="unsloth"),
-        max_new_tokens=128,
         eval_batch_size=64,
         sft={**_GPU_SFT, "output_dir": "runs/sft_t4", "gradient_accumulation_steps": 4, "max_length": 2048},
         # GRPO: 8 samples per prompt x 2 prompts per step; 512-token answers, 8-turn episodes of up to
@@ -163,67 +172,49 @@ PRESETS: dict[str, Preset] = {
         grpo={**_GPU_GRPO, "output_dir": "runs/grpo_t4", "num_generations": 8, "per_device_train_batch_size": 8,
               "gradient_accumulation_steps": 2, "max_completion_length": 512, "max_episode_tokens": 1536,
               "max_new_tokens": 256, "max_turns": 8},
-        # DPO and reward models: 4-bit / 16-bit bases with checkpointing; the DPO logits of a pair (151,936
-        # vocabulary x 2 sequences, float32 copies for the loss and the reference pass) dominate (train/memory.py).
-        dpo=_pairs(DPO, 2, 4, load_in_4bit=True, gradient_checkpointing=True),
-        reward_model=_pairs(REWARD_MODEL, 2, 4, gradient_checkpointing=True),
         memory_gb=15.8,
     ),
-    "gpu8": Preset(
-        name="gpu8",
-        model="unsloth/Qwen2.5-1.5B-Instruct-bnb-4bit",
+    "gpu8": _qlora_preset(
+        "gpu8",
+        pairs=(1, 8),
         assumptions=(
             "An 8 GB consumer GPU (e.g. RTX 3060 Ti / 4060): the same QLoRA model as t4 (~1.2 GB weights); "
             "batch 2 x 1536 tokens with Unsloth's gradient checkpointing stays under ~6 GB; accumulation 8 keeps "
             "16 conversations per optimizer step. bf16 where the GPU has it (Ampere and newer)."
         ),
-        load_in_4bit=True,
         max_seq_length=1536,
-        lora=LoraSpec(gradient_checkpointing="unsloth"),
-        max_new_tokens=128,
-        eval_batch_size=32,
         sft={**_GPU_SFT, "output_dir": "runs/sft_gpu8", "per_device_train_batch_size": 2,
              "gradient_accumulation_steps": 8, "max_length": 1536},
         # GRPO: 4 samples per prompt, 4 prompts per optimizer step through accumulation; shorter budgets.
         grpo={**_GPU_GRPO, "output_dir": "runs/grpo_gpu8", "gradient_accumulation_steps": 4,
               "max_completion_length": 384, "max_episode_tokens": 1024, "max_new_tokens": 192, "max_turns": 6},
-        dpo=_pairs(DPO, 1, 8, load_in_4bit=True, gradient_checkpointing=True),
-        reward_model=_pairs(REWARD_MODEL, 1, 8, gradient_checkpointing=True),
         memory_gb=8.6,
     ),
     "cpu": Preset(
         name="cpu",
         model="default",
         assumptions=(
-            "2 CPU cores, no GPU, the embedded SmolLM2-135M-Instruct in float32, which runs on any CPU (bf16 trained "
-            "1.75x faster on a CPU with AVX512-BF16 but is emulated, about 28x slower, on AVX2-only CPUs: "
-            "benchmarks/cpu_bf16.py; 4-bit adds dequantization work). Throughput is the constraint "
-            "(~100-150 tokens/s on an idle 2-core machine), so: no gradient checkpointing (it made a step 1.4x slower), "
-            "updates of 4 conversations, two a forward/backward pass in one unpadded row in bf16 (one a pass in "
-            "float32), "
-            "length-grouped batches, small updates and a high LoRA learning "
-            "rate (1e-3) for many updates per token, and trajectories cut to max_length tokens. "
+            "2 CPU cores, no GPU: the embedded SmolLM2-135M-Instruct, loaded in float32 (any CPU; 4-bit would add "
+            "dequantization work); recipes' dtype 'auto' trains in bf16 where the CPU has it natively (1.75x faster; "
+            "emulated on AVX2-only CPUs, ~28x slower: benchmarks/cpu_bf16.py). Throughput is the constraint (SFT ~460 "
+            "tokens/s in bf16 on an idle 2-core machine: docs/RESULTS.md, \"The demo\"), so: no gradient "
+            "checkpointing (it made a step 1.4x slower), updates of 4 conversations, two a forward/backward pass in "
+            "one unpadded row in bf16 (one a pass in float32), length-grouped batches, a high LoRA learning rate "
+            "(1e-3) for many updates per token, and trajectories cut to max_length tokens. "
             "Figures: benchmarks/sft_learning.py and benchmarks/train_throughput.py."
         ),
-        load_in_4bit=False,
         dtype="float32",
         max_seq_length=1024,
         lora=LoraSpec(),
-        max_new_tokens=96,
-        eval_batch_size=32,
-        # SFT: two conversations per forward/backward pass in one row without padding (TRL's padding_free, each
-        # attended alone: engine/attention.py), 2 accumulated per update of 4: 6 minutes of cpu_30min trained 1.13x
-        # the tokens/s of one conversation a pass (471 against 416, bf16), peak 2.5 -> 3.5 GB on the longest rows
-        # and 2.7 -> 4.8 GB over the 6 minutes (benchmarks/memory.py; docs/RESULTS.md, "Two conversations a pass");
-        # in float32 no faster, so there one conversation a pass (train.sft.CPU_PACKED_DTYPES).
-        # Padded batches of 4 had cost 7.52 GB against 3.56 one at a time. DPO and reward models: one pair per pass,
-        # 4 accumulated (issue #41)
-        # decoder layers compiled in place (train/compiled_layers.py): SFT on the longest rows peaked at 2.7 GB instead
-        # of 3.8, six minutes of cpu_30min trained 420 tokens/s instead of 389 at 3.05 GB instead of 4.57; GRPO 3.49 ->
-        # 3.15 GB at the same pace (benchmarks/memory.py --settings eager_layers,compiled_layers; docs/RESULTS.md)
+        # SFT: updates of 4, two conversations a pass in one row without padding (TRL's padding_free, each attended
+        # alone: engine/attention.py): 1.13x the tokens/s of one a pass in bf16, peak 2.7 -> 4.8 GB (docs/RESULTS.md,
+        # "Two conversations a pass"); float32 passes one at a time (train.sft.CPU_PACKED_DTYPES). Decoder layers
+        # compiled in place for SFT and GRPO (train/compiled_layers.py; GRPO 3.49 -> 3.15 GB at the same pace).
         sft={**SFT, "output_dir": "runs/sft_cpu", "learning_rate": 1e-3, "warmup_steps": 5, "save_steps": 25,
              "per_device_train_batch_size": 2, "gradient_accumulation_steps": 2, "padding_free": True,
              "compile_layers": True},
+        # DPO and reward models: one pair per pass, 4 accumulated (issue #41: a padded SFT batch of 4 had cost 7.52 GB
+        # against 3.56 one conversation at a time)
         dpo=_pairs(DPO, 1, 4),
         reward_model=_pairs(REWARD_MODEL, 1, 4),
         # GRPO on 2 cores: one group of 4 samples per step, one episode per forward/backward pass (the group's 4
@@ -233,7 +224,7 @@ PRESETS: dict[str, Preset] = {
         # observations. Learning rate 1e-4: 2e-5 moved nothing in 24 steps (benchmarks/grpo_learning.py). Variance
         # filtering and GiGPO stay off until measured against this plain setting (issue #40, docs/RESULTS.md).
         # Gradient checkpointing: the demo's GRPO stage peaked at 5.7 GB without, 4.4 with, its steps no slower
-        # within noise (rollouts take most of a step; docs/RESULTS.md, issue #41). SFT keeps it off: it costs SFT time.
+        # within noise (rollouts take most of a step; issue #41). SFT keeps it off: it costs SFT time.
         grpo={**GRPO, "output_dir": "runs/grpo_cpu", "max_steps": 40, "learning_rate": 1e-4,
               "per_device_train_batch_size": 1, "gradient_accumulation_steps": 4, "gradient_checkpointing": True,
               "max_completion_length": 48, "max_episode_tokens": 640, "max_new_tokens": 96, "max_turns": 5,
@@ -249,7 +240,6 @@ PRESETS: dict[str, Preset] = {
         ),
         dtype="float32",
         max_seq_length=512,
-        lora=None,
         max_new_tokens=32,
         eval_batch_size=16,
         sft={**SFT, "output_dir": "runs/sft_cpu_debug", "max_steps": 20, "learning_rate": 1e-3, "max_length": 512,

@@ -84,11 +84,11 @@ class TimeLimit(TrainerCallback):
         self._tick()
         minutes = self.train_s / 60
         out_of_steps = state.max_steps > 0 and state.global_step >= state.max_steps
-        if self.pending and (minutes >= self.pending[0] or out_of_steps):
-            # a step budget sized to end at the last mark (a restarted schedule) may end a little before it on a
-            # faster stretch: the end of training is then that mark, recorded with the minutes it really took
-            while self.pending and (minutes >= self.pending[0] or out_of_steps):
-                self.pending.pop(0)
+        # a step budget sized to end at the last mark (a restarted schedule) may end a little before it on a faster
+        # stretch: the end of training is then that mark, recorded with the minutes it really took
+        passed = [m for m in self.pending if minutes >= m or out_of_steps]  # a prefix: pending is sorted
+        if passed:
+            del self.pending[:len(passed)]
             control.should_save = self._mark_due = True
         if self.max_minutes is not None and minutes >= self.max_minutes:
             control.should_training_stop = self.stopped_by_time = True

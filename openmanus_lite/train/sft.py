@@ -19,11 +19,7 @@ from typing import Any, Callable
 
 from openmanus_lite.engine import attention
 from openmanus_lite.errors import UserError
-from openmanus_lite.train.configs import (  # noqa: F401  (the config is part of this API)
-    SFTRunConfig,
-    apply_model_settings,
-    import_trl,
-)
+from openmanus_lite.train.configs import SFTRunConfig, apply_model_settings, import_trl
 from openmanus_lite.train.presets import SFT
 from openmanus_lite.train.run_control import TimeLimit
 from openmanus_lite.train.run_folder import resume_checkpoint
@@ -58,25 +54,22 @@ class SFTResult:
 
 CPU_BF16_PAD = 64
 """SFT in bf16 on a CPU pads each pass (unless `pad_to_multiple_of` is set) and its loss's rows (_PaddedLossRows) to
-a multiple of this many tokens: oneDNN builds a kernel per matrix shape, one conversation a pass makes nearly every
-pass a new shape, and bf16 kernels are dear to build (on AMX, products at new shapes ran at a quarter of their rate at
-a repeated one, float32's at the same rate: benchmarks/cpu_bf16.py). 6 minutes of `cpu_30min` on AMX: 316 -> 334
-tokens/s, peak 6.06 -> 5.31 GB with the passes padded."""
-
+a multiple of this many tokens: oneDNN builds a kernel per matrix shape, nearly every pass is a new shape, and bf16
+kernels are dear to build (benchmarks/cpu_bf16.py). 6 minutes of `cpu_30min` on AMX: 316 -> 334 tokens/s, peak
+6.06 -> 5.31 GB with the passes padded (docs/RESULTS.md, "bf16 on AMX")."""
 
 CPU_PACKED_DTYPES = {"torch.bfloat16"}
-"""Weights' dtypes in which SFT on a CPU keeps `padding_free`. In bf16 two conversations a pass trained 1.13x the
-tokens/s of one a pass (peak 2.7 -> 4.8 GB over 6 minutes of `cpu_30min`); in float32 0.96x on the longest rows, at
-3.6 -> 5.1 GB (benchmarks/memory.py --longest; docs/RESULTS.md, "Two conversations a pass"), so float32 passes one
+"""Weights' dtypes in which SFT on a CPU keeps `padding_free`: in float32 two conversations a pass trained 0.96x the
+tokens/s of one a pass, at 1.5 GB more (docs/RESULTS.md, "Two conversations a pass"), so float32 passes one
 conversation at a time, with the same updates."""
 
 
 class _PaddedLossRows:
     """Unsloth's CPU cross-entropy over the LM head (`unsloth_zoo.cpu.ops._ChunkedLinearCrossEntropy`, the SFT loss
     of its CPU backend) with its rows padded to a multiple of CPU_BF16_PAD in bf16. Its rows are a pass's trained
-    tokens, a new count nearly every pass: unpadded, 4 minutes of `cpu_30min` on AMX built 164 of its 297 oneDNN
-    kernels for the head alone, and oneDNN's cache keeps every kernel it builds (up to 1,024). The padded rows are
-    zeros with ignored labels: the loss and its gradients are unchanged."""
+    tokens, a new count nearly every pass (unpadded, 164 of a run's 297 oneDNN kernels were the head's), and oneDNN's
+    cache keeps every kernel it builds. The padded rows are zeros with ignored labels: the loss and its gradients are
+    unchanged."""
 
     inner: Any = None
 

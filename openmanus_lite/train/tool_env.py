@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from openmanus_lite.envs import make_env, turn_limit
+from openmanus_lite.envs import TurnLimits, make_env, turn_limit
 from openmanus_lite.react import format_turn
 from openmanus_lite.schema import Task
 from openmanus_lite.train.grpo_data import task_row
@@ -21,6 +21,24 @@ TOOL_INSTRUCTIONS = (
     "When you know the answer (or the task is done), call the `answer` tool."
 )
 THOUGHT = "Calling a tool."
+
+
+def _tool_doc(summary: str, args: dict[str, str], returns: str):
+    """Give a tool method the Google-style docstring TRL builds the model's tool schema from: the summary, each
+    argument's description, what it returns."""
+
+    def describe(method):
+        lines = [summary, ""]
+        if args:
+            lines += ["Args:", *(f"    {name}: {text}" for name, text in args.items()), ""]
+        method.__doc__ = "\n".join([*lines, "Returns:", f"    {returns}"])
+        return method
+
+    return describe
+
+
+_ENTITY = 'An entity name or a variable like "#0".'
+_VARIABLE = 'A variable like "#0".'
 
 
 class ToolEnv:
@@ -34,7 +52,7 @@ class ToolEnv:
         self.domain = self.domain_name
         self._record({})
 
-    # ------------------------------------------------------------------ TRL hooks (not tools)
+    # TRL hooks (not tools)
     def reset(self, **row: Any) -> str | None:
         """Start the episode of the row's `task` (JSON); the prompt already holds the task text."""
         raw = row.get("task")
@@ -55,7 +73,6 @@ class ToolEnv:
         self.invalid_actions = self._env.invalid_actions if self._env is not None else 0
         self.num_turns = self._env.turn if self._env is not None else 0
 
-    # ------------------------------------------------------------------ stepping
     def _act(self, action: str) -> str:
         if self._env is None:
             return "No episode is running."
@@ -65,15 +82,10 @@ class ToolEnv:
         self._record(step.info)
         return step.observation + (" The episode is over." if step.done else "")
 
+    @_tool_doc("Submit the final answer and end the episode.",
+               {"answer": "The answer to the task, e.g. a number, a name, or a list like [1, 2]."},
+               "Whether the answer was submitted.")
     def answer(self, answer: str) -> str:
-        """Submit the final answer and end the episode.
-
-        Args:
-            answer: The answer to the task, e.g. a number, a name, or a list like [1, 2].
-
-        Returns:
-            Whether the answer was submitted.
-        """
         return self._act(f"answer({answer})")
 
 
@@ -82,15 +94,9 @@ class OSToolEnv(ToolEnv):
 
     domain_name = "os"
 
+    @_tool_doc("Run one shell command line in the task's virtual Linux machine.",
+               {"command": 'The command line, e.g. "ls -l /home | wc -l".'}, "The command's output.")
     def bash(self, command: str) -> str:
-        """Run one shell command line in the task's virtual Linux machine.
-
-        Args:
-            command: The command line, e.g. "ls -l /home | wc -l".
-
-        Returns:
-            The command's output.
-        """
         return self._act(f"bash\n```bash\n{command}\n```")
 
 
@@ -99,15 +105,10 @@ class DBToolEnv(ToolEnv):
 
     domain_name = "db"
 
+    @_tool_doc("Run one SQL statement on the task's database.",
+               {"query": 'The SQL statement, e.g. "SELECT COUNT(*) FROM employees".'},
+               "The fetched rows or the error message.")
     def sql(self, query: str) -> str:
-        """Run one SQL statement on the task's database.
-
-        Args:
-            query: The SQL statement, e.g. "SELECT COUNT(*) FROM employees".
-
-        Returns:
-            The fetched rows or the error message.
-        """
         return self._act(f"sql\n```sql\n{query}\n```")
 
 
@@ -116,85 +117,39 @@ class KGToolEnv(ToolEnv):
 
     domain_name = "kg"
 
+    @_tool_doc("List the relations of an entity or a variable.", {"entity": _ENTITY}, "The relations.")
     def get_relations(self, entity: str) -> str:
-        """List the relations of an entity or a variable.
-
-        Args:
-            entity: An entity name or a variable like "#0".
-
-        Returns:
-            The relations.
-        """
         return self._act(f"get_relations({entity})")
 
+    @_tool_doc("Follow a relation from an entity or variable; the result is stored as a new variable.",
+               {"entity": _ENTITY, "relation": "One of the relations get_relations listed."},
+               "The new variable and what it holds.")
     def get_neighbors(self, entity: str, relation: str) -> str:
-        """Follow a relation from an entity or variable; the result is stored as a new variable.
-
-        Args:
-            entity: An entity name or a variable like "#0".
-            relation: One of the relations get_relations listed.
-
-        Returns:
-            The new variable and what it holds.
-        """
         return self._act(f"get_neighbors({entity}, {relation})")
 
+    @_tool_doc("Intersect two variables of the same type; the result is a new variable.",
+               {"first": _VARIABLE, "second": 'A variable like "#1".'}, "The new variable.")
     def intersection(self, first: str, second: str) -> str:
-        """Intersect two variables of the same type; the result is a new variable.
-
-        Args:
-            first: A variable like "#0".
-            second: A variable like "#1".
-
-        Returns:
-            The new variable.
-        """
         return self._act(f"intersection({first}, {second})")
 
+    @_tool_doc("List the numeric attributes of the entities in a variable.", {"variable": _VARIABLE}, "The attributes.")
     def get_attributes(self, variable: str) -> str:
-        """List the numeric attributes of the entities in a variable.
-
-        Args:
-            variable: A variable like "#0".
-
-        Returns:
-            The attributes.
-        """
         return self._act(f"get_attributes({variable})")
 
+    @_tool_doc("The entity of a variable with the largest value of an attribute.",
+               {"variable": _VARIABLE, "attribute": "One of the attributes get_attributes listed."},
+               "The new variable holding that entity.")
     def argmax(self, variable: str, attribute: str) -> str:
-        """The entity of a variable with the largest value of an attribute.
-
-        Args:
-            variable: A variable like "#0".
-            attribute: One of the attributes get_attributes listed.
-
-        Returns:
-            The new variable holding that entity.
-        """
         return self._act(f"argmax({variable}, {attribute})")
 
+    @_tool_doc("The entity of a variable with the smallest value of an attribute.",
+               {"variable": _VARIABLE, "attribute": "One of the attributes get_attributes listed."},
+               "The new variable holding that entity.")
     def argmin(self, variable: str, attribute: str) -> str:
-        """The entity of a variable with the smallest value of an attribute.
-
-        Args:
-            variable: A variable like "#0".
-            attribute: One of the attributes get_attributes listed.
-
-        Returns:
-            The new variable holding that entity.
-        """
         return self._act(f"argmin({variable}, {attribute})")
 
+    @_tool_doc("Count the entities of a variable.", {"variable": _VARIABLE}, "The new variable holding the count.")
     def count(self, variable: str) -> str:
-        """Count the entities of a variable.
-
-        Args:
-            variable: A variable like "#0".
-
-        Returns:
-            The new variable holding the count.
-        """
         return self._act(f"count({variable})")
 
 
@@ -203,46 +158,22 @@ class WebToolEnv(ToolEnv):
 
     domain_name = "web"
 
+    @_tool_doc("Follow a link or press a button shown on the page.", {"link": "The link or button text."},
+               "The new page.")
     def click(self, link: str) -> str:
-        """Follow a link or press a button shown on the page.
-
-        Args:
-            link: The link or button text.
-
-        Returns:
-            The new page.
-        """
         return self._act(f"click[{link}]")
 
+    @_tool_doc("Search the site.", {"query": "The search words."}, "The results page.")
     def search(self, query: str) -> str:
-        """Search the site.
-
-        Args:
-            query: The search words.
-
-        Returns:
-            The results page.
-        """
         return self._act(f"search[{query}]")
 
+    @_tool_doc("Type text into a form field of the page.", {"field": "The field name.", "text": "The text to type."},
+               "The page after typing.")
     def type_text(self, field: str, text: str) -> str:
-        """Type text into a form field of the page.
-
-        Args:
-            field: The field name.
-            text: The text to type.
-
-        Returns:
-            The page after typing.
-        """
         return self._act(f"type[{field}][{text}]")
 
+    @_tool_doc("Go back to the previous page.", {}, "The previous page.")
     def back(self) -> str:
-        """Go back to the previous page.
-
-        Returns:
-            The previous page.
-        """
         return self._act("back[]")
 
 
@@ -251,26 +182,13 @@ class ShopToolEnv(ToolEnv):
 
     domain_name = "ecommerce"
 
+    @_tool_doc("Search the store (works on the search page).", {"query": "The search words."}, "The results page.")
     def search(self, query: str) -> str:
-        """Search the store (works on the search page).
-
-        Args:
-            query: The search words.
-
-        Returns:
-            The results page.
-        """
         return self._act(f"search[{query}]")
 
+    @_tool_doc('Click a button, product id or option shown on the page (e.g. "Buy Now").',
+               {"target": "The button, product id or option text."}, "The new page.")
     def click(self, target: str) -> str:
-        """Click a button, product id or option shown on the page (e.g. "Buy Now").
-
-        Args:
-            target: The button, product id or option text.
-
-        Returns:
-            The new page.
-        """
         return self._act(f"click[{target}]")
 
 
@@ -279,16 +197,11 @@ class HouseholdToolEnv(ToolEnv):
 
     domain_name = "household"
 
+    @_tool_doc("Do one household command.",
+               {"command": 'e.g. "go to fridge 1", "open cabinet 2", "take mug 1 from countertop 1", '
+                           '"put mug 1 in/on cabinet 2", "heat mug 1 with microwave 1", "look", "inventory".'},
+               "What happened.")
     def act(self, command: str) -> str:
-        """Do one household command.
-
-        Args:
-            command: e.g. "go to fridge 1", "open cabinet 2", "take mug 1 from countertop 1",
-                "put mug 1 in/on cabinet 2", "heat mug 1 with microwave 1", "look", "inventory".
-
-        Returns:
-            What happened.
-        """
         return self._act(command)
 
 
@@ -297,7 +210,7 @@ TOOL_ENVS: dict[str, type[ToolEnv]] = {
 }
 
 
-def tool_env_class(domain: str, max_turns: int | dict[str, int] | None = None) -> type[ToolEnv]:
+def tool_env_class(domain: str, max_turns: TurnLimits = None) -> type[ToolEnv]:
     """The adapter class for a domain; a subclass with `max_turns` set when given (a number or {domain: turns})."""
     if domain not in TOOL_ENVS:
         raise KeyError(f"no tool adapter for domain {domain!r}; available: {sorted(TOOL_ENVS)}")
@@ -305,14 +218,14 @@ def tool_env_class(domain: str, max_turns: int | dict[str, int] | None = None) -
     return cls if limit is None else type(cls.__name__, (cls,), {"max_turns": limit, "__doc__": cls.__doc__})
 
 
-def tool_env_factory(domains: Sequence[str], max_turns: int | dict[str, int] | None = None):
+def tool_env_factory(domains: Sequence[str], max_turns: TurnLimits = None):
     """What `GRPOTrainer(environment_factory=...)` takes: one class for one domain, else {domain: class} (rows then
     carry an `environment` column)."""
     classes = {d: tool_env_class(d, max_turns) for d in dict.fromkeys(domains)}
     return next(iter(classes.values())) if len(classes) == 1 else classes
 
 
-def tool_prompt(task: Task, max_turns: int | dict[str, int] | None = None) -> list[dict[str, str]]:
+def tool_prompt(task: Task, max_turns: TurnLimits = None) -> list[dict[str, str]]:
     """The user message of a task in tool mode: the domain's intro, how to act, the task."""
     env = make_env(task.domain, max_turns=max_turns)
     env.reset(task)
@@ -320,7 +233,7 @@ def tool_prompt(task: Task, max_turns: int | dict[str, int] | None = None) -> li
     return [{"role": "user", "content": text}]
 
 
-def tool_dataset(tasks: Sequence[Task], max_turns: int | dict[str, int] | None = None):
+def tool_dataset(tasks: Sequence[Task], max_turns: TurnLimits = None):
     """Rows for tool mode (`grpo_data.task_row`), with `environment` when the tasks span several domains (TRL routes
     each row to its domain's adapter by it)."""
     from datasets import Dataset

@@ -35,8 +35,12 @@ def domain_for(item_id: str) -> str:
     return next((PREFIX_DOMAINS[p] for p in _PREFIXES if item_id.startswith(p)), "other")
 
 
-def convert(row: RawRow) -> Trajectory:
-    rid = require_str(row, "item_id" if "item_id" in row.data or "id" not in row.data else "id")
-    domain = domain_for(rid)
+def episode_trajectory(row: RawRow, source: str, rid: str, domain: str) -> Trajectory:
+    """An AgentGym episode (also in OpenManus-RL): SqlGym's need no answer; a tool one's final plain reply answers."""
     extra = {"answer_optional": True} if rid.startswith(ANSWER_OPTIONAL_PREFIXES) else {}
-    return conversation_trajectory(row, NAME, rid, domain, final_text_as_answer=domain == "tool", **extra)
+    return conversation_trajectory(row, source, rid, domain, final_text_as_answer=domain == "tool", **extra)
+
+
+def convert(row: RawRow) -> Trajectory:
+    rid = require_str(row, "item_id", "id")
+    return episode_trajectory(row, NAME, rid, domain_for(rid))

@@ -186,8 +186,10 @@ def _reject_turns(row: RawRow, turns: list, field: str, role_key: str, content_k
     raise AssertionError("_reject_turns called on valid turns")  # pragma: no cover - callers check first
 
 
-def require_str(row: RawRow, key: str) -> str:
-    """`row.data[key]` as a non-empty string (a number becomes its text)."""
+def require_str(row: RawRow, *keys: str) -> str:
+    """The first of `keys` the row has (one field's names in copies of the dataset) as a non-empty string; a number
+    becomes its text."""
+    key = next((k for k in keys if k in row.data), keys[0])
     value = row.data.get(key)
     if value is None:
         raise RowRejected(row, key, "missing", "schema.missing_field")

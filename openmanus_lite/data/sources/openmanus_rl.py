@@ -13,7 +13,7 @@ import re
 
 from openmanus_lite.data.sources import agentinstruct, agenttraj_l
 from openmanus_lite.data.sources.base import RawRow, source_loader
-from openmanus_lite.data.sources.normalize import conversation_trajectory, require_str
+from openmanus_lite.data.sources.normalize import require_str
 from openmanus_lite.schema import Trajectory
 
 NAME = "openmanus_rl"
@@ -39,7 +39,5 @@ def domain_for(rid: str, split: str | None = None) -> str:
 
 
 def convert(row: RawRow) -> Trajectory:
-    rid = require_str(row, "id" if "id" in row.data or "item_id" not in row.data else "item_id")
-    extra = {"answer_optional": True} if rid.startswith(agenttraj_l.ANSWER_OPTIONAL_PREFIXES) else {}
-    domain = domain_for(rid, row.split)
-    return conversation_trajectory(row, NAME, rid, domain, final_text_as_answer=domain == "tool", **extra)
+    rid = require_str(row, "id", "item_id")
+    return agenttraj_l.episode_trajectory(row, NAME, rid, domain_for(rid, row.split))

@@ -34,7 +34,7 @@ def _fields(row: RawRow) -> tuple[str, str, int, dict[str, str]]:
     """(question, answer, hops, {"tool", "topic"})."""
     data = row.data
     query = require_str(row, "query").strip()
-    gold = require_str(row, "golden_answer" if "golden_answer" in data or "answer" not in data else "answer").strip()
+    gold = require_str(row, "golden_answer", "answer").strip()
     hop = data.get("valid_hop", 1)
     if isinstance(hop, str) and hop.strip().isdigit():
         hop = int(hop)
