@@ -468,7 +468,7 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
         return {"skipped": why, "domains": [], "left_out": reasons}
     print(f"[demo] GRPO on {domains} ({GRPO_DOMAIN_RULES[cfg.grpo_domains]}), rewards {cfg.grpo_rewards!r}, "
           f"{cfg.grpo_minutes} min")
-    from openmanus_lite.train.grpo import build_env_dataset, plot_reward_curves, run_grpo
+    from openmanus_lite.train.grpo import build_env_dataset, plot_reward_curves, reward_at_ends, run_grpo
     from openmanus_lite.train.sft import save_merged
 
     model, tok = preset.load(sft_model, for_training=True)
@@ -490,10 +490,11 @@ def stage_grpo(cfg: DemoConfig, preset, run_dir: Path, sft_model: str, sft_eval:
     fig = plot_reward_curves(result.log_history, title="GRPO rewards (multi-turn)")
     _save_figure(fig, run_dir / "grpo_rewards.png")
     merged_dir = save_merged(result.trainer.model, tok, run_dir / "grpo_model")
-    rewards = [h.get("reward") for h in result.log_history if "reward" in h]
     shares = [h["signal/group_share"] for h in result.log_history if "signal/group_share" in h]
+    first, last, ends = reward_at_ends(result.log_history) or (None, None, 0)
     return {"model": str(merged_dir), "domains": domains, "left_out": reasons, "rewards": cfg.grpo_rewards,
-            "steps": len(rewards), "reward_first": (rewards or [None])[0], "reward_last": (rewards or [None])[-1],
+            "steps": sum("reward" in h for h in result.log_history), "reward_first": first, "reward_last": last,
+            "reward_end_steps": ends,
             "groups": GRPO_GROUPS_PER_STEP * len(shares),  # shares: each step's share of groups with signal
             "groups_with_signal": round(GRPO_GROUPS_PER_STEP * sum(shares))}
 
@@ -672,8 +673,7 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
             lines += [f"Skipped: {g['skipped']}." + (f" {left}." if left else ""), ""]
         else:
             lines += [f"Multi-turn, reward `{g.get('rewards', cfg.grpo_rewards)}`, on {', '.join(g['domains'])} "
-                      f"({GRPO_DOMAIN_RULES[cfg.grpo_domains]}): {g['steps']} steps, mean group reward "
-                      f"{_fmt(g['reward_first'])} at the first step, {_fmt(g['reward_last'])} at the last."
+                      f"({GRPO_DOMAIN_RULES[cfg.grpo_domains]}): {g['steps']} steps, {_reward_ends(g)}."
                       + signal + (f" Left out: {left}." if left else ""), "",
                       *_image(run_dir, "grpo_rewards.png", "GRPO rewards per step")]
     lines += ["## Reproduce", "", "```bash", commands[0], "```", ""]
@@ -685,6 +685,15 @@ def write_report(cfg: DemoConfig, run_dir: Path, state: RunState) -> tuple[str, 
               ""]
     (run_dir / REPORT).write_text("\n".join(lines))
     return times, success
+
+
+def _reward_ends(g: dict[str, Any]) -> str:
+    """The training reward at both ends of GRPO, and why the held-out table, not this, says whether it helped."""
+    n = g.get("reward_end_steps", 1)  # runs recorded before it: the first and the last step
+    span = "step" if n == 1 else f"{n} steps"
+    return (f"mean reward {_fmt(g['reward_first'])} over the first {span}, {_fmt(g['reward_last'])} over the last "
+            "(each step draws other training tasks, so this follows the tasks drawn as much as the policy: the "
+            "held-out evaluation above is the measure)")
 
 
 def _fmt(value: Any) -> str:

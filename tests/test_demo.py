@@ -354,3 +354,18 @@ def test_training_stages_share_what_the_evaluations_leave_of_the_budget(tmp_path
     assert "| SFT | 18.2 (limit) | 21.5 |" in report and "| GRPO | 3.6 (limit) | not run |" in report
     assert "| evaluate SFT | 4.2 (plan) |" in report and "| **total** | **45 (budget)** | **21.5** |" in report
     assert f"Limits: SFT 18.2 minutes, GRPO 3.6: {budget['why']}." in report
+
+
+@pytest.mark.parametrize("grpo, said", [
+    ({"reward_first": 0.8, "reward_last": 0.6, "reward_end_steps": 5},
+     "mean reward 0.800 over the first 5 steps, 0.600 over the last"),
+    ({"reward_first": 1.0, "reward_last": 0.0}, "mean reward 1.000 over the first step, 0.000 over the last"),  # older runs
+])
+def test_the_grpo_section_says_the_held_out_table_not_the_training_reward_is_the_measure(tmp_path, grpo, said):
+    state = demo.RunState(tmp_path / "state.json", runs=[{"argv": []}])
+    state.done["grpo"] = {"result": {"domains": ["os"], "steps": 10, "groups": 20, "groups_with_signal": 9, **grpo},
+                          "seconds": 360.0}
+    demo.write_report(demo.DemoConfig(), tmp_path, state)
+    report = (tmp_path / demo.REPORT).read_text()
+    assert f"10 steps, {said} (each step draws other training tasks" in report
+    assert "the held-out evaluation above is the measure). 9 of 20 groups carried a signal" in report

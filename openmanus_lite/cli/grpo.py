@@ -201,10 +201,8 @@ def main(argv: list[str]) -> int:
         (save_adapter if kind == "adapter" else save_merged)(result.trainer.model, tokenizer, out / "final")
         cli_args.push_saved(args, {kind: out / "final"})
     summary = {"steps": result.global_step, "wall_s": round(result.wall_s, 1), "output_dir": str(out)}
-    if len(curves):
-        n = min(10, max(1, len(curves) // 2))
-        summary["reward_first"] = round(float(curves["reward"].head(n).mean()), 4)
-        summary["reward_last"] = round(float(curves["reward"].tail(n).mean()), 4)
+    if ends := train_grpo.reward_at_ends(result.log_history):
+        summary["reward_first"], summary["reward_last"] = round(ends[0], 4), round(ends[1], 4)
     if result.rollout_stats is not None and result.rollout_stats.seconds:
         summary["rollout_tokens_per_s"] = round(result.rollout_stats.tokens_per_s, 1)
     print("done: " + json.dumps(summary))

@@ -198,6 +198,8 @@ def _json_number(num: str) -> _Num:
 def _parse_number(s: str) -> _Num | None:
     """12, -3.5, 1e3, 1,234.5, 3/4, $12, 50% as a number; None for anything else."""
     num = s.removeprefix("$").removesuffix("%")
+    if not num or not (num[0].isdigit() or num[0] in "+-."):  # most items are words: no regex for them
+        return None
     if _NUMBER.fullmatch(num):
         return _json_number(num)
     if _THOUSANDS.fullmatch(num):

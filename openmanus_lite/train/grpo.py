@@ -371,6 +371,16 @@ def reward_curves(log_history: Sequence[dict]):
     return pd.DataFrame(rows).set_index("step").sort_index()
 
 
+def reward_at_ends(log_history: Sequence[dict], steps: int = 10) -> tuple[float, float, int] | None:
+    """(mean reward of the first `steps` steps, of the last `steps`, that count: at most half the run each), None
+    without rewards. Each step draws other tasks, so one step's reward says more about its tasks than the policy."""
+    rewards = [rec["reward"] for rec in log_history if rec.get("reward") is not None]
+    if not rewards:
+        return None
+    n = min(steps, max(1, len(rewards) // 2))
+    return sum(rewards[:n]) / n, sum(rewards[-n:]) / n, n
+
+
 def plot_reward_curves(log_history: Sequence[dict], title: str = "GRPO rewards", smooth: int = 1):
     """Three panels; returns the figure. Rewards per reward function; success per domain (`success/<domain>`,
     with each domain's reward means dashed); the signal: the share of groups whose rewards differ and of

@@ -327,6 +327,15 @@ def test_domain_success_reads_the_rollout_columns_or_the_tool_environments():
     assert grpo_signal.domain_success([{"domain": "db", "solution": "3"}]) == {}  # single-turn rows: no verdict
 
 
+
+def test_reward_at_ends_averages_up_to_half_the_run_at_each_end():
+    from openmanus_lite.train.grpo import reward_at_ends
+
+    log = [{"step": s, "reward": r} for s, r in enumerate([1.0, 0.5, 0.5, 1.0, 0.75, 0.25, 0.0], 1)]
+    assert reward_at_ends(log + [{"step": 7, "train_loss": 0.1}], steps=10) == (2 / 3, 1 / 3, 3)
+    assert reward_at_ends(log, steps=2) == (0.75, 0.125, 2)
+    assert reward_at_ends(log[:1]) == (1.0, 1.0, 1) and reward_at_ends([{"step": 1, "loss": 0.0}]) is None
+
 def test_reward_curves_plot_the_signal_and_the_success_per_domain():
     import matplotlib
 
