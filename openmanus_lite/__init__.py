@@ -8,6 +8,9 @@ environment and reward parts work without torch or unsloth installed.
 from __future__ import annotations
 
 from openmanus_lite._lazy import lazy_exports
+from openmanus_lite.peak_memory import limit_kernel_cache
+
+limit_kernel_cache()
 
 __version__ = "0.1.0"
 

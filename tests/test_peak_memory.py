@@ -6,6 +6,7 @@ import json
 import operator
 import os
 import signal
+import subprocess
 import sys
 
 import numpy as np
@@ -227,3 +228,13 @@ def test_a_fresh_process_raises_its_error_here_with_its_traceback_and_names_a_ki
     assert "in the fresh process" in str(caught.value.__cause__) and "Traceback" in str(caught.value.__cause__)
     with pytest.raises(RuntimeError, match=r"_killed_in_child was killed by signal 9 \(SIGKILL: often the out-of-memory"):
         run_in_fresh_process(_killed_in_child)
+
+
+@pytest.mark.parametrize("given, kept", [(None, "32"), ("1024", "1024")])
+def test_importing_the_kit_caps_onednns_kernel_cache_unless_the_user_sized_it(given, kept):
+    env = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    if given is not None:
+        env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = given
+    code = "import os, openmanus_lite; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == kept, done.stderr[-2000:]
