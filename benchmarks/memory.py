@@ -65,7 +65,7 @@ SETTINGS = {"previous": {"OPENMANUS_KV_BUDGET_GB": "none"},
             "compiled_layers": {},
             "onednn_1024": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"}}
 """`--compare` runs: before this issue's changes, and with them plus the smaller oneDNN cache (now the kit's own:
-`onednn_1024` is oneDNN's default, `peak_memory.limit_kernel_cache`).
+`onednn_1024` is oneDNN's default; openmanus_lite/__init__.py sets 32).
 The others (`--settings`) try glibc's heap: no trim, a trim after every step, a fixed 1 MB mmap threshold; and the SFT
 step's memory: `fused_head` computes the loss with TRL's fused LM head (Unsloth's torch twin of it, which also logs
 token accuracy and entropy) instead of Unsloth's chunked cross-entropy (both project the trained positions a few

@@ -7,10 +7,15 @@ environment and reward parts work without torch or unsloth installed.
 
 from __future__ import annotations
 
-from openmanus_lite._lazy import lazy_exports
-from openmanus_lite.peak_memory import limit_kernel_cache
+import os
 
-limit_kernel_cache()
+from openmanus_lite._lazy import lazy_exports
+
+# oneDNN keeps every CPU kernel it builds, one per matrix shape, up to 1,024; at 32 SFT, evaluation and GRPO peaked
+# 0.5-1.1 GB lower at the same speed (docs/RESULTS.md, "oneDNN's kernel cache at 32", issue #41). oneDNN reads the
+# variable when torch builds its first CPU kernel: set here, unless the user sized it (a process that multiplied
+# before importing the kit keeps 1,024).
+os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "32")
 
 __version__ = "0.1.0"
 

@@ -24,16 +24,6 @@ _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 TRIM_ENV = "OPENMANUS_TRIM_EVERY_STEPS"
 TRIM_SECONDS_ENV = "OPENMANUS_TRIM_EVERY_SECONDS"
-KERNEL_CACHE_ENV = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
-KERNEL_CACHE = 32
-"""oneDNN keeps every CPU kernel it builds, one per matrix shape, up to 1,024; at 32 SFT, evaluation and GRPO peaked
-0.5-1.1 GB lower at the same speed (docs/RESULTS.md, "oneDNN's kernel cache at 32", issue #41)."""
-
-
-def limit_kernel_cache() -> None:
-    """oneDNN's cache at KERNEL_CACHE kernels unless the user set its size. oneDNN reads the variable when torch builds
-    its first CPU kernel, so `import openmanus_lite` sets it (a process that multiplied before keeps 1,024)."""
-    os.environ.setdefault(KERNEL_CACHE_ENV, str(KERNEL_CACHE))
 
 
 def _status_kb(field: str) -> int | None:
