@@ -63,7 +63,8 @@ SETTINGS = {"previous": {"OPENMANUS_KV_BUDGET_GB": "none"},
             "grpo_peft_lora_inputs": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "32"},
             "eager_layers": {},
             "compiled_layers": {},
-            "onednn_1024": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"}}
+            "onednn_1024": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
+            "flash_attention": {"OPENMANUS_BLOCK_ROWS": "0"}}
 """`--compare` runs: before this issue's changes, and with them plus the smaller oneDNN cache (now the kit's own:
 `onednn_1024` is oneDNN's default; openmanus_lite/__init__.py sets 32).
 The others (`--settings`) try glibc's heap: no trim, a trim after every step, a fixed 1 MB mmap threshold; and the SFT
@@ -78,7 +79,8 @@ and `padding_free_4` two or four a pass in one row without padding (TRL's paddin
 float32 (what a CPU without native bf16 trains in); `group_per_pass`
 puts GRPO's whole group of 4 episodes through one pass (now: one episode a pass), `grpo_peft_lora_inputs` is GRPO
 without lean LoRA inputs; `eager_layers` and `compiled_layers` train with the decoder layers eager or compiled
-(`compile_layers`, train/compiled_layers.py). `defaults` is the kit as a user runs it (since the twenty-sixth session with oneDNN's cache at
+(`compile_layers`, train/compiled_layers.py); `flash_attention` trains with torch's CPU flash attention instead of
+the kit's block attention (`OPENMANUS_BLOCK_ROWS=0`, engine/attention.py). `defaults` is the kit as a user runs it (since the twenty-sixth session with oneDNN's cache at
 32, as the settings above set it); `pad_64` pads SFT rows to a multiple of 64 tokens (16 shapes instead of one per
 length; what SFT in bf16 on a CPU now does by itself, train.sft.CPU_BF16_PAD); `trim_every_4` hands the heap back
 every 4 steps instead of 20, `arena_2` caps glibc at two heap arenas,

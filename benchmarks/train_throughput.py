@@ -20,6 +20,9 @@ median step time. LoRA variants show what makes CPU training faster:
     python benchmarks/train_throughput.py --models default --backends unsloth --dtype bfloat16 --batch-size 1,2 \
         --padding-free off,on --compile-layers on --rounds 3 --steps 16 --warmup 4
         # one conversation a pass against each batch's conversations in one row (TRL's padding_free)
+    python benchmarks/train_throughput.py --models default --backends unsloth --dtype bfloat16 --batch-size 2 \
+        --padding-free on --compile-layers on --block-attention off,on --rounds 3 --steps 16 --warmup 4
+        # torch's CPU flash attention against the kit's block attention (engine/attention.py)
 
 The loss runs as the kit's SFT runs it (`--lm-head labelled`): only the positions with a label pass through the LM
 head (on CPU Unsloth's chunked cross-entropy inside SFTTrainer; here TRL's `add_fused_lm_head`, the same work), so a conversation's prompt and observations cost
@@ -181,6 +184,10 @@ def measure_one(spec: dict) -> dict:
         from trl.trainer.utils import add_fused_lm_head
 
         add_fused_lm_head(model.get_base_model() if hasattr(model, "get_base_model") else model)
+    if not spec.get("block_attention", True):  # torch's CPU flash kernel instead of the kit's block attention
+        from openmanus_lite.engine import attention
+
+        attention.BLOCK_ROWS = 0
     if spec["compile_layers"]:  # the cpu preset's SFT and GRPO compile the decoder layers in place
         from openmanus_lite.train.compiled_layers import compile_layers
 
@@ -221,7 +228,7 @@ def measure_one(spec: dict) -> dict:
     peak = (torch.cuda.max_memory_allocated() / 2**30 if on_gpu
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
     return {**{k: spec[k] for k in ("model", "backend", "variant", "dtype", "lm_head", "batch_size", "seq_len",
-                                    "threads", "load_in_4bit", "compile_layers", "padding_free")},
+                                    "threads", "load_in_4bit", "compile_layers", "padding_free", "block_attention")},
             "labelled_share": round(labelled_share, 3),
             "device": "cuda" if on_gpu else "cpu", "trainable": trainable, "total": total,
             "load_s": round(load_s, 1), "s_per_step": round(step, 3), "tokens_per_s": tokens_per_s,
@@ -249,7 +256,8 @@ def run_one(spec: dict, timeout: int, failures: list) -> dict | None:
         return None
     r = json.loads(line[4:])
     print(f"{Path(r['model']).name:>12} {r['backend']:>8} {r['variant']:>6} {r['dtype'] or 'default':>8} "
-          f"head:{r['lm_head']}{' padding-free' if r['padding_free'] else ''}: "
+          f"head:{r['lm_head']}{' padding-free' if r['padding_free'] else ''}"
+          f"{'' if r['block_attention'] else ' flash attention'}: "
           f"{r['tokens_per_s']:>8.1f} tokens/s ({r['s_per_step']:.2f} s/step, batch {r['batch_size']}), "
           f"{r['share_of_matmul']:.0%} of {r['matmul_gflops']:.0f} GFLOP/s ({r['matmul_dtype']} matmul), "
           f"peak {r['peak_gib']:.2f} GiB, {r['trainable']:,} trainable", flush=True)
@@ -262,16 +270,18 @@ def summarize(results: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         groups.setdefault((Path(r["model"]).name, r["backend"], r["variant"], r["dtype"], r["lm_head"],
-                           r["compile_layers"], r["batch_size"], r["padding_free"]), []).append(r)
+                           r["compile_layers"], r["batch_size"], r["padding_free"], r["block_attention"]),
+                          []).append(r)
     rows = [{"model": k[0], "backend": k[1], "variant": k[2], "dtype": k[3], "lm_head": k[4], "compile_layers": k[5],
-             "batch_size": k[6], "padding_free": k[7], "rounds": len(v),
+             "batch_size": k[6], "padding_free": k[7], "block_attention": k[8], "rounds": len(v),
              **{f"median_{key}": round(statistics.median(r[key] for r in v), 3)
                 for key in ("tokens_per_s", "matmul_gflops", "share_of_matmul")}} for k, v in groups.items()]
     for row in rows:
         row["ratio_to_first"] = round(row["median_tokens_per_s"] / rows[0]["median_tokens_per_s"], 2)
         print(f"median over {row['rounds']}: {row['model']} {row['backend']} {row['variant']} {row['dtype']} "
               f"head:{row['lm_head']}{' compiled layers' if row['compile_layers'] else ''} batch {row['batch_size']}"
-              f"{' padding-free' if row['padding_free'] else ''}: "
+              f"{' padding-free' if row['padding_free'] else ''}"
+              f"{'' if row['block_attention'] else ' flash attention'}: "
               f"{row['median_tokens_per_s']} tokens/s ({row['ratio_to_first']}x the first), "
               f"{row['median_share_of_matmul']:.0%} of {row['median_matmul_gflops']:.0f} GFLOP/s", flush=True)
     return rows
@@ -297,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--padding-free", default="off",
                    help="off (each batch padded to its longest), on (its conversations in one row, each attended "
                         "alone: TRL's padding_free, engine/attention.py), or off,on to compare (on skips batches of 1)")
+    p.add_argument("--block-attention", default="on",
+                   help="on (the kit's block attention where gradients flow on the CPU: engine/attention.py), off "
+                        "(torch's CPU flash kernel), or off,on to compare")
     p.add_argument("--rounds", type=int, default=1,
                    help="repeat every measurement this many times, interleaved (the machine's speed drifts); "
                         "medians over rounds are reported")
@@ -318,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     heads = _comma_choices(p, "--lm-head", args.lm_head, ("labelled", "all"))
     compiled_layers = _comma_choices(p, "--compile-layers", args.compile_layers, ("off", "on"))
     padding_free = _comma_choices(p, "--padding-free", args.padding_free, ("off", "on"))
+    block_attention = _comma_choices(p, "--block-attention", args.block_attention, ("off", "on"))
     try:
         batch_sizes = [int(b) for b in args.batch_size.split(",")]
     except ValueError:
@@ -340,12 +354,14 @@ def main(argv: list[str] | None = None) -> int:
         for backend in args.backends.split(","):
             for variant in args.variants.split(","):
                 for dtype in args.dtype.split(","):
-                    for head, compiled, (batch, packed) in itertools.product(heads, compiled_layers, shapes):
+                    for head, compiled, blocks, (batch, packed) in itertools.product(heads, compiled_layers,
+                                                                                      block_attention, shapes):
                         specs.append({"model": model, "backend": backend, "variant": variant, "rank": args.rank,
                                       "batch_size": batch, "padding_free": packed, "seq_len": args.seq_len,
                                       "steps": args.steps,
                                       "warmup": args.warmup, "dtype": None if dtype == "none" else dtype,
                                       "lm_head": head, "compile_layers": compiled == "on", "grad_ckpt": args.grad_ckpt,
+                                      "block_attention": blocks == "on",
                                       "load_in_4bit": args.load_in_4bit, "threads": threads})
     for _ in range(args.rounds):
         for spec in specs:

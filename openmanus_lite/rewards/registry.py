@@ -38,6 +38,9 @@ class RewardInfo:
 
 _REGISTRY: dict[str, RewardInfo] = {}
 _IMPORTED: dict[str, RewardInfo] = {}
+# Rewards registered by modules outside this package, looked up by name: the module registers its reward on import,
+# and naming it here keeps rewards free of a module-level import of preference (which imports rewards).
+_ELSEWHERE = {"orm": "openmanus_lite.preference.reward_model"}
 
 
 def _groups(columns: Iterable[str | Sequence[str]]) -> tuple[tuple[str, ...], ...]:
@@ -137,15 +140,21 @@ def checked_reward(func: Any, name: str | None = None) -> Any:
     return CheckedReward(func, name or getattr(func, "reward_name", getattr(func, "__name__", type(func).__name__)))
 
 
+def _known() -> list[str]:
+    return sorted(set(_REGISTRY) | set(_ELSEWHERE))
+
+
 def _lookup(name: str) -> RewardInfo:
+    if name not in _REGISTRY and name in _ELSEWHERE:
+        importlib.import_module(_ELSEWHERE[name])
     info = _REGISTRY.get(name)
     if info is not None:
         return info
     if ":" in str(name):
         return _import_reward(str(name))
-    close = difflib.get_close_matches(str(name), list(_REGISTRY), n=3)
+    close = difflib.get_close_matches(str(name), _known(), n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
-    raise KeyError(f"unknown reward {name!r}.{hint} Registered rewards: {', '.join(sorted(_REGISTRY))}; "
+    raise KeyError(f"unknown reward {name!r}.{hint} Registered rewards: {', '.join(_known())}; "
                    f"or give your own as package.module:function")
 
 
@@ -175,7 +184,8 @@ def _import_reward(path: str) -> RewardInfo:
 
 def describe_rewards(spec: Spec | None = None) -> list[dict[str, Any]]:
     """One row per reward (every registered one, or those a spec names): name, columns, range, factory, doc."""
-    infos = [_REGISTRY[n] for n in sorted(_REGISTRY)] if spec is None else [_lookup(n) for n in parse_reward_spec(spec)]
+    names = _known() if spec is None else parse_reward_spec(spec)
+    infos = [_lookup(n) for n in names]
     return [{"name": i.name, "columns": " ".join("|".join(g) for g in i.columns), "range": i.bounds,
              "factory": i.factory, "doc": " ".join(i.doc.split())} for i in infos]
 
@@ -188,7 +198,7 @@ def _spec_item(tok: str) -> tuple[str, str | float]:
         try:
             float(weight)
         except ValueError:
-            if found and name in _REGISTRY:
+            if found and name in _known():
                 raise ValueError(f"weight of reward {name!r} must be a number, got {weight!r}") from None
             found = ""  # no weight: the colon is an import path's
         if not found:
@@ -222,7 +232,7 @@ def parse_reward_spec(spec: Spec) -> dict[str, float]:
             raise ValueError(f"weight of reward {name!r} must be finite, got {w!r}")
         out[name] = weight
     if not out:
-        raise ValueError(f"no reward named in {spec!r}; registered rewards: {', '.join(sorted(_REGISTRY))}")
+        raise ValueError(f"no reward named in {spec!r}; registered rewards: {', '.join(_known())}")
     return out
 
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from openmanus_lite.preference import reward_model  # noqa: F401  (registers the "orm" reward)
 from openmanus_lite.rewards import (
     ROLLOUT_COLUMNS,
     build_rewards,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -466,6 +468,33 @@ def test_register_custom_reward():
         assert any(row["name"] == "test_short_answers" for row in R.describe_rewards())
     finally:
         registry._REGISTRY.pop("test_short_answers", None)
+
+
+def _fresh_python(code):
+    """Run `code` in a new interpreter (a clean sys.modules); the words of its last line (unsloth prints first)."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1].split()
+
+
+def test_orm_is_found_by_name_with_only_rewards_imported():
+    """`orm` lives in preference.reward_model; the registry imports it when the name is asked for, not before."""
+    out = _fresh_python(
+        "import sys\n"
+        "from openmanus_lite.rewards import describe_rewards, parse_reward_spec\n"
+        "RM = 'openmanus_lite.preference.reward_model'\n"
+        "before = RM in sys.modules\n"
+        "assert parse_reward_spec('orm env_outcome') == {'orm': 1.0, 'env_outcome': 1.0}\n"
+        "names = [row['name'] for row in describe_rewards()]\n"
+        "print(before, RM in sys.modules, 'orm' in names)\n"
+    )
+    assert out == ["False", "True", "True"]
+
+
+def test_grpo_does_not_import_the_reward_models():
+    out = _fresh_python("import sys, openmanus_lite.train.grpo\n"
+                        "print('openmanus_lite.preference.reward_model' in sys.modules)\n")
+    assert out == ["False"]
 
 
 def test_check_reward_columns():

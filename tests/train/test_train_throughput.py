@@ -43,7 +43,7 @@ def test_a_bf16_measurement_of_the_tiny_model(bench, capsys):
         row["tokens_per_s"] * row["flops_per_token"] / (row["matmul_gflops"] * 1e9), abs=1e-3)
     assert result["medians"] == [{"model": Path(row["model"]).name, "backend": "unsloth", "variant": "all",
                                   "dtype": "bfloat16", "lm_head": "labelled", "compile_layers": False,
-                                  "batch_size": 2, "padding_free": False, "rounds": 1,
+                                  "batch_size": 2, "padding_free": False, "block_attention": True, "rounds": 1,
                                   "median_tokens_per_s": row["tokens_per_s"],
                                   "median_matmul_gflops": row["matmul_gflops"],
                                   "median_share_of_matmul": row["share_of_matmul"], "ratio_to_first": 1.0}]
@@ -71,7 +71,7 @@ def test_rounds_interleave_the_dtypes_and_report_medians(bench, capsys, monkeypa
         return {"model": spec["model"], "backend": spec["backend"], "variant": spec["variant"],
                 "dtype": spec["dtype"], "lm_head": spec["lm_head"], "compile_layers": spec["compile_layers"],
                 "batch_size": spec["batch_size"], "padding_free": spec["padding_free"],
-                "tokens_per_s": tokens_per_s, "matmul_gflops": 200.0,
+                "block_attention": spec["block_attention"], "tokens_per_s": tokens_per_s, "matmul_gflops": 200.0,
                 "share_of_matmul": tokens_per_s / 1000}
 
     monkeypatch.setattr(bench, "run_one", fake_run_one)
@@ -85,7 +85,8 @@ def test_rounds_interleave_the_dtypes_and_report_medians(bench, capsys, monkeypa
     assert medians["bfloat16"]["median_share_of_matmul"] == 0.16 and medians["bfloat16"]["median_matmul_gflops"] == 200
     assert all(m["rounds"] == 3 for m in medians.values())
     # a value neither choice names is refused before any measurement, not measured as "off"
-    for flag, bad in (("--compile-layers", "off,yes"), ("--lm-head", "last"), ("--padding-free", "no")):
+    for flag, bad in (("--compile-layers", "off,yes"), ("--lm-head", "last"), ("--padding-free", "no"),
+                      ("--block-attention", "flash")):
         with pytest.raises(SystemExit):
             bench.main(["--models", "tiny", flag, bad])
         assert f"{flag}: {bad.split(',')[-1]} is not one of" in capsys.readouterr().err
@@ -105,3 +106,16 @@ def test_padding_free_batches_train_alike_and_count_no_padding(bench, capsys):
     assert packed["labelled_share"] == pytest.approx(padded["labelled_share"], abs=0.02)
     with pytest.raises(SystemExit):
         bench.main(["--padding-free", "on", "--batch-size", "1"])
+
+
+def test_block_attention_against_torchs_kernel_trains_alike(bench, capsys):
+    """`--block-attention off,on`: torch's CPU flash kernel against the kit's block attention, packed bf16 rows of the
+    tiny model (grouped-query heads): the same loss within bf16 rounding."""
+    code = bench.main(["--models", "tiny", "--backends", "unsloth", "--dtype", "bfloat16", "--block-attention", "off,on",
+                       "--padding-free", "on", "--steps", "2", "--warmup", "0", "--batch-size", "2", "--seq-len", "512",
+                       "--threads", "1"])
+    result = _result(capsys)
+    assert code == 0 and result["failures"] == []
+    flash, block = result["results"]
+    assert (flash["block_attention"], block["block_attention"]) == (False, True)
+    assert block["loss"] == pytest.approx(flash["loss"], abs=2e-2)
