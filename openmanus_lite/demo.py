@@ -215,12 +215,12 @@ def machine_line(info: Mapping[str, Any]) -> str:
 
 
 SFT_PACE = {
-    # an idle 2-core AMD EPYC (Zen 4) with AVX512-BF16, 2026-12-07: `make demo`'s SFT with compiled decoder layers
-    # (train/compiled_layers.py) and two conversations a pass (padding_free) on a clean clone of 0c405df trained
-    # 835,277 tokens in 30.0 minutes; its probe read 952 GFLOP/s (the pace before, one conversation a pass: 424.7
-    # tokens/s at 937, would say 431). The two paces below were recorded before the layers were compiled and the
-    # passes packed: on those CPUs SFT may run faster.
-    "bfloat16": {"matmul_gflops": 952.0, "tokens_per_s": 464.0},
+    # an idle 2-core AMD EPYC (Zen 4) with AVX512-BF16, 2026-12-08: `make demo`'s SFT with compiled decoder layers
+    # (train/compiled_layers.py), two conversations a pass (padding_free) and block attention (engine/attention.py)
+    # on a clean clone of 3ef1f15 trained 1,069,251 tokens in 30.0 minutes; its probe read 907 GFLOP/s (the pace
+    # before block attention, 464.0 tokens/s at 952, said 442). The two paces below were recorded before the layers
+    # were compiled, the passes packed and attention run in blocks: on those CPUs SFT may run faster.
+    "bfloat16": {"matmul_gflops": 907.0, "tokens_per_s": 594.0},
     # an idle 2-core Intel Xeon with AMX, 2026-12-06: `make demo`'s SFT (passes and loss rows padded to 64 tokens) on
     # a clean clone of c960eba trained 513,262 tokens in 30.0 minutes; its probe read 2,235 GFLOP/s (the AVX512-BF16
     # pace above would say ~1,310 tokens/s)
@@ -252,6 +252,7 @@ SFT_RECORDS = {"cpu_30min": (
     (764_843, 634, "75.0% [62.8, 84.2]"),  # AMD EPYC, bf16, compiled decoder layers: `make demo`, 7781a58, 424.7 tokens/s
     (835_277, 699, "81.7% [70.1, 89.4]"),  # the same, two conversations a pass: `make demo`, 0c405df, 464.0 tokens/s
     (861_236, 715, "83.3% [72.0, 90.7]"),  # the same: `make demo`, 35828fd (issue #39's third pass), 478.4 tokens/s
+    (1_069_251, 889, "95.0% [86.3, 98.3]"),  # the same, block attention: `make demo`, 3ef1f15, 594.0 tokens/s
 )}
 """The demo's SFT results on record by training tokens: a slower machine's 30 minutes hold fewer tokens, and the
 result follows the tokens, not the minutes."""

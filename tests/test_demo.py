@@ -256,7 +256,7 @@ def test_what_to_expect_on_a_slow_machine_with_native_bf16(slow_machine):
     speed = slow_machine("bfloat16")
     assert speed == {"matmul_gflops": 300.0, "matmul_kind": "bfloat16", "expected_tokens_per_s": 150.0}
     lines = demo.expectation_lines(demo.DemoConfig(), speed)
-    # 150 tokens/s x 30 min = 0.27M tokens; the last record's 861,236 tokens in 715 steps -> 224 steps, 96 minutes
+    # 150 tokens/s x 30 min = 0.27M tokens; the last record's 1,069,251 tokens in 889 steps -> 224 steps, 119 minutes
     assert lines[0] == ("This machine multiplies 300 GFLOP/s in bfloat16 (the default model's shapes): SFT should "
                         "train about 150 tokens/s, 0.27M tokens (~224 steps) in its 30 minutes.")
     assert lines[1] == ("On record for `cpu_30min` (the demo's 60 held-out tasks): 0.30M tokens (252 steps): 48.3% "
@@ -266,14 +266,15 @@ def test_what_to_expect_on_a_slow_machine_with_native_bf16(slow_machine):
                         "61.7% [49.0, 72.9]; 0.47M tokens (398 steps): 55.0% [42.5, 66.9]; 0.51M tokens (431 steps): "
                         "61.7% [49.0, 72.9]; 0.54M tokens (454 steps): 71.7% [59.2, 81.5]; 0.59M tokens (494 steps): "
                         "70.0% [57.5, 80.1]; 0.76M tokens (634 steps): 75.0% [62.8, 84.2]; 0.84M tokens (699 "
-                        "steps): 81.7% [70.1, 89.4]; 0.86M tokens (715 steps): 83.3% [72.0, 90.7].")
-    assert lines[2] == ("The record's 83.3% [72.0, 90.7] took 0.86M tokens: about 96 minutes of SFT here "
-                        "(`--sft_minutes 96`).")
+                        "steps): 81.7% [70.1, 89.4]; 0.86M tokens (715 steps): 83.3% [72.0, 90.7]; 1.07M tokens (889 "
+                        "steps): 95.0% [86.3, 98.3].")
+    assert lines[2] == ("The record's 95.0% [86.3, 98.3] took 1.07M tokens: about 119 minutes of SFT here "
+                        "(`--sft_minutes 119`).")
     assert len(lines) == 3
     # before the untrained evaluation has left SFT its minutes: the recipe's are the most it can have
     assert demo.expectation_lines(demo.DemoConfig(), speed, at_most=True)[0].endswith("in at most 30 minutes.")
     # a machine as fast as the best record's: nothing to add; --quick (the tiny model) measures nothing
-    assert len(demo.expectation_lines(demo.DemoConfig(), {**speed, "expected_tokens_per_s": 480.0})) == 2
+    assert len(demo.expectation_lines(demo.DemoConfig(), {**speed, "expected_tokens_per_s": 600.0})) == 2
     assert demo.measure_speed(demo.DemoConfig.quick()) is None
 
 
@@ -310,7 +311,7 @@ def test_what_to_expect_without_native_bf16_and_in_the_report(slow_machine, tmp_
     lines = demo.expectation_lines(demo.DemoConfig(), speed)
     assert "in float32 (the default model's shapes)" in lines[0]
     assert lines[1].startswith("This CPU has no native bf16 (AVX512-BF16 or AMX): SFT trains in float32 here")
-    assert lines[-1].endswith("about 96 minutes of SFT here (`--sft_minutes 96`).")
+    assert lines[-1].endswith("about 119 minutes of SFT here (`--sft_minutes 119`).")
     state = demo.RunState(tmp_path / "state.json", runs=[{"argv": [], "speed": speed}])
     state.done["sft"] = {"result": {"steps": 110, "train_s": 1800.0, "tokens_per_s": 140.2, "final_loss": 0.5},
                          "seconds": 1800.0}

@@ -161,13 +161,13 @@ def _mark_rows(module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | N
     """Forward pre-hook without a cache: a packed one-row batch (position ids, no attention mask) gets
     `cu_seq_lens_q`, which the attention reads to attend per sequence (`_per_sequence_attention`); a padded batch's
     2-D attention mask also travels as KEY_MASK, which training's block attention reads instead of the 4-D mask
-    transformers builds from it (causal and padding only: `use_grouped_attention` checks the model has no sliding
-    window)."""
+    transformers builds from it (causal and padding only: not for a model with a sliding window)."""
     mask = kwargs.get("attention_mask")
     if kwargs.get("past_key_values") is not None or "cu_seq_lens_q" in kwargs or KEY_MASK in kwargs:
         return None
     if mask is not None:
-        return (args, {**kwargs, KEY_MASK: mask.bool()}) if mask.dim() == 2 else None
+        plain = mask.dim() == 2 and not _sliding_window(getattr(module, "config", None))
+        return (args, {**kwargs, KEY_MASK: mask.bool()}) if plain else None
     bounds = packed_bounds(kwargs.get("position_ids"))
     return None if bounds is None else (args, {**kwargs, "cu_seq_lens_q": bounds})
 
@@ -204,8 +204,7 @@ def use_grouped_attention(model: Any) -> bool:
     AttentionInterface.register(NAME, sdpa_gqa_attention)
     AttentionMaskInterface.register(NAME, sdpa_mask)
     config._attn_implementation = NAME
-    if not _sliding_window(config):
-        model.register_forward_pre_hook(_mark_rows, with_kwargs=True)
+    model.register_forward_pre_hook(_mark_rows, with_kwargs=True)
     return True
 
 

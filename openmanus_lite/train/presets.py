@@ -196,7 +196,7 @@ PRESETS: dict[str, Preset] = {
         assumptions=(
             "2 CPU cores, no GPU: the embedded SmolLM2-135M-Instruct, loaded in float32 (any CPU; 4-bit would add "
             "dequantization work); recipes' dtype 'auto' trains in bf16 where the CPU has it natively (1.75x faster; "
-            "emulated on AVX2-only CPUs, ~28x slower: benchmarks/cpu_bf16.py). Throughput is the constraint (SFT ~460 "
+            "emulated on AVX2-only CPUs, ~28x slower: benchmarks/cpu_bf16.py). Throughput is the constraint (SFT ~590 "
             "tokens/s in bf16 on an idle 2-core machine: docs/RESULTS.md, \"The demo\"), so: no gradient "
             "checkpointing (it made a step 1.4x slower), updates of 4 conversations, two a forward/backward pass in "
             "one unpadded row in bf16 (one a pass in float32), length-grouped batches, a high LoRA learning rate "
