@@ -1,6 +1,6 @@
 """Causal attention's forward and backward pass for training on the CPU: torch's flash kernel against the kit's block
 attention (`engine.attention._BlockCausalAttention`), one conversation of the default model's shapes (9 query heads over
-3 key/value heads of 64), side by side in one process, each length and dtype interleaved over rounds.
+3 key/value heads of 64), side by side in one process, the settings interleaved at each length and dtype.
 
     python benchmarks/train_attention.py                                   # 200-2,000 positions, bf16 and float32
     python benchmarks/train_attention.py --positions 300,600 --dtypes bfloat16 --rows 64,128,256
