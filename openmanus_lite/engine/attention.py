@@ -20,6 +20,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from openmanus_lite.engine.decoding import windowed_layers
+
 NAME = "sdpa_gqa"
 
 
@@ -166,7 +168,7 @@ def _mark_rows(module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | N
     if kwargs.get("past_key_values") is not None or "cu_seq_lens_q" in kwargs or KEY_MASK in kwargs:
         return None
     if mask is not None:
-        plain = mask.dim() == 2 and not _sliding_window(getattr(module, "config", None))
+        plain = mask.dim() == 2 and not windowed_layers(getattr(module, "config", None))
         return (args, {**kwargs, KEY_MASK: mask.bool()}) if plain else None
     bounds = packed_bounds(kwargs.get("position_ids"))
     return None if bounds is None else (args, {**kwargs, "cu_seq_lens_q": bounds})
@@ -206,10 +208,3 @@ def use_grouped_attention(model: Any) -> bool:
     config._attn_implementation = NAME
     model.register_forward_pre_hook(_mark_rows, with_kwargs=True)
     return True
-
-
-def _sliding_window(config: Any) -> bool:
-    """Whether some layer attends within a window (then a padded batch's mask is more than causal and padding)."""
-    types = getattr(config, "layer_types", None) or []
-    return any(t != "full_attention" for t in types) or (
-        getattr(config, "sliding_window", None) is not None and getattr(config, "use_sliding_window", True))

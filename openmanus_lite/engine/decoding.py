@@ -75,14 +75,18 @@ def text_config(model: Any) -> Any:
     return cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
 
 
+def windowed_layers(config: Any) -> bool:
+    """Whether some decoder layer is not plain full attention: a layer type other than it (sliding windows, linear
+    attention), or a `sliding_window` the model applies (Mistral applies it whenever set; Qwen2 only with
+    `use_sliding_window`)."""
+    if any(t != "full_attention" for t in getattr(config, "layer_types", None) or []):
+        return True
+    return getattr(config, "sliding_window", None) is not None and getattr(config, "use_sliding_window", True)
+
+
 def supports_buffer_cache(model: Any) -> bool:
     """True when every decoder layer is full attention (sliding windows and linear attention keep other state)."""
-    if getattr(model, "config", None) is None:
-        return False
-    text = text_config(model)
-    if any(t != "full_attention" for t in getattr(text, "layer_types", None) or []):
-        return False
-    return getattr(text, "sliding_window", None) is None or not getattr(text, "use_sliding_window", False)
+    return getattr(model, "config", None) is not None and not windowed_layers(text_config(model))
 
 
 @dataclass

@@ -155,6 +155,18 @@ def test_sliding_window_models_use_generate(untrained, monkeypatch):
         select_engine(model, "loop")
 
 
+def test_windowed_layers_reads_each_family_as_its_model_applies_the_window():
+    """Mistral applies `sliding_window` whenever it is set (no `use_sliding_window` field); Qwen2 only with
+    `use_sliding_window`; Llama has none: only Mistral's default config keeps the buffer loop away."""
+    from transformers import LlamaConfig, MistralConfig, Qwen2Config
+
+    from openmanus_lite.engine.decoding import windowed_layers
+
+    assert windowed_layers(MistralConfig()) and MistralConfig().sliding_window is not None
+    assert not windowed_layers(MistralConfig(sliding_window=None))
+    assert not windowed_layers(Qwen2Config()) and not windowed_layers(LlamaConfig())
+
+
 def test_inference_copy_merges_lora_out_of_place_and_follows_training(untrained):
     import copy
 

@@ -101,12 +101,13 @@ def test_a_sliding_window_model_gets_no_key_mask():
     """A window makes a padded batch's mask more than causal and padding: such models keep transformers' mask."""
     from types import SimpleNamespace
 
-    from openmanus_lite.engine.attention import _mark_rows, _sliding_window
+    from openmanus_lite.engine.attention import _mark_rows
+    from openmanus_lite.engine.decoding import windowed_layers
 
-    assert not _sliding_window(SimpleNamespace())  # llama: no window
-    assert not _sliding_window(SimpleNamespace(sliding_window=4096, use_sliding_window=False))  # qwen2's default
-    assert _sliding_window(SimpleNamespace(sliding_window=4096))  # mistral
-    assert _sliding_window(SimpleNamespace(layer_types=["full_attention", "sliding_attention"]))
+    assert not windowed_layers(SimpleNamespace())  # llama: no window
+    assert not windowed_layers(SimpleNamespace(sliding_window=4096, use_sliding_window=False))  # qwen2's default
+    assert windowed_layers(SimpleNamespace(sliding_window=4096))  # mistral
+    assert windowed_layers(SimpleNamespace(layer_types=["full_attention", "sliding_attention"]))
     mistral = SimpleNamespace(config=SimpleNamespace(sliding_window=4096))
     kwargs = {"input_ids": torch.ones(1, 3, dtype=torch.long), "attention_mask": torch.ones(1, 3)}
     assert _mark_rows(mistral, (), kwargs) is None
