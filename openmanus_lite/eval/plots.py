@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 from openmanus_lite.eval.compare import comparison_frame
@@ -88,10 +87,7 @@ def plot_reward_distributions(data, by: str = "source", bins: int = 10, cols: in
     import numpy as np
 
     names = [c for c in data.columns if c != by]
-    registered = {}
-    for name in names:  # only the plotted ones: listing every reward would import the reward model's module
-        with contextlib.suppress(KeyError, ValueError):
-            registered[name] = describe_rewards([name])[0]["range"]
+    registered = {row["name"]: row["range"] for row in describe_rewards()}
     sources = list(dict.fromkeys(data[by])) if by in data.columns else [None]
     colours = {s: f"C{i}" for i, s in enumerate(sources)}
     rows = max(1, -(-len(names) // cols))

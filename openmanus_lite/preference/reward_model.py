@@ -21,7 +21,6 @@ from typing import Any, Iterable
 from openmanus_lite.models import LoraSpec, _name_tokenizer_class, load_tokenizer
 from openmanus_lite.preference.dpo import TrainReport, config_dtype, resolve_checkpoint, run_config, train_and_release
 from openmanus_lite.preference.pairs import Messages, chat_token_counter, fit_prompt, pair_dataset
-from openmanus_lite.rewards import register_reward
 from openmanus_lite.train.configs import RewardRunConfig, import_trl, renamed_settings
 from openmanus_lite.train.presets import REWARD_MODEL
 from openmanus_lite.train.run_control import TimeLimit
@@ -194,17 +193,6 @@ class RewardModelReward:
         prompts = prompts if prompts is not None else [[] for _ in completions]
         convs = [_as_messages(p, "user") + _as_messages(c, "assistant") for p, c in zip(prompts, completions)]
         return self.rm.score_conversations(convs)
-
-
-@register_reward("orm", bounds=(0.0, 1.0), factory=True)
-def orm_reward(model_path: str | None = None, batch_size: int = 8) -> RewardModelReward:
-    """A learned outcome reward model (`python -m openmanus_lite dpo train-rm`) scoring prompt + completion: the sigmoid
-    of its Bradley-Terry logit, in (0, 1). Needs params={'orm': {'model_path': <saved reward model folder>}}."""
-    if not model_path:
-        raise ValueError("the orm reward needs params={'orm': {'model_path': <folder saved by train-rm>}}")
-    rm = load_reward_model(model_path)
-    rm.batch_size = int(batch_size)
-    return rm.as_reward_func()
 
 
 def _as_messages(x: Any, role: str) -> Messages:

@@ -3,7 +3,7 @@
 Every reward is `reward(prompts, completions, **columns) -> list[float | None]` (None: TRL skips that sample), so
 `GRPOTrainer` takes them unchanged; `accuracy`, `format` and `tag_count` give open-r1's values. The API is
 `registry`'s (`build_rewards`, `check_reward_columns` before training); the `orm` reward is registered in
-`preference.reward_model`, which the registry imports when `orm` is looked up by name.
+`preference.orm_reward`, which the registry imports when `orm` is looked up by name.
 
 Columns (keyword arguments a reward reads; TRL passes every dataset column and the rollout's extra keys by name):
 

@@ -40,7 +40,7 @@ _REGISTRY: dict[str, RewardInfo] = {}
 _IMPORTED: dict[str, RewardInfo] = {}
 # Rewards registered by modules outside this package, looked up by name: the module registers its reward on import,
 # and naming it here keeps rewards free of a module-level import of preference (which imports rewards).
-_ELSEWHERE = {"orm": "openmanus_lite.preference.reward_model"}
+_ELSEWHERE = {"orm": "openmanus_lite.preference.orm_reward"}
 
 
 def _groups(columns: Iterable[str | Sequence[str]]) -> tuple[tuple[str, ...], ...]:

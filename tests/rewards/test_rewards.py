@@ -478,17 +478,19 @@ def _fresh_python(code):
 
 
 def test_orm_is_found_by_name_with_only_rewards_imported():
-    """`orm` lives in preference.reward_model; the registry imports it when the name is asked for, not before."""
+    """`orm` lives in preference.orm_reward; the registry imports it when the name is asked for, not before, and
+    naming or listing it loads neither the reward model's module nor torch."""
     out = _fresh_python(
         "import sys\n"
         "from openmanus_lite.rewards import describe_rewards, parse_reward_spec\n"
-        "RM = 'openmanus_lite.preference.reward_model'\n"
-        "before = RM in sys.modules\n"
+        "ORM = 'openmanus_lite.preference.orm_reward'\n"
+        "before = ORM in sys.modules\n"
         "assert parse_reward_spec('orm env_outcome') == {'orm': 1.0, 'env_outcome': 1.0}\n"
         "names = [row['name'] for row in describe_rewards()]\n"
-        "print(before, RM in sys.modules, 'orm' in names)\n"
+        "heavy = any(m in sys.modules for m in ('openmanus_lite.preference.reward_model', 'torch'))\n"
+        "print(before, ORM in sys.modules, 'orm' in names, heavy)\n"
     )
-    assert out == ["False", "True", "True"]
+    assert out == ["False", "True", "True", "False"]
 
 
 def test_grpo_does_not_import_the_reward_models():
