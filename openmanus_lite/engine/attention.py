@@ -38,13 +38,12 @@ def sdpa_gqa_attention(module: Any, query: Any, key: Any, value: Any, attention_
     bounds = kwargs.get("cu_seq_lens_q")
     if bounds is not None and q_len == kv_len:
         return _per_sequence_attention(query, key, value, bounds, dropout, scaling), None
-    keys = kwargs.get(KEY_MASK)
-    if keys is not None and q_len == kv_len == keys.shape[-1] and _block_attention_applies(query, key, value, dropout):
-        return _per_sequence_attention(query, key, value, None, dropout, scaling, keys), None
+    keys = kwargs.get(KEY_MASK)  # a padded batch's [batch, T] mask (`_mark_rows`), read instead of the 4-D one
     causal = attention_mask is None and q_len > 1 and bool(
         getattr(module, "is_causal", True) if is_causal is None else is_causal)
-    if causal and q_len == kv_len and _block_attention_applies(query, key, value, dropout):
-        return _per_sequence_attention(query, key, value, None, dropout, scaling), None
+    if q_len == kv_len and (causal or (keys is not None and keys.shape[-1] == kv_len)) and \
+            _block_attention_applies(query, key, value, dropout):
+        return _per_sequence_attention(query, key, value, None, dropout, scaling, keys), None
     if causal and q_len != kv_len:  # new tokens after cached ones: each query sees the whole past and its own prefix
         attention_mask = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device).tril(kv_len - q_len)
         causal = False
